@@ -1,0 +1,232 @@
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// Where a configuration value could not be read from, and why.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("config file {path} is not valid: {message}")]
+    Parse { path: PathBuf, message: String },
+    #[error("environment variable {var}={value:?} is not valid: {message}")]
+    Env {
+        var: String,
+        value: String,
+        message: String,
+    },
+}
+
+/// Every tunable of mnemo. Key names follow the agent-cli memory proxy.
+///
+/// Precedence, lowest first: built-in defaults, the TOML file, `MNEMO_<KEY>` environment
+/// variables (e.g. `MNEMO_MEMORY_PATH`), then command-line flags (applied by the binary).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Root of the Markdown store.
+    pub memory_path: PathBuf,
+    /// Folder holding set-up's downloads (`onnxruntime/`, embedding models, ...).
+    pub models_dir: PathBuf,
+    /// Embedding model: a folder name under `models_dir`, or a path.
+    pub embedding_model: String,
+    /// The ONNX Runtime shared library; relative paths are under `models_dir`.
+    pub onnxruntime_library: PathBuf,
+    /// Threads ONNX Runtime may use per session.
+    pub embed_threads: usize,
+    /// Texts per ONNX Runtime call when embedding many at once.
+    pub embed_batch_size: usize,
+    pub default_top_k: usize,
+    pub max_entries: usize,
+    pub mmr_lambda: f32,
+    pub recency_weight: f32,
+    pub score_threshold: Option<f32>,
+    pub enable_summarization: bool,
+    pub openai_base_url: Option<String>,
+    pub enable_git_versioning: bool,
+    pub start_watcher: bool,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            memory_path: PathBuf::from("memory_db"),
+            models_dir: default_models_dir(),
+            embedding_model: "all-MiniLM-L6-v2".into(),
+            onnxruntime_library: PathBuf::from("onnxruntime/libonnxruntime.so.1.31.1"),
+            embed_threads: 2,
+            embed_batch_size: 64,
+            default_top_k: 5,
+            max_entries: 500,
+            mmr_lambda: 0.7,
+            recency_weight: 0.2,
+            score_threshold: None,
+            enable_summarization: true,
+            openai_base_url: None,
+            enable_git_versioning: true,
+            start_watcher: true,
+        }
+    }
+}
+
+/// `./models` when run from a checkout, else the checkout this binary was built from.
+fn default_models_dir() -> PathBuf {
+    let local = PathBuf::from("models");
+    if local.join("manifest.toml").is_file() {
+        return local;
+    }
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../models")
+}
+
+/// Keys whose environment values are taken verbatim as strings.
+const STRING_KEYS: &[&str] = &[
+    "memory_path",
+    "models_dir",
+    "embedding_model",
+    "onnxruntime_library",
+    "openai_base_url",
+];
+
+/// Resolved on-disk locations of the models a [`Config`] names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelPaths {
+    pub onnxruntime_library: PathBuf,
+    pub embedding_model_dir: PathBuf,
+}
+
+impl Config {
+    /// Defaults, then `file` (if given), then `MNEMO_*` variables from `env`.
+    pub fn load(
+        file: Option<&Path>,
+        env: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Self, ConfigError> {
+        let mut table = match file {
+            Some(path) => read_table(path)?,
+            None => toml::Table::new(),
+        };
+        let known = toml::Table::try_from(Config::default()).expect("defaults serialise");
+        for (var, value) in env {
+            let Some(key) = var.strip_prefix("MNEMO_").map(str::to_ascii_lowercase) else {
+                continue;
+            };
+            let is_key = known.contains_key(&key) || matches!(key.as_str(), "score_threshold" | "openai_base_url");
+            if !is_key {
+                continue;
+            }
+            let parsed = if STRING_KEYS.contains(&key.as_str()) {
+                toml::Value::String(value.clone())
+            } else {
+                parse_scalar(&value).ok_or_else(|| ConfigError::Env {
+                    var: var.clone(),
+                    value: value.clone(),
+                    message: "expected a number or true/false".into(),
+                })?
+            };
+            table.insert(key, parsed);
+        }
+        Config::deserialize(toml::Value::Table(table)).map_err(|e| match file {
+            Some(path) => ConfigError::Parse {
+                path: path.to_owned(),
+                message: e.to_string(),
+            },
+            None => ConfigError::Env {
+                var: "MNEMO_*".into(),
+                value: String::new(),
+                message: e.to_string(),
+            },
+        })
+    }
+
+    pub fn model_paths(&self) -> ModelPaths {
+        let under_models = |p: &Path| {
+            if p.is_absolute() {
+                p.to_owned()
+            } else {
+                self.models_dir.join(p)
+            }
+        };
+        ModelPaths {
+            onnxruntime_library: under_models(&self.onnxruntime_library),
+            embedding_model_dir: under_models(Path::new(&self.embedding_model)),
+        }
+    }
+}
+
+fn read_table(path: &Path) -> Result<toml::Table, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        path: path.to_owned(),
+        source,
+    })?;
+    text.parse::<toml::Table>().map_err(|e| ConfigError::Parse {
+        path: path.to_owned(),
+        message: e.to_string(),
+    })
+}
+
+fn parse_scalar(raw: &str) -> Option<toml::Value> {
+    let raw = raw.trim();
+    if let Ok(b) = raw.parse::<bool>() {
+        return Some(toml::Value::Boolean(b));
+    }
+    if let Ok(i) = raw.parse::<i64>() {
+        return Some(toml::Value::Integer(i));
+    }
+    raw.parse::<f64>().ok().map(toml::Value::Float)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn file_then_environment_override_defaults() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("mnemo.toml");
+        std::fs::write(&file, "memory_path = \"/data/mem\"\ndefault_top_k = 7\n").unwrap();
+        let cfg = Config::load(
+            Some(&file),
+            env(&[
+                ("MNEMO_DEFAULT_TOP_K", "9"),
+                ("MNEMO_SCORE_THRESHOLD", "0.5"),
+                ("MNEMO_OPENAI_BASE_URL", "http://127.0.0.1:8080/v1"),
+                ("UNRELATED", "x"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(cfg.memory_path, PathBuf::from("/data/mem"));
+        assert_eq!(cfg.default_top_k, 9);
+        assert_eq!(cfg.score_threshold, Some(0.5));
+        assert_eq!(cfg.openai_base_url.as_deref(), Some("http://127.0.0.1:8080/v1"));
+        assert_eq!(cfg.max_entries, 500);
+    }
+
+    #[test]
+    fn typos_and_bad_values_are_reported() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("mnemo.toml");
+        std::fs::write(&file, "memory_pth = \"x\"\n").unwrap();
+        let err = Config::load(Some(&file), env(&[])).unwrap_err().to_string();
+        assert!(err.contains("memory_pth"), "{err}");
+
+        let err = Config::load(None, env(&[("MNEMO_DEFAULT_TOP_K", "lots")]))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("MNEMO_DEFAULT_TOP_K"), "{err}");
+    }
+
+    #[test]
+    fn string_keys_stay_strings() {
+        let cfg = Config::load(None, env(&[("MNEMO_MEMORY_PATH", "123")])).unwrap();
+        assert_eq!(cfg.memory_path, PathBuf::from("123"));
+    }
+}

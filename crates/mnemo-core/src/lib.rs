@@ -1,0 +1,18 @@
+//! The vocabulary every other mnemo crate speaks.
+//!
+//! - [`ConversationId`] and [`MemoryId`]: validated identifiers. A conversation id comes from
+//!   users and becomes a directory name, so it is checked once here and trusted everywhere else.
+//! - [`Role`] and [`MemoryRecord`]: one memory as it lives in a Markdown file (front matter
+//!   plus body), independent of where it is stored or indexed.
+//! - [`Config`]: every tunable, loaded from a TOML file and `MNEMO_*` environment variables.
+//!
+//! This crate does no I/O beyond reading the config file; it has no opinion on storage,
+//! embedding or indexing.
+
+mod config;
+mod ids;
+mod record;
+
+pub use config::{Config, ConfigError, ModelPaths};
+pub use ids::{ConversationId, IdError, MemoryId};
+pub use record::{MemoryRecord, Metadata, Role, RoleParseError};

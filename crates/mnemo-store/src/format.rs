@@ -1,0 +1,382 @@
+//! The on-disk format of one memory: YAML front matter, then the content as the body.
+//!
+//! Reading is deliberately forgiving, because people edit these files by hand: a byte-order
+//! mark, CRLF line ends, odd whitespace, missing optional fields, unknown fields (kept, under
+//! `metadata`) and a file with no front matter at all are all still memories. What is missing
+//! is derived from where the file lives ([`Location`]). Only a file whose front matter cannot
+//! be parsed, or which has no content, is refused, with a message saying why.
+
+use std::path::Path;
+
+use chrono::{DateTime, NaiveDate, NaiveDateTime, SecondsFormat, Utc};
+use gray_matter::engine::YAML;
+use gray_matter::Matter;
+use mnemo_core::{MemoryId, MemoryRecord, Metadata, Role};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::layout::{Location, MemoryKind};
+
+/// Why a file could not be read as a memory.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FormatError {
+    #[error("front matter opened with '---' on the first line is never closed")]
+    UnclosedFrontMatter,
+    #[error("front matter is not valid YAML: {0}")]
+    BadYaml(String),
+    #[error("front matter must be a mapping of fields, found {0}")]
+    NotAMapping(&'static str),
+    #[error("the file holds no content")]
+    Empty,
+}
+
+/// What is known about a file besides its text.
+#[derive(Debug, Clone)]
+pub struct FileContext<'a> {
+    pub location: &'a Location,
+    /// Path relative to the store root; names derived ids, so they stay stable.
+    pub relative_path: &'a Path,
+    pub modified: Option<DateTime<Utc>>,
+}
+
+/// A parsed record, plus notes on what had to be derived or ignored.
+#[derive(Debug, Clone)]
+pub struct Parsed {
+    pub record: MemoryRecord,
+    pub warnings: Vec<String>,
+}
+
+/// Renders a record as the file mnemo writes.
+pub fn render(record: &MemoryRecord) -> String {
+    #[derive(Serialize)]
+    struct FrontMatter<'a> {
+        id: String,
+        conversation_id: &'a str,
+        role: Role,
+        created_at: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        summary_kind: Option<&'a str>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        replaced_by: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        source_id: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        deleted_at: Option<String>,
+        #[serde(skip_serializing_if = "Metadata::is_empty")]
+        metadata: &'a Metadata,
+    }
+    let ts = |t: &DateTime<Utc>| t.to_rfc3339_opts(SecondsFormat::Millis, true);
+    let front = FrontMatter {
+        id: record.id.to_string(),
+        conversation_id: record.conversation_id.as_str(),
+        role: record.role,
+        created_at: ts(&record.created_at),
+        summary_kind: record.summary_kind.as_deref(),
+        replaced_by: record.replaced_by.map(|id| id.to_string()),
+        source_id: record.source_id.map(|id| id.to_string()),
+        deleted_at: record.deleted_at.as_ref().map(ts),
+        metadata: &record.metadata,
+    };
+    // Serialising plain strings, ids and JSON values to YAML cannot fail.
+    let yaml = serde_yaml::to_string(&front).expect("front matter serialises");
+    format!("---\n{yaml}---\n{}\n", record.content.trim())
+}
+
+/// Parses a file's text; see the module docs for what is tolerated.
+pub fn parse(text: &str, ctx: &FileContext<'_>) -> Result<Parsed, FormatError> {
+    let text = normalise(text);
+    let (fields, body) = split_front_matter(&text)?;
+    let content = body.trim().to_owned();
+    if content.is_empty() {
+        return Err(FormatError::Empty);
+    }
+    let mut warnings = Vec::new();
+    let record = build_record(fields, content, ctx, &mut warnings);
+    Ok(Parsed { record, warnings })
+}
+
+fn normalise(text: &str) -> String {
+    text.strip_prefix('\u{feff}')
+        .unwrap_or(text)
+        .replace("\r\n", "\n")
+}
+
+fn split_front_matter(text: &str) -> Result<(serde_json::Map<String, Value>, String), FormatError> {
+    let opens = text
+        .split_once('\n')
+        .is_some_and(|(first, _)| first.trim_end() == "---");
+    if !opens {
+        return Ok((serde_json::Map::new(), text.to_owned()));
+    }
+    let closed = text.lines().skip(1).any(|l| l.trim_end() == "---");
+    if !closed {
+        return Err(FormatError::UnclosedFrontMatter);
+    }
+    let parsed = Matter::<YAML>::new()
+        .parse::<Value>(text)
+        .map_err(|e| FormatError::BadYaml(e.to_string()))?;
+    let fields = match parsed.data {
+        None | Some(Value::Null) => serde_json::Map::new(),
+        Some(Value::Object(map)) => map,
+        Some(Value::Array(_)) => return Err(FormatError::NotAMapping("a list")),
+        Some(_) => return Err(FormatError::NotAMapping("a single value")),
+    };
+    Ok((fields, parsed.content))
+}
+
+fn build_record(
+    mut fields: serde_json::Map<String, Value>,
+    content: String,
+    ctx: &FileContext<'_>,
+    warnings: &mut Vec<String>,
+) -> MemoryRecord {
+    let location = ctx.location;
+    let (name_id, name_time) = location.name_parts();
+    let mut take_str = |key: &str| take_string(&mut fields, key);
+
+    let id = match take_str("id").map(|raw| (raw.parse::<MemoryId>(), raw)) {
+        Some((Ok(id), _)) => id,
+        Some((Err(_), raw)) => {
+            warnings.push(format!("id {raw:?} is not a UUID; derived one instead"));
+            derive_id(location, name_id, ctx.relative_path)
+        }
+        None => derive_id(location, name_id, ctx.relative_path),
+    };
+
+    if let Some(conv) = take_str("conversation_id") {
+        if conv != location.conversation.as_str() {
+            warnings.push(format!(
+                "conversation_id {conv:?} differs from its folder; the folder {:?} wins",
+                location.conversation.as_str()
+            ));
+        }
+    }
+    let role = location.kind.role();
+    if let Some(raw) = take_str("role") {
+        if raw.parse::<Role>().ok() != Some(role) {
+            warnings.push(format!(
+                "role {raw:?} does not match its folder; the folder's role {role} wins"
+            ));
+        }
+    }
+
+    let created_at = take_str("created_at")
+        .and_then(|raw| {
+            let parsed = parse_time(&raw);
+            if parsed.is_none() {
+                warnings.push(format!("created_at {raw:?} is not a date; derived one instead"));
+            }
+            parsed
+        })
+        .or(name_time)
+        .or(ctx.modified)
+        .unwrap_or_else(Utc::now);
+
+    let mut id_field = |key: &str, warnings: &mut Vec<String>| {
+        take_string(&mut fields, key).and_then(|raw| {
+            let id = raw.parse::<MemoryId>().ok();
+            if id.is_none() {
+                warnings.push(format!("{key} {raw:?} is not a UUID; ignored"));
+            }
+            id
+        })
+    };
+    let replaced_by = id_field("replaced_by", warnings);
+    let source_id = id_field("source_id", warnings);
+    let summary_kind = take_string(&mut fields, "summary_kind");
+    let deleted_at = take_string(&mut fields, "deleted_at").and_then(|raw| parse_time(&raw));
+
+    let mut metadata = match fields.remove("metadata") {
+        Some(Value::Object(map)) => map,
+        None | Some(Value::Null) => Metadata::new(),
+        Some(other) => {
+            warnings.push("metadata is not a mapping; kept under metadata.value".into());
+            Metadata::from_iter([("value".to_owned(), other)])
+        }
+    };
+    // Unknown top-level fields are the user's: keep them rather than drop them.
+    for (key, value) in fields {
+        metadata.entry(key).or_insert(value);
+    }
+
+    MemoryRecord {
+        id,
+        conversation_id: location.conversation.clone(),
+        role,
+        created_at,
+        content,
+        summary_kind,
+        replaced_by,
+        source_id,
+        deleted_at,
+        metadata,
+    }
+}
+
+fn take_string(fields: &mut serde_json::Map<String, Value>, key: &str) -> Option<String> {
+    match fields.remove(key) {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(s),
+        Some(other) => Some(other.to_string()),
+    }
+}
+
+fn derive_id(location: &Location, from_name: Option<MemoryId>, relative: &Path) -> MemoryId {
+    if location.kind == MemoryKind::Summary && !location.tombstone {
+        return MemoryId::summary_of(&location.conversation);
+    }
+    from_name.unwrap_or_else(|| MemoryId::derived_from(&relative.to_string_lossy()))
+}
+
+/// RFC 3339, or the looser `YYYY-MM-DD[ HH:MM[:SS]]` people type (taken as UTC).
+fn parse_time(raw: &str) -> Option<DateTime<Utc>> {
+    let raw = raw.trim();
+    if let Ok(t) = DateTime::parse_from_rfc3339(raw) {
+        return Some(t.to_utc());
+    }
+    for fmt in ["%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M"] {
+        if let Ok(t) = NaiveDateTime::parse_from_str(raw, fmt) {
+            return Some(t.and_utc());
+        }
+    }
+    NaiveDate::parse_from_str(raw, "%Y-%m-%d")
+        .ok()
+        .and_then(|d| d.and_hms_opt(0, 0, 0))
+        .map(|t| t.and_utc())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::*;
+    use mnemo_core::ConversationId;
+
+    fn ctx_for(rel: &str) -> (Location, PathBuf) {
+        let rel = PathBuf::from(rel);
+        (Location::parse(&rel).unwrap(), rel)
+    }
+
+    fn parse_at(rel: &str, text: &str) -> Result<Parsed, FormatError> {
+        let (location, rel) = ctx_for(rel);
+        parse(
+            text,
+            &FileContext {
+                location: &location,
+                relative_path: &rel,
+                modified: None,
+            },
+        )
+    }
+
+    fn sample() -> MemoryRecord {
+        let mut r = MemoryRecord::new(
+            ConversationId::new("c1").unwrap(),
+            Role::Memory,
+            "Anne is my wife.\n\nShe likes: colons, --- and \"quotes\".",
+        );
+        r.source_id = Some(MemoryId::random());
+        r.metadata.insert("topic".into(), Value::from("family"));
+        r.metadata.insert("weight".into(), Value::from(3));
+        r
+    }
+
+    #[test]
+    fn round_trips_every_field() {
+        let mut record = sample();
+        record.created_at = parse_time("2026-03-04T05:06:07.089Z").unwrap();
+        record.replaced_by = Some(MemoryId::random());
+        record.deleted_at = parse_time("2026-03-05T00:00:00Z");
+        record.summary_kind = Some("rolling".into());
+        let name = crate::layout::file_name(MemoryKind::Fact, record.id, record.created_at);
+        let back = parse_at(&format!("entries/c1/facts/{name}"), &render(&record)).unwrap();
+        assert_eq!(back.record, record);
+        assert!(back.warnings.is_empty(), "{:?}", back.warnings);
+    }
+
+    #[test]
+    fn a_file_without_front_matter_is_a_memory() {
+        let id = MemoryId::random();
+        let rel = format!("entries/c1/facts/20260102T030405000Z__{id}.md");
+        let parsed = parse_at(&rel, "  I prefer tea over coffee.\n\n").unwrap();
+        assert_eq!(parsed.record.id, id);
+        assert_eq!(parsed.record.content, "I prefer tea over coffee.");
+        assert_eq!(parsed.record.role, Role::Memory);
+        assert_eq!(
+            parsed.record.created_at,
+            parse_time("2026-01-02T03:04:05Z").unwrap()
+        );
+    }
+
+    #[test]
+    fn a_hand_named_file_gets_a_stable_derived_id() {
+        let a = parse_at("entries/c1/facts/my-note.md", "hello").unwrap();
+        let b = parse_at("entries/c1/facts/my-note.md", "hello again").unwrap();
+        let c = parse_at("entries/c1/facts/other.md", "hello").unwrap();
+        assert_eq!(a.record.id, b.record.id);
+        assert_ne!(a.record.id, c.record.id);
+    }
+
+    #[test]
+    fn crlf_bom_and_odd_whitespace_are_tolerated() {
+        let record = sample();
+        let text = format!("\u{feff}{}", render(&record).replace('\n', "\r\n"));
+        let back = parse_at("entries/c1/facts/x.md", &text).unwrap();
+        assert_eq!(back.record.id, record.id);
+        assert_eq!(back.record.content, record.content);
+
+        let text = "---   \nid: 3f1b7c2e-8d4a-4f6b-9c1d-2e3f4a5b6c7d\nrole:   memory\n---\n\n\n   padded body   \n\n";
+        let back = parse_at("entries/c1/facts/x.md", text).unwrap();
+        assert_eq!(back.record.content, "padded body");
+    }
+
+    #[test]
+    fn extra_fields_are_kept_in_metadata() {
+        let text = "---\nrole: memory\ntags: [a, b]\nmood: happy\nmetadata:\n  mood: sad\n---\nbody\n";
+        let back = parse_at("entries/c1/facts/x.md", text).unwrap();
+        let meta = &back.record.metadata;
+        assert_eq!(meta["tags"], serde_json::json!(["a", "b"]));
+        assert_eq!(meta["mood"], "sad", "explicit metadata wins over a stray field");
+    }
+
+    #[test]
+    fn bad_optional_fields_are_derived_with_a_warning() {
+        let text = "---\nid: not-a-uuid\ncreated_at: yesterday\nrole: user\nconversation_id: other\n---\nbody\n";
+        let back = parse_at("entries/c1/facts/x.md", text).unwrap();
+        assert_eq!(back.record.role, Role::Memory);
+        assert_eq!(back.record.conversation_id.as_str(), "c1");
+        assert_eq!(back.warnings.len(), 4, "{:?}", back.warnings);
+    }
+
+    #[test]
+    fn loose_dates_are_understood() {
+        let text = "---\ncreated_at: 2023-05-08\n---\nbody\n";
+        let back = parse_at("entries/c1/facts/x.md", text).unwrap();
+        assert_eq!(back.record.created_at, parse_time("2023-05-08T00:00:00Z").unwrap());
+    }
+
+    #[test]
+    fn unparseable_files_say_why() {
+        let cases = [
+            ("---\nid: [unclosed\n---\nbody", "not valid YAML"),
+            ("---\nid: x\nbody without end", "never closed"),
+            ("---\n- a\n- b\n---\nbody", "a list"),
+            ("---\nid: 3f1b7c2e-8d4a-4f6b-9c1d-2e3f4a5b6c7d\n---\n  \n", "no content"),
+            ("", "no content"),
+        ];
+        for (text, why) in cases {
+            let err = parse_at("entries/c1/facts/x.md", text).unwrap_err().to_string();
+            assert!(err.contains(why), "{text:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn summaries_without_an_id_get_the_conversation_s_id() {
+        let back = parse_at("entries/c1/summaries/summary.md", "All about c1.").unwrap();
+        assert_eq!(
+            back.record.id,
+            MemoryId::summary_of(&ConversationId::new("c1").unwrap())
+        );
+        assert_eq!(back.record.role, Role::Summary);
+    }
+}

@@ -1,0 +1,183 @@
+//! Where each kind of memory lives under `<memory_path>`.
+//!
+//! ```text
+//! entries/<conversation>/facts/<ts>__<uuid>.md
+//! entries/<conversation>/turns/user/<ts>__<uuid>.md
+//! entries/<conversation>/turns/assistant/<ts>__<uuid>.md
+//! entries/<conversation>/summaries/summary.md
+//! entries/<conversation>/deleted/{facts,turns/user,turns/assistant,summaries}/...
+//! ```
+
+use std::path::{Component, Path, PathBuf};
+
+use chrono::{DateTime, NaiveDateTime, Utc};
+use mnemo_core::{ConversationId, MemoryId, Role};
+
+pub const ENTRIES_DIR: &str = "entries";
+pub const DELETED_DIR: &str = "deleted";
+pub const SUMMARY_FILE: &str = "summary.md";
+const TIMESTAMP_FORMAT: &str = "%Y%m%dT%H%M%S%3fZ";
+
+/// The kind of file, which is also its folder below the conversation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum MemoryKind {
+    Fact,
+    UserTurn,
+    AssistantTurn,
+    Summary,
+}
+
+impl MemoryKind {
+    pub const ALL: [MemoryKind; 4] = [
+        MemoryKind::Fact,
+        MemoryKind::UserTurn,
+        MemoryKind::AssistantTurn,
+        MemoryKind::Summary,
+    ];
+
+    pub fn of_role(role: Role) -> Self {
+        match role {
+            Role::Memory => MemoryKind::Fact,
+            Role::User => MemoryKind::UserTurn,
+            Role::Assistant => MemoryKind::AssistantTurn,
+            Role::Summary => MemoryKind::Summary,
+        }
+    }
+
+    pub fn role(self) -> Role {
+        match self {
+            MemoryKind::Fact => Role::Memory,
+            MemoryKind::UserTurn => Role::User,
+            MemoryKind::AssistantTurn => Role::Assistant,
+            MemoryKind::Summary => Role::Summary,
+        }
+    }
+
+    /// The folder, relative to the conversation (or to its `deleted/`).
+    pub fn folder(self) -> &'static Path {
+        Path::new(match self {
+            MemoryKind::Fact => "facts",
+            MemoryKind::UserTurn => "turns/user",
+            MemoryKind::AssistantTurn => "turns/assistant",
+            MemoryKind::Summary => "summaries",
+        })
+    }
+}
+
+/// What a path inside the store is, read off its components alone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Location {
+    pub conversation: ConversationId,
+    pub kind: MemoryKind,
+    pub tombstone: bool,
+    pub file_name: String,
+}
+
+impl Location {
+    /// Parses a path relative to `<memory_path>`; `None` for anything that is not a memory
+    /// file's place (other folders, hidden or temporary names, non-Markdown files).
+    pub fn parse(relative: &Path) -> Option<Location> {
+        let parts: Vec<&str> = relative
+            .components()
+            .map(|c| match c {
+                Component::Normal(s) => s.to_str(),
+                _ => None,
+            })
+            .collect::<Option<_>>()?;
+        let [entries, conversation, rest @ ..] = parts.as_slice() else {
+            return None;
+        };
+        if *entries != ENTRIES_DIR {
+            return None;
+        }
+        let conversation = ConversationId::new(conversation).ok()?;
+        let (tombstone, rest) = match rest {
+            [DELETED_DIR, rest @ ..] => (true, rest),
+            rest => (false, rest),
+        };
+        let (kind, file_name) = match rest {
+            ["facts", f] => (MemoryKind::Fact, f),
+            ["turns", "user", f] => (MemoryKind::UserTurn, f),
+            ["turns", "assistant", f] => (MemoryKind::AssistantTurn, f),
+            ["summaries", f] => (MemoryKind::Summary, f),
+            _ => return None,
+        };
+        if crate::atomic::is_temporary_name(file_name) || !file_name.ends_with(".md") {
+            return None;
+        }
+        Some(Location {
+            conversation,
+            kind,
+            tombstone,
+            file_name: (*file_name).to_owned(),
+        })
+    }
+
+    /// The id and creation time encoded in a `<ts>__<uuid>.md` name, where present.
+    pub fn name_parts(&self) -> (Option<MemoryId>, Option<DateTime<Utc>>) {
+        let stem = self.file_name.trim_end_matches(".md");
+        let (ts, id) = match stem.split_once("__") {
+            Some((ts, id)) => (Some(ts), id),
+            None => (None, stem),
+        };
+        let id = id.parse::<MemoryId>().ok();
+        let ts = ts
+            .and_then(|ts| NaiveDateTime::parse_from_str(ts, TIMESTAMP_FORMAT).ok())
+            .map(|naive| naive.and_utc());
+        (id, ts)
+    }
+}
+
+pub fn conversation_dir(root: &Path, conversation: &ConversationId) -> PathBuf {
+    root.join(ENTRIES_DIR).join(conversation.as_str())
+}
+
+/// The file name a new memory gets: sortable by time, unique by id.
+pub fn file_name(kind: MemoryKind, id: MemoryId, created_at: DateTime<Utc>) -> String {
+    match kind {
+        MemoryKind::Summary => SUMMARY_FILE.to_owned(),
+        _ => format!("{}__{id}.md", created_at.format(TIMESTAMP_FORMAT)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_every_kind_and_tombstones() {
+        let loc = Location::parse(Path::new("entries/c1/turns/user/x.md")).unwrap();
+        assert_eq!(loc.kind, MemoryKind::UserTurn);
+        assert!(!loc.tombstone);
+        let loc = Location::parse(Path::new("entries/c1/deleted/facts/x.md")).unwrap();
+        assert_eq!((loc.kind, loc.tombstone), (MemoryKind::Fact, true));
+        let loc = Location::parse(Path::new("entries/c1/summaries/summary.md")).unwrap();
+        assert_eq!(loc.kind, MemoryKind::Summary);
+    }
+
+    #[test]
+    fn ignores_everything_else() {
+        for p in [
+            "entries/c1/facts/.x.md.swp",
+            "entries/c1/facts/x.txt",
+            "entries/c1/notes/x.md",
+            "entries/.git/facts/x.md",
+            "entries/c1/facts/sub/x.md",
+            "index/facts/x.md",
+            "entries/../facts/x.md",
+        ] {
+            assert_eq!(Location::parse(Path::new(p)), None, "{p}");
+        }
+    }
+
+    #[test]
+    fn file_names_round_trip_id_and_time() {
+        let id = MemoryId::random();
+        let at = DateTime::parse_from_rfc3339("2026-01-02T03:04:05.678Z")
+            .unwrap()
+            .to_utc();
+        let name = file_name(MemoryKind::Fact, id, at);
+        let loc = Location::parse(&Path::new("entries/c/facts").join(&name)).unwrap();
+        assert_eq!(loc.name_parts(), (Some(id), Some(at)));
+    }
+}

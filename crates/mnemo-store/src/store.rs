@@ -1,0 +1,261 @@
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use chrono::{DateTime, Utc};
+use mnemo_core::{ConversationId, MemoryId, MemoryRecord, Role};
+use tracing::warn;
+
+use crate::atomic::{rename_durably, write_atomic};
+use crate::format::{self, FileContext, FormatError};
+use crate::layout::{self, Location, MemoryKind, DELETED_DIR, ENTRIES_DIR};
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("{action} {path}: {source}")]
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        source: io::Error,
+    },
+    #[error("{path} is not a memory file inside the store {root}")]
+    OutsideStore { path: PathBuf, root: PathBuf },
+    #[error("{path}: {source}")]
+    Format { path: PathBuf, source: FormatError },
+    #[error("{path} is not UTF-8 text")]
+    NotText { path: PathBuf },
+    #[error("{path} is already deleted")]
+    AlreadyDeleted { path: PathBuf },
+}
+
+fn io_err(action: &'static str, path: &Path) -> impl FnOnce(io::Error) -> StoreError {
+    let path = path.to_owned();
+    move |source| StoreError::Io {
+        action,
+        path,
+        source,
+    }
+}
+
+/// A record and the file it was read from or written to (absolute).
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredMemory {
+    pub record: MemoryRecord,
+    pub path: PathBuf,
+}
+
+/// A file a scan could not read, and why.
+#[derive(Debug)]
+pub struct SkippedFile {
+    pub path: PathBuf,
+    pub reason: String,
+}
+
+/// Everything a scan found: the memories, and the files it had to skip.
+#[derive(Debug, Default)]
+pub struct Scan {
+    pub memories: Vec<StoredMemory>,
+    pub skipped: Vec<SkippedFile>,
+}
+
+/// The Markdown store rooted at `<memory_path>`.
+#[derive(Debug, Clone)]
+pub struct FileStore {
+    root: PathBuf,
+}
+
+impl FileStore {
+    /// Opens (creating if needed) the store at `root`.
+    pub fn open(root: impl AsRef<Path>) -> Result<Self, StoreError> {
+        let root = root.as_ref();
+        fs::create_dir_all(root.join(ENTRIES_DIR)).map_err(io_err("cannot create", root))?;
+        let root = root.canonicalize().map_err(io_err("cannot resolve", root))?;
+        Ok(Self { root })
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Writes a new record to the file its role, conversation, time and id call for.
+    pub fn write(&self, record: &MemoryRecord) -> Result<PathBuf, StoreError> {
+        let kind = MemoryKind::of_role(record.role);
+        let path = layout::conversation_dir(&self.root, &record.conversation_id)
+            .join(kind.folder())
+            .join(layout::file_name(kind, record.id, record.created_at));
+        write_atomic(&path, format::render(record).as_bytes())
+            .map_err(io_err("cannot write", &path))?;
+        Ok(path)
+    }
+
+    /// Reads one memory file, tolerantly (see [`format`]); warnings go to the log.
+    pub fn read(&self, path: &Path) -> Result<StoredMemory, StoreError> {
+        let (location, relative) = self.locate(path)?;
+        let absolute = self.root.join(&relative);
+        let bytes = fs::read(&absolute).map_err(io_err("cannot read", &absolute))?;
+        let text = String::from_utf8(bytes).map_err(|_| StoreError::NotText {
+            path: absolute.clone(),
+        })?;
+        let modified = fs::metadata(&absolute)
+            .and_then(|m| m.modified())
+            .ok()
+            .map(DateTime::<Utc>::from);
+        let ctx = FileContext {
+            location: &location,
+            relative_path: &relative,
+            modified,
+        };
+        let parsed = format::parse(&text, &ctx).map_err(|source| StoreError::Format {
+            path: absolute.clone(),
+            source,
+        })?;
+        for warning in &parsed.warnings {
+            warn!(file = %absolute.display(), "{warning}");
+        }
+        Ok(StoredMemory {
+            record: parsed.record,
+            path: absolute,
+        })
+    }
+
+    /// Where `path` sits in the store, or why it is not a memory file of this store.
+    /// Accepts absolute paths and paths relative to the store root.
+    pub fn locate(&self, path: &Path) -> Result<(Location, PathBuf), StoreError> {
+        let outside = || StoreError::OutsideStore {
+            path: path.to_owned(),
+            root: self.root.clone(),
+        };
+        let relative = if path.is_absolute() {
+            path.strip_prefix(&self.root).map_err(|_| outside())?
+        } else {
+            path
+        };
+        let location = Location::parse(relative).ok_or_else(outside)?;
+        Ok((location, relative.to_owned()))
+    }
+
+    /// All live (not deleted) memories of every conversation.
+    pub fn scan(&self) -> Scan {
+        let mut scan = Scan::default();
+        let entries = self.root.join(ENTRIES_DIR);
+        let Ok(dirs) = fs::read_dir(&entries) else {
+            return scan;
+        };
+        let mut conversations: Vec<_> = dirs
+            .filter_map(Result::ok)
+            .filter_map(|e| ConversationId::new(e.file_name().to_str()?).ok())
+            .collect();
+        conversations.sort();
+        for conversation in conversations {
+            self.scan_into(&conversation, &mut scan);
+        }
+        scan
+    }
+
+    /// Live memories of one conversation, oldest first.
+    pub fn scan_conversation(&self, conversation: &ConversationId) -> Scan {
+        let mut scan = Scan::default();
+        self.scan_into(conversation, &mut scan);
+        scan
+    }
+
+    fn scan_into(&self, conversation: &ConversationId, scan: &mut Scan) {
+        let dir = layout::conversation_dir(&self.root, conversation);
+        let start = scan.memories.len();
+        for kind in MemoryKind::ALL {
+            let folder = dir.join(kind.folder());
+            let Ok(files) = fs::read_dir(&folder) else {
+                continue;
+            };
+            let mut paths: Vec<PathBuf> = files.filter_map(|e| Some(e.ok()?.path())).collect();
+            paths.sort();
+            for path in paths {
+                if !path.is_file() || self.locate(&path).is_err() {
+                    continue;
+                }
+                match self.read(&path) {
+                    Ok(memory) => scan.memories.push(memory),
+                    Err(err) => {
+                        warn!("skipping {}: {err}", path.display());
+                        scan.skipped.push(SkippedFile {
+                            reason: err.to_string(),
+                            path,
+                        });
+                    }
+                }
+            }
+        }
+        scan.memories[start..].sort_by_key(|m| m.record.created_at);
+    }
+
+    /// Moves a live memory under `deleted/` and marks it (`deleted_at`, `replaced_by`).
+    /// Returns the tombstone's path. Nothing is destroyed.
+    pub fn soft_delete(
+        &self,
+        path: &Path,
+        replaced_by: Option<MemoryId>,
+    ) -> Result<PathBuf, StoreError> {
+        let (location, relative) = self.locate(path)?;
+        if location.tombstone {
+            return Err(StoreError::AlreadyDeleted {
+                path: path.to_owned(),
+            });
+        }
+        let memory = self.read(&relative)?;
+        let tombstone_dir = layout::conversation_dir(&self.root, &location.conversation)
+            .join(DELETED_DIR)
+            .join(location.kind.folder());
+        let mut name = location.file_name.clone();
+        if location.kind == MemoryKind::Summary {
+            // Summaries share one name; keep every version apart.
+            name = layout::file_name(MemoryKind::Fact, memory.record.id, Utc::now());
+        }
+        let tombstone = tombstone_dir.join(name);
+        // Rename first: a crash after it leaves an unmarked tombstone, never a lost memory.
+        rename_durably(&memory.path, &tombstone).map_err(io_err("cannot move", &memory.path))?;
+        let mut record = memory.record;
+        record.deleted_at = Some(Utc::now());
+        record.replaced_by = replaced_by;
+        write_atomic(&tombstone, format::render(&record).as_bytes())
+            .map_err(io_err("cannot write", &tombstone))?;
+        Ok(tombstone)
+    }
+
+    /// Tombstones of one conversation, oldest first.
+    pub fn scan_deleted(&self, conversation: &ConversationId) -> Scan {
+        let mut scan = Scan::default();
+        let dir = layout::conversation_dir(&self.root, conversation).join(DELETED_DIR);
+        for kind in MemoryKind::ALL {
+            let Ok(files) = fs::read_dir(dir.join(kind.folder())) else {
+                continue;
+            };
+            for path in files.filter_map(|e| Some(e.ok()?.path())) {
+                if self.locate(&path).is_err() {
+                    continue;
+                }
+                match self.read(&path) {
+                    Ok(memory) => scan.memories.push(memory),
+                    Err(err) => scan.skipped.push(SkippedFile {
+                        reason: err.to_string(),
+                        path,
+                    }),
+                }
+            }
+        }
+        scan.memories.sort_by_key(|m| m.record.created_at);
+        scan
+    }
+
+    /// The path a summary of `conversation` lives at.
+    pub fn summary_path(&self, conversation: &ConversationId) -> PathBuf {
+        layout::conversation_dir(&self.root, conversation)
+            .join(MemoryKind::Summary.folder())
+            .join(layout::SUMMARY_FILE)
+    }
+
+    /// Replaces the conversation's rolling summary atomically.
+    pub fn write_summary(&self, record: &MemoryRecord) -> Result<PathBuf, StoreError> {
+        debug_assert_eq!(record.role, Role::Summary);
+        self.write(record)
+    }
+}
