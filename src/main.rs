@@ -1,1 +1,91 @@
-fn main() {}
+//! `mnemo`: the command-line front end of the memory engine.
+//!
+//! Exit codes: 0 success, 1 failure, 2 invalid input or usage, 3 set-up missing (run
+//! `scripts/setup`), 4 the store is in use by another mnemo process.
+
+mod commands;
+mod input;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "mnemo",
+    version,
+    about = "Long-term memory for LLM agents, kept as Markdown files"
+)]
+struct Cli {
+    /// Root of the memory store [env: MNEMO_MEMORY_PATH] [default: memory_db]
+    #[arg(long, global = true)]
+    memory_path: Option<PathBuf>,
+    /// TOML config file [env: MNEMO_CONFIG] [default: ./mnemo.toml if present]
+    #[arg(long, global = true)]
+    config: Option<PathBuf>,
+    /// More logging (-v info, -vv debug); RUST_LOG overrides
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    verbose: u8,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Store memories verbatim: texts as arguments, from a file (-f), or from stdin;
+    /// plain lines (list markers stripped) or a JSON list of strings or {content, conversation_id}
+    Add(commands::AddArgs),
+    /// Find the memories of a conversation (and of `global`) nearest to a query
+    Search(commands::SearchArgs),
+    /// List the memories of a conversation, or of all conversations
+    List(commands::ListArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(cli.verbose);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let global = commands::GlobalArgs {
+        memory_path: cli.memory_path,
+        config: cli.config,
+    };
+    let result = runtime.block_on(async {
+        match cli.command {
+            Command::Add(args) => commands::add(&global, args).await,
+            Command::Search(args) => commands::search(&global, args).await,
+            Command::List(args) => commands::list(&global, args).await,
+        }
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(failure) => {
+            eprintln!("error: {:#}", failure.error);
+            ExitCode::from(failure.code)
+        }
+    }
+}
+
+fn init_logging(verbose: u8) {
+    let default = match verbose {
+        0 => "warn",
+        1 => "info",
+        _ => "debug",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .init();
+}

@@ -112,7 +112,8 @@ impl Config {
             let Some(key) = var.strip_prefix("MNEMO_").map(str::to_ascii_lowercase) else {
                 continue;
             };
-            let is_key = known.contains_key(&key) || matches!(key.as_str(), "score_threshold" | "openai_base_url");
+            let is_key = known.contains_key(&key)
+                || matches!(key.as_str(), "score_threshold" | "openai_base_url");
             if !is_key {
                 continue;
             }
@@ -206,7 +207,10 @@ mod tests {
         assert_eq!(cfg.memory_path, PathBuf::from("/data/mem"));
         assert_eq!(cfg.default_top_k, 9);
         assert_eq!(cfg.score_threshold, Some(0.5));
-        assert_eq!(cfg.openai_base_url.as_deref(), Some("http://127.0.0.1:8080/v1"));
+        assert_eq!(
+            cfg.openai_base_url.as_deref(),
+            Some("http://127.0.0.1:8080/v1")
+        );
         assert_eq!(cfg.max_entries, 500);
     }
 

@@ -12,7 +12,9 @@ pub const MAX_CONVERSATION_ID_LEN: usize = 128;
 pub enum IdError {
     #[error("conversation id is empty")]
     Empty,
-    #[error("conversation id is {len} characters long; at most {MAX_CONVERSATION_ID_LEN} are allowed")]
+    #[error(
+        "conversation id is {len} characters long; at most {MAX_CONVERSATION_ID_LEN} are allowed"
+    )]
     TooLong { len: usize },
     #[error("conversation id {shown} must not start with '.'")]
     LeadingDot { shown: String },
@@ -180,7 +182,14 @@ mod tests {
 
     #[test]
     fn accepts_ordinary_ids() {
-        for ok in ["default", "global", "user-42", "a.b_c-D", "x", &"a".repeat(128)] {
+        for ok in [
+            "default",
+            "global",
+            "user-42",
+            "a.b_c-D",
+            "x",
+            &"a".repeat(128),
+        ] {
             assert!(ConversationId::new(ok).is_ok(), "{ok} should be accepted");
         }
     }
@@ -201,8 +210,14 @@ mod tests {
         ];
         for (raw, reason) in cases {
             let err = ConversationId::new(raw).unwrap_err().to_string();
-            assert!(err.contains(reason), "{raw:?}: {err:?} should mention {reason:?}");
-            assert!(!err.contains('\n'), "message must stay on one line: {err:?}");
+            assert!(
+                err.contains(reason),
+                "{raw:?}: {err:?} should mention {reason:?}"
+            );
+            assert!(
+                !err.contains('\n'),
+                "message must stay on one line: {err:?}"
+            );
         }
         let err = ConversationId::new(&"a".repeat(300)).unwrap_err();
         assert_eq!(err, IdError::TooLong { len: 300 });

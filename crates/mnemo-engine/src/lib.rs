@@ -1,1 +1,15 @@
-//! placeholder
+//! The memory engine: what `mnemo` does with the store, the embedder and the index together.
+//!
+//! [`MemoryClient`] is the library entry point (`add`, `search`, `list`). Opening one loads
+//! the embedding model, opens the vector index under `<memory_path>/index/` and runs a
+//! [`sync`] pass that brings the index in step with the Markdown files, which are the source
+//! of truth: new or changed files are embedded, points whose files are gone are deleted, and
+//! `memory_index.json` records what the index holds.
+
+mod client;
+mod error;
+pub mod sync;
+
+pub use client::{MemoryClient, OpenOptions, SearchHit, SearchOptions};
+pub use error::EngineError;
+pub use sync::{SyncProgress, SyncReport};

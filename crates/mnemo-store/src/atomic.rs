@@ -106,7 +106,14 @@ mod tests {
 
     #[test]
     fn recognises_temporary_names() {
-        for name in [".a.md.swp", "a.md~", "#a.md#", ".mnemo-tmp-123", "a.md.tmp", "4913.part"] {
+        for name in [
+            ".a.md.swp",
+            "a.md~",
+            "#a.md#",
+            ".mnemo-tmp-123",
+            "a.md.tmp",
+            "4913.part",
+        ] {
             assert!(is_temporary_name(name), "{name}");
         }
         assert!(!is_temporary_name("20260101T000000000Z__x.md"));

@@ -164,7 +164,9 @@ fn build_record(
         .and_then(|raw| {
             let parsed = parse_time(&raw);
             if parsed.is_none() {
-                warnings.push(format!("created_at {raw:?} is not a date; derived one instead"));
+                warnings.push(format!(
+                    "created_at {raw:?} is not a date; derived one instead"
+                ));
             }
             parsed
         })
@@ -332,11 +334,15 @@ mod tests {
 
     #[test]
     fn extra_fields_are_kept_in_metadata() {
-        let text = "---\nrole: memory\ntags: [a, b]\nmood: happy\nmetadata:\n  mood: sad\n---\nbody\n";
+        let text =
+            "---\nrole: memory\ntags: [a, b]\nmood: happy\nmetadata:\n  mood: sad\n---\nbody\n";
         let back = parse_at("entries/c1/facts/x.md", text).unwrap();
         let meta = &back.record.metadata;
         assert_eq!(meta["tags"], serde_json::json!(["a", "b"]));
-        assert_eq!(meta["mood"], "sad", "explicit metadata wins over a stray field");
+        assert_eq!(
+            meta["mood"], "sad",
+            "explicit metadata wins over a stray field"
+        );
     }
 
     #[test]
@@ -352,7 +358,10 @@ mod tests {
     fn loose_dates_are_understood() {
         let text = "---\ncreated_at: 2023-05-08\n---\nbody\n";
         let back = parse_at("entries/c1/facts/x.md", text).unwrap();
-        assert_eq!(back.record.created_at, parse_time("2023-05-08T00:00:00Z").unwrap());
+        assert_eq!(
+            back.record.created_at,
+            parse_time("2023-05-08T00:00:00Z").unwrap()
+        );
     }
 
     #[test]
@@ -361,11 +370,16 @@ mod tests {
             ("---\nid: [unclosed\n---\nbody", "not valid YAML"),
             ("---\nid: x\nbody without end", "never closed"),
             ("---\n- a\n- b\n---\nbody", "a list"),
-            ("---\nid: 3f1b7c2e-8d4a-4f6b-9c1d-2e3f4a5b6c7d\n---\n  \n", "no content"),
+            (
+                "---\nid: 3f1b7c2e-8d4a-4f6b-9c1d-2e3f4a5b6c7d\n---\n  \n",
+                "no content",
+            ),
             ("", "no content"),
         ];
         for (text, why) in cases {
-            let err = parse_at("entries/c1/facts/x.md", text).unwrap_err().to_string();
+            let err = parse_at("entries/c1/facts/x.md", text)
+                .unwrap_err()
+                .to_string();
             assert!(err.contains(why), "{text:?}: {err}");
         }
     }

@@ -69,7 +69,9 @@ impl FileStore {
     pub fn open(root: impl AsRef<Path>) -> Result<Self, StoreError> {
         let root = root.as_ref();
         fs::create_dir_all(root.join(ENTRIES_DIR)).map_err(io_err("cannot create", root))?;
-        let root = root.canonicalize().map_err(io_err("cannot resolve", root))?;
+        let root = root
+            .canonicalize()
+            .map_err(io_err("cannot resolve", root))?;
         Ok(Self { root })
     }
 

@@ -40,9 +40,16 @@ fn writes_every_role_to_its_folder_and_reads_it_back() {
         written.push(record);
     }
     let files = files_under(dir.path());
-    let prefixes = ["entries/c1/facts/", "entries/c1/turns/user/", "entries/c1/turns/assistant/"];
+    let prefixes = [
+        "entries/c1/facts/",
+        "entries/c1/turns/user/",
+        "entries/c1/turns/assistant/",
+    ];
     for p in prefixes {
-        assert!(files.iter().any(|f| f.starts_with(p)), "{p} missing in {files:?}");
+        assert!(
+            files.iter().any(|f| f.starts_with(p)),
+            "{p} missing in {files:?}"
+        );
     }
     assert!(files.contains(&"entries/c1/summaries/summary.md".to_string()));
     let scan = store.scan();
@@ -65,17 +72,30 @@ fn a_broken_file_is_skipped_with_its_name_and_the_rest_still_load() {
     fs::write(facts.join("notes.txt"), "not markdown").unwrap();
 
     let scan = store.scan();
-    let contents: Vec<_> = scan.memories.iter().map(|m| m.record.content.as_str()).collect();
+    let contents: Vec<_> = scan
+        .memories
+        .iter()
+        .map(|m| m.record.content.as_str())
+        .collect();
     assert_eq!(contents.len(), 2, "{contents:?}");
     assert!(contents.contains(&"Written by hand, no front matter."));
     let skipped: Vec<_> = scan
         .skipped
         .iter()
-        .map(|s| (s.path.file_name().unwrap().to_string_lossy().into_owned(), s.reason.clone()))
+        .map(|s| {
+            (
+                s.path.file_name().unwrap().to_string_lossy().into_owned(),
+                s.reason.clone(),
+            )
+        })
         .collect();
     assert_eq!(skipped.len(), 2, "{skipped:?}");
-    assert!(skipped.iter().any(|(n, r)| n == "broken.md" && r.contains("broken.md") && r.contains("YAML")));
-    assert!(skipped.iter().any(|(n, r)| n == "binary.md" && r.contains("UTF-8")));
+    assert!(skipped
+        .iter()
+        .any(|(n, r)| n == "broken.md" && r.contains("broken.md") && r.contains("YAML")));
+    assert!(skipped
+        .iter()
+        .any(|(n, r)| n == "binary.md" && r.contains("UTF-8")));
 }
 
 #[test]
@@ -89,17 +109,30 @@ fn soft_delete_moves_to_deleted_and_keeps_the_content() {
 
     let tomb = store.soft_delete(&old_path, Some(new.id)).unwrap();
     assert!(!old_path.exists());
-    assert!(tomb.starts_with(dir.path().canonicalize().unwrap().join("entries/c1/deleted/facts")));
+    assert!(tomb.starts_with(
+        dir.path()
+            .canonicalize()
+            .unwrap()
+            .join("entries/c1/deleted/facts")
+    ));
     let dead = store.read(&tomb).unwrap().record;
     assert_eq!(dead.id, old.id);
     assert_eq!(dead.content, "my wife is Jane");
     assert_eq!(dead.replaced_by, Some(new.id));
     assert!(dead.deleted_at.is_some());
 
-    let live: Vec<_> = store.scan().memories.into_iter().map(|m| m.record.id).collect();
+    let live: Vec<_> = store
+        .scan()
+        .memories
+        .into_iter()
+        .map(|m| m.record.id)
+        .collect();
     assert_eq!(live, vec![new.id]);
     assert_eq!(store.scan_deleted(&conv("c1")).memories.len(), 1);
-    assert!(store.soft_delete(&tomb, None).is_err(), "a tombstone cannot be deleted again");
+    assert!(
+        store.soft_delete(&tomb, None).is_err(),
+        "a tombstone cannot be deleted again"
+    );
 }
 
 #[test]

@@ -1,0 +1,165 @@
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use fastembed::{
+    InitOptionsUserDefined, Pooling, TextEmbedding, TokenizerFiles, UserDefinedEmbeddingModel,
+};
+use tracing::debug;
+
+use crate::{runtime, EmbedError};
+
+/// Where the model lives and how to run it.
+#[derive(Debug, Clone)]
+pub struct EmbedderConfig {
+    pub onnxruntime_library: PathBuf,
+    /// Folder with `model.onnx`, `tokenizer.json`, `config.json`, `special_tokens_map.json`
+    /// and `tokenizer_config.json`.
+    pub model_dir: PathBuf,
+    pub threads: usize,
+    pub batch_size: usize,
+    /// Longer inputs are truncated to this many tokens.
+    pub max_length: usize,
+}
+
+impl EmbedderConfig {
+    pub fn new(onnxruntime_library: impl Into<PathBuf>, model_dir: impl Into<PathBuf>) -> Self {
+        Self {
+            onnxruntime_library: onnxruntime_library.into(),
+            model_dir: model_dir.into(),
+            threads: 2,
+            batch_size: 64,
+            max_length: 256,
+        }
+    }
+}
+
+/// A sentence-embedding model. Thread-safe; calls are serialised on one ONNX session, which
+/// itself uses `threads` cores.
+pub struct Embedder {
+    model: Mutex<TextEmbedding>,
+    dimension: usize,
+    batch_size: usize,
+}
+
+impl std::fmt::Debug for Embedder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Embedder")
+            .field("dimension", &self.dimension)
+            .finish_non_exhaustive()
+    }
+}
+
+const MODEL_FILES: [(&str, &str); 5] = [
+    ("model.onnx", "the embedding model"),
+    ("tokenizer.json", "the embedding model's tokenizer"),
+    ("config.json", "the embedding model's config"),
+    (
+        "special_tokens_map.json",
+        "the embedding model's special tokens",
+    ),
+    (
+        "tokenizer_config.json",
+        "the embedding model's tokenizer config",
+    ),
+];
+
+impl Embedder {
+    pub fn load(config: &EmbedderConfig) -> Result<Self, EmbedError> {
+        let [onnx, tokenizer, model_config, special, tokenizer_config] =
+            MODEL_FILES.map(|(name, what)| read_model_file(&config.model_dir, name, what));
+        // Report the first missing file in MODEL_FILES order.
+        let (onnx, tokenizer, model_config, special, tokenizer_config) = (
+            onnx?,
+            tokenizer?,
+            model_config?,
+            special?,
+            tokenizer_config?,
+        );
+        let environment = runtime::environment(&config.onnxruntime_library)?;
+        let files = TokenizerFiles {
+            tokenizer_file: tokenizer,
+            config_file: model_config,
+            special_tokens_map_file: special,
+            tokenizer_config_file: tokenizer_config,
+        };
+        let model = UserDefinedEmbeddingModel::new(onnx, files).with_pooling(Pooling::Mean);
+        let options = InitOptionsUserDefined::new()
+            .with_environment(environment)
+            .with_max_length(config.max_length)
+            .with_intra_threads(config.threads.max(1));
+        let mut model = TextEmbedding::try_new_from_user_defined(model, options).map_err(|e| {
+            EmbedError::Model {
+                path: config.model_dir.clone(),
+                message: e.to_string(),
+            }
+        })?;
+        let probe = model
+            .embed(["dimension probe"], None)
+            .map_err(|e| EmbedError::Model {
+                path: config.model_dir.clone(),
+                message: format!("the model does not run: {e}"),
+            })?;
+        let dimension = probe.first().map(Vec::len).unwrap_or(0);
+        debug!(dimension, model = %config.model_dir.display(), "embedding model loaded");
+        Ok(Self {
+            model: Mutex::new(model),
+            dimension,
+            batch_size: config.batch_size.max(1),
+        })
+    }
+
+    /// Length of every vector this model returns.
+    pub fn dimension(&self) -> usize {
+        self.dimension
+    }
+
+    /// One unit-length vector per text, in order.
+    pub fn embed<S: AsRef<str> + Send + Sync>(
+        &self,
+        texts: &[S],
+    ) -> Result<Vec<Vec<f32>>, EmbedError> {
+        if texts.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut model = self
+            .model
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut vectors = model
+            .embed(texts, Some(self.batch_size))
+            .map_err(|e| EmbedError::Inference(e.to_string()))?;
+        vectors.iter_mut().for_each(|v| normalise(v));
+        Ok(vectors)
+    }
+
+    pub fn embed_one(&self, text: &str) -> Result<Vec<f32>, EmbedError> {
+        self.embed(&[text])?
+            .pop()
+            .ok_or_else(|| EmbedError::Inference("the model returned no vector".into()))
+    }
+}
+
+fn read_model_file(dir: &Path, name: &str, what: &'static str) -> Result<Vec<u8>, EmbedError> {
+    let path = dir.join(name);
+    std::fs::read(&path).map_err(|_| EmbedError::Missing { what, path })
+}
+
+/// Scales `v` to unit length, so that dot product is cosine similarity.
+fn normalise(v: &mut [f32]) {
+    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    if norm > 0.0 {
+        v.iter_mut().for_each(|x| *x /= norm);
+    }
+}
+
+/// Cosine similarity of two vectors.
+pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
+    let dot: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
+    let na = a.iter().map(|x| x * x).sum::<f32>().sqrt();
+    let nb = b.iter().map(|x| x * x).sum::<f32>().sqrt();
+    if na == 0.0 || nb == 0.0 {
+        0.0
+    } else {
+        dot / (na * nb)
+    }
+}

@@ -1,0 +1,82 @@
+//! The real all-MiniLM-L6-v2 model on the real ONNX Runtime library, as `scripts/setup`
+//! installs them under `models/`.
+
+use std::path::{Path, PathBuf};
+
+use mnemo_embed::{cosine, EmbedError, Embedder, EmbedderConfig};
+
+fn models_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../models")
+}
+
+fn config() -> EmbedderConfig {
+    let models = models_dir();
+    EmbedderConfig::new(
+        models.join("onnxruntime/libonnxruntime.so.1.31.1"),
+        models.join("all-MiniLM-L6-v2"),
+    )
+}
+
+fn embedder() -> Embedder {
+    Embedder::load(&config())
+        .unwrap_or_else(|e| panic!("{e} (models are installed by scripts/setup)"))
+}
+
+#[test]
+fn vectors_have_384_unit_length_dimensions() {
+    let e = embedder();
+    assert_eq!(e.dimension(), 384);
+    let v = e.embed(&["Anne is my wife.", "I dislike pizza."]).unwrap();
+    assert_eq!(v.len(), 2);
+    for vector in &v {
+        assert_eq!(vector.len(), 384);
+        let norm: f32 = vector.iter().map(|x| x * x).sum::<f32>().sqrt();
+        assert!((norm - 1.0).abs() < 1e-4, "norm {norm}");
+    }
+    assert!(e.embed::<&str>(&[]).unwrap().is_empty());
+}
+
+#[test]
+fn embedding_is_deterministic_and_independent_of_the_batch() {
+    let e = embedder();
+    let alone = e.embed_one("My daughter plays the violin.").unwrap();
+    let again = e.embed_one("My daughter plays the violin.").unwrap();
+    assert_eq!(alone, again);
+    let in_batch = e
+        .embed(&[
+            "A much longer sentence that forces padding of the shorter ones in the same batch, so attention masks matter.",
+            "My daughter plays the violin.",
+        ])
+        .unwrap();
+    let sim = cosine(&alone, &in_batch[1]);
+    assert!(sim > 0.9999, "batching changed the vector: cosine {sim}");
+}
+
+#[test]
+fn related_text_is_closer_than_unrelated_text() {
+    let e = embedder();
+    let v = e
+        .embed(&[
+            "What is my wife's name?",
+            "Anne is my wife.",
+            "The stock market fell sharply on Tuesday.",
+        ])
+        .unwrap();
+    let related = cosine(&v[0], &v[1]);
+    let unrelated = cosine(&v[0], &v[2]);
+    assert!(
+        related > unrelated + 0.2,
+        "related {related}, unrelated {unrelated}"
+    );
+}
+
+#[test]
+fn a_missing_model_names_the_path_and_the_setup_command() {
+    let mut cfg = config();
+    cfg.model_dir = PathBuf::from("/nonexistent/model-dir");
+    let err = Embedder::load(&cfg).unwrap_err();
+    assert!(matches!(err, EmbedError::Missing { .. }), "{err:?}");
+    let msg = err.to_string();
+    assert!(msg.contains("/nonexistent/model-dir/model.onnx"), "{msg}");
+    assert!(msg.contains("scripts/setup"), "{msg}");
+}

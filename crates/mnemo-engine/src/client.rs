@@ -1,0 +1,292 @@
+use std::fs::File;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use chrono::{DateTime, Utc};
+use mnemo_core::{Config, ConversationId, MemoryId, MemoryRecord, Role};
+use mnemo_embed::{Embedder, EmbedderConfig};
+use mnemo_index::{Condition, EdgeIndex, EdgeIndexOptions, Filter, Query, VectorIndex};
+use mnemo_store::{FileStore, StoredMemory};
+use serde::Serialize;
+
+use crate::sync::{self, Snapshot, SyncProgress, SyncReport};
+use crate::EngineError;
+
+/// Folder of the embedded index, under the memory path.
+pub const INDEX_DIR: &str = "index";
+const LOCK_FILE: &str = ".lock";
+
+/// How to open a [`MemoryClient`] beyond its [`Config`].
+#[derive(Default)]
+pub struct OpenOptions {
+    /// Called as the start-up sync embeds files (for progress bars).
+    pub on_progress: Option<Box<dyn FnMut(SyncProgress) + Send>>,
+}
+
+/// Per-call search settings.
+#[derive(Debug, Clone)]
+pub struct SearchOptions {
+    pub top_k: usize,
+}
+
+/// One search result.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SearchHit {
+    pub id: MemoryId,
+    pub conversation_id: String,
+    pub role: String,
+    pub content: String,
+    pub created_at: Option<DateTime<Utc>>,
+    /// Absolute path of the memory's file.
+    pub path: PathBuf,
+    /// Cosine similarity between the query and the memory.
+    pub score: f32,
+}
+
+/// The memory engine as a library: cheap to clone, safe to share between tasks.
+#[derive(Clone)]
+pub struct MemoryClient {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    config: Config,
+    store: FileStore,
+    embedder: Embedder,
+    index: EdgeIndex,
+    /// Held for the client's life: one process owns an index at a time.
+    _lock: File,
+    /// Guards every write to the index together with the snapshot that describes it.
+    snapshot: Mutex<Snapshot>,
+    startup_sync: SyncReport,
+}
+
+impl MemoryClient {
+    /// Opens the store, model and index named by `config`, and syncs the index with the files.
+    pub async fn open(config: Config, options: OpenOptions) -> Result<Self, EngineError> {
+        blocking(move || Self::open_blocking(config, options)).await
+    }
+
+    fn open_blocking(config: Config, mut options: OpenOptions) -> Result<Self, EngineError> {
+        let store = FileStore::open(&config.memory_path)?;
+        let paths = config.model_paths();
+        let embedder = Embedder::load(&EmbedderConfig {
+            threads: config.embed_threads,
+            batch_size: config.embed_batch_size,
+            ..EmbedderConfig::new(paths.onnxruntime_library, paths.embedding_model_dir)
+        })?;
+        let index_dir = store.root().join(INDEX_DIR);
+        let lock = lock_index(&index_dir)?;
+        let index = EdgeIndex::open(&index_dir, &EdgeIndexOptions::new(embedder.dimension()))?;
+        let mut snapshot = Snapshot::load(store.root());
+        let mut progress = options.on_progress.take();
+        let mut report_progress = |p: SyncProgress| {
+            if let Some(f) = progress.as_mut() {
+                f(p)
+            }
+        };
+        let startup_sync = sync::sync(
+            &store,
+            &embedder,
+            &index,
+            &mut snapshot,
+            config.embed_batch_size,
+            &mut report_progress,
+        )?;
+        Ok(Self {
+            inner: Arc::new(Inner {
+                config,
+                store,
+                embedder,
+                index,
+                _lock: lock,
+                snapshot: Mutex::new(snapshot),
+                startup_sync,
+            }),
+        })
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.inner.config
+    }
+
+    pub fn store(&self) -> &FileStore {
+        &self.inner.store
+    }
+
+    /// What the start-up sync found and did.
+    pub fn startup_sync(&self) -> &SyncReport {
+        &self.inner.startup_sync
+    }
+
+    /// Stores each text as a fact of `conversation`, verbatim, and indexes it.
+    /// Returns when every fact is on disk and searchable.
+    pub async fn add(
+        &self,
+        texts: Vec<String>,
+        conversation: &ConversationId,
+    ) -> Result<Vec<StoredMemory>, EngineError> {
+        let records = texts
+            .into_iter()
+            .map(|text| {
+                let text = text.trim().to_owned();
+                if text.is_empty() {
+                    Err(EngineError::InvalidInput("a memory's text is empty".into()))
+                } else {
+                    Ok(MemoryRecord::new(conversation.clone(), Role::Memory, text))
+                }
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        self.add_records(records).await
+    }
+
+    /// Writes fully formed records (any role, any time) and indexes them.
+    pub async fn add_records(
+        &self,
+        records: Vec<MemoryRecord>,
+    ) -> Result<Vec<StoredMemory>, EngineError> {
+        let inner = self.inner.clone();
+        blocking(move || inner.add_records(records)).await
+    }
+
+    /// The memories of `conversation` and of `global` nearest to `query`, best first.
+    /// Summaries are not searched.
+    pub async fn search(
+        &self,
+        query: &str,
+        conversation: &ConversationId,
+        options: SearchOptions,
+    ) -> Result<Vec<SearchHit>, EngineError> {
+        let inner = self.inner.clone();
+        let query = query.to_owned();
+        let conversation = conversation.clone();
+        blocking(move || inner.search(&query, &conversation, &options)).await
+    }
+
+    /// Live memories of one conversation (or of all), oldest first.
+    pub async fn list(
+        &self,
+        conversation: Option<ConversationId>,
+    ) -> Result<Vec<StoredMemory>, EngineError> {
+        let inner = self.inner.clone();
+        blocking(move || {
+            let scan = match &conversation {
+                Some(c) => inner.store.scan_conversation(c),
+                None => inner.store.scan(),
+            };
+            Ok(scan.memories)
+        })
+        .await
+    }
+}
+
+impl Inner {
+    fn add_records(&self, records: Vec<MemoryRecord>) -> Result<Vec<StoredMemory>, EngineError> {
+        let mut written = Vec::with_capacity(records.len());
+        for record in records {
+            let path = self.store.write(&record)?;
+            let bytes = std::fs::read(&path).map_err(|source| EngineError::Io {
+                action: "cannot read back",
+                path: path.clone(),
+                source,
+            })?;
+            written.push((StoredMemory { record, path }, sync::sha256_hex(&bytes)));
+        }
+        let mut snapshot = self.snapshot.lock().unwrap_or_else(|p| p.into_inner());
+        sync::index_memories(
+            &self.store,
+            &self.embedder,
+            &self.index,
+            &mut snapshot,
+            &written,
+            self.config.embed_batch_size,
+            &mut |_| {},
+        )?;
+        Ok(written.into_iter().map(|(m, _)| m).collect())
+    }
+
+    fn search(
+        &self,
+        query: &str,
+        conversation: &ConversationId,
+        options: &SearchOptions,
+    ) -> Result<Vec<SearchHit>, EngineError> {
+        if options.top_k == 0 || query.trim().is_empty() {
+            return Ok(Vec::new());
+        }
+        let vector = self.embedder.embed_one(query)?;
+        let filter = Filter::all()
+            .must(Condition::any_of(
+                "conversation_id",
+                [conversation.as_str(), ConversationId::GLOBAL],
+            ))
+            .must_not(Condition::equals("role", Role::Summary.as_str()));
+        let hits = self.index.query(&Query {
+            vector,
+            filter,
+            limit: options.top_k,
+            with_vectors: false,
+        })?;
+        Ok(hits
+            .into_iter()
+            .map(|hit| {
+                let text = |k: &str| {
+                    hit.payload
+                        .get(k)
+                        .and_then(|v| v.as_str())
+                        .unwrap_or_default()
+                        .to_owned()
+                };
+                SearchHit {
+                    id: hit.id,
+                    conversation_id: text("conversation_id"),
+                    role: text("role"),
+                    content: text("content"),
+                    created_at: DateTime::parse_from_rfc3339(&text("created_at"))
+                        .ok()
+                        .map(|t| t.to_utc()),
+                    path: self.store.root().join(text("path")),
+                    score: hit.score,
+                }
+            })
+            .collect())
+    }
+}
+
+fn lock_index(index_dir: &std::path::Path) -> Result<File, EngineError> {
+    std::fs::create_dir_all(index_dir).map_err(|source| EngineError::Io {
+        action: "cannot create",
+        path: index_dir.to_owned(),
+        source,
+    })?;
+    let path = index_dir.join(LOCK_FILE);
+    let file = File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|source| EngineError::Io {
+            action: "cannot open",
+            path: path.clone(),
+            source,
+        })?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => Err(EngineError::Locked {
+            path: index_dir.to_owned(),
+        }),
+        Err(std::fs::TryLockError::Error(source)) => Err(EngineError::Io {
+            action: "cannot lock",
+            path,
+            source,
+        }),
+    }
+}
+
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, EngineError> + Send + 'static,
+) -> Result<T, EngineError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| EngineError::Task(e.to_string()))?
+}

@@ -1,0 +1,38 @@
+use std::path::PathBuf;
+
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error(transparent)]
+    Store(#[from] mnemo_store::StoreError),
+    #[error(transparent)]
+    Embed(#[from] mnemo_embed::EmbedError),
+    #[error(transparent)]
+    Index(#[from] mnemo_index::IndexError),
+    #[error("{0}")]
+    InvalidInput(String),
+    #[error("{path} is in use by another mnemo process")]
+    Locked { path: PathBuf },
+    #[error("{action} {path}: {source}")]
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("background task failed: {0}")]
+    Task(String),
+}
+
+impl EngineError {
+    /// True when the caller asked for something invalid (as opposed to a failure of mnemo).
+    pub fn is_invalid_input(&self) -> bool {
+        matches!(self, EngineError::InvalidInput(_))
+    }
+
+    /// True when set-up has not installed a model or library.
+    pub fn is_missing_setup(&self) -> bool {
+        matches!(
+            self,
+            EngineError::Embed(mnemo_embed::EmbedError::Missing { .. })
+        )
+    }
+}

@@ -1,0 +1,265 @@
+//! Keeping the vector index in step with the files, through `memory_index.json`.
+//!
+//! The snapshot maps each memory file (relative path) to the sha256 of its bytes and the point
+//! id it was indexed under. It is rewritten atomically after the index flush that made its
+//! entries durable, so it never claims more than the index holds. A missing or unreadable
+//! snapshot, or one whose size disagrees with the index, only costs a full re-embed.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::{Path, PathBuf};
+
+use mnemo_core::{MemoryId, MemoryRecord};
+use mnemo_embed::Embedder;
+use mnemo_index::{Filter, Payload, Point, VectorIndex};
+use mnemo_store::{FileStore, StoredMemory};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use tracing::{info, warn};
+
+use crate::EngineError;
+
+pub const SNAPSHOT_FILE: &str = "memory_index.json";
+const SNAPSHOT_VERSION: u32 = 1;
+
+/// One indexed file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SnapshotEntry {
+    pub sha256: String,
+    pub id: MemoryId,
+}
+
+/// What the index holds, per file.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Snapshot {
+    pub version: u32,
+    pub files: BTreeMap<String, SnapshotEntry>,
+}
+
+impl Snapshot {
+    pub fn load(root: &Path) -> Snapshot {
+        let path = root.join(SNAPSHOT_FILE);
+        let Ok(bytes) = std::fs::read(&path) else {
+            return Snapshot::default();
+        };
+        match serde_json::from_slice::<Snapshot>(&bytes) {
+            Ok(s) if s.version == SNAPSHOT_VERSION => s,
+            Ok(s) => {
+                warn!(file = %path.display(), version = s.version, "unknown snapshot version; rebuilding the index");
+                Snapshot::default()
+            }
+            Err(e) => {
+                warn!(file = %path.display(), "unreadable snapshot ({e}); rebuilding the index");
+                Snapshot::default()
+            }
+        }
+    }
+
+    pub fn save(&self, root: &Path) -> Result<(), EngineError> {
+        let path = root.join(SNAPSHOT_FILE);
+        let mut snapshot = self.clone();
+        snapshot.version = SNAPSHOT_VERSION;
+        let bytes = serde_json::to_vec_pretty(&snapshot).expect("snapshot serialises");
+        mnemo_store::atomic::write_atomic(&path, &bytes).map_err(|source| EngineError::Io {
+            action: "cannot write",
+            path,
+            source,
+        })
+    }
+
+    fn distinct_ids(&self) -> usize {
+        self.files
+            .values()
+            .map(|e| e.id)
+            .collect::<HashSet<_>>()
+            .len()
+    }
+}
+
+/// Progress of a sync, for progress bars.
+#[derive(Debug, Clone, Copy)]
+pub struct SyncProgress {
+    pub embedded: usize,
+    pub to_embed: usize,
+}
+
+/// What a sync did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct SyncReport {
+    pub files: usize,
+    pub embedded: usize,
+    pub deleted: usize,
+    pub skipped: Vec<String>,
+}
+
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    let digest = Sha256::digest(bytes);
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The payload a memory is indexed with: its front matter, content and relative path.
+pub fn payload_of(record: &MemoryRecord, relative_path: &str) -> Payload {
+    let mut payload = Payload::new();
+    let mut put = |k: &str, v: serde_json::Value| {
+        payload.insert(k.to_owned(), v);
+    };
+    put("conversation_id", record.conversation_id.as_str().into());
+    put("role", record.role.as_str().into());
+    put("content", record.content.clone().into());
+    put("created_at", record.created_at.to_rfc3339().into());
+    put(
+        "created_ts",
+        (record.created_at.timestamp_millis() as f64 / 1000.0).into(),
+    );
+    put("path", relative_path.into());
+    if let Some(id) = record.source_id {
+        put("source_id", id.to_string().into());
+    }
+    if !record.metadata.is_empty() {
+        put(
+            "metadata",
+            serde_json::Value::Object(record.metadata.clone()),
+        );
+    }
+    payload
+}
+
+/// Relative path of a store file, as the snapshot and payloads name it.
+pub fn relative_key(store: &FileStore, path: &Path) -> String {
+    path.strip_prefix(store.root())
+        .unwrap_or(path)
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// Embeds `memories` and upserts them, in batches, recording each flushed batch.
+pub fn index_memories(
+    store: &FileStore,
+    embedder: &Embedder,
+    index: &dyn VectorIndex,
+    snapshot: &mut Snapshot,
+    memories: &[(StoredMemory, String)],
+    batch_size: usize,
+    progress: &mut dyn FnMut(SyncProgress),
+) -> Result<(), EngineError> {
+    let mut done = 0;
+    for batch in memories.chunks(batch_size.max(1)) {
+        let texts: Vec<&str> = batch
+            .iter()
+            .map(|(m, _)| m.record.content.as_str())
+            .collect();
+        let vectors = embedder.embed(&texts)?;
+        let points = batch
+            .iter()
+            .zip(vectors)
+            .map(|((memory, _), vector)| Point {
+                id: memory.record.id,
+                vector,
+                payload: payload_of(&memory.record, &relative_key(store, &memory.path)),
+            })
+            .collect();
+        index.upsert(points)?;
+        for (memory, sha256) in batch {
+            snapshot.files.insert(
+                relative_key(store, &memory.path),
+                SnapshotEntry {
+                    sha256: sha256.clone(),
+                    id: memory.record.id,
+                },
+            );
+        }
+        snapshot.save(store.root())?;
+        done += batch.len();
+        progress(SyncProgress {
+            embedded: done,
+            to_embed: memories.len(),
+        });
+    }
+    Ok(())
+}
+
+/// Brings the index in step with the files. See the module docs.
+pub fn sync(
+    store: &FileStore,
+    embedder: &Embedder,
+    index: &dyn VectorIndex,
+    snapshot: &mut Snapshot,
+    batch_size: usize,
+    progress: &mut dyn FnMut(SyncProgress),
+) -> Result<SyncReport, EngineError> {
+    if index.count(&Filter::all())? != snapshot.distinct_ids() {
+        if !snapshot.files.is_empty() {
+            warn!("the index and memory_index.json disagree; re-embedding every file");
+        }
+        snapshot.files.clear();
+    }
+    let scan = store.scan();
+    let mut report = SyncReport {
+        files: scan.memories.len(),
+        skipped: scan.skipped.iter().map(|s| s.reason.clone()).collect(),
+        ..SyncReport::default()
+    };
+
+    let mut seen_ids: HashMap<MemoryId, PathBuf> = HashMap::new();
+    let mut live_paths = HashSet::new();
+    let mut to_embed = Vec::new();
+    for memory in scan.memories {
+        if let Some(first) = seen_ids.get(&memory.record.id) {
+            warn!(
+                "{} has the same id as {}; only the first is searchable",
+                memory.path.display(),
+                first.display()
+            );
+            continue;
+        }
+        seen_ids.insert(memory.record.id, memory.path.clone());
+        let key = relative_key(store, &memory.path);
+        let bytes = std::fs::read(&memory.path).map_err(|source| EngineError::Io {
+            action: "cannot read",
+            path: memory.path.clone(),
+            source,
+        })?;
+        let sha256 = sha256_hex(&bytes);
+        let unchanged = snapshot
+            .files
+            .get(&key)
+            .is_some_and(|e| e.sha256 == sha256 && e.id == memory.record.id);
+        live_paths.insert(key);
+        if !unchanged {
+            to_embed.push((memory, sha256));
+        }
+    }
+
+    let gone: Vec<String> = snapshot
+        .files
+        .keys()
+        .filter(|k| !live_paths.contains(*k))
+        .cloned()
+        .collect();
+    let stale_ids: Vec<MemoryId> = gone
+        .iter()
+        .filter_map(|k| snapshot.files.get(k).map(|e| e.id))
+        .filter(|id| !seen_ids.contains_key(id))
+        .collect();
+    index.delete(&stale_ids)?;
+    for key in &gone {
+        snapshot.files.remove(key);
+    }
+    report.deleted = stale_ids.len();
+    if !gone.is_empty() {
+        snapshot.save(store.root())?;
+    }
+
+    report.embedded = to_embed.len();
+    index_memories(
+        store, embedder, index, snapshot, &to_embed, batch_size, progress,
+    )?;
+    if report.embedded > 0 || report.deleted > 0 {
+        info!(
+            embedded = report.embedded,
+            deleted = report.deleted,
+            files = report.files,
+            "index synchronised with the files"
+        );
+    }
+    Ok(report)
+}

@@ -1,0 +1,315 @@
+//! The embedded backend on `qdrant-edge` (Qdrant's in-process engine).
+//!
+//! Three properties of qdrant-edge 0.7.2 shape this file:
+//! - loading a shard does not replay its write-ahead log, so every write is followed by a
+//!   flush before it is acknowledged;
+//! - `flush()` panics if another thread is inside `update()`, so updates and flushes go
+//!   through one writer lock;
+//! - `EdgeShard::new` does not create its directory.
+
+use std::num::NonZeroUsize;
+use std::path::{Path, PathBuf};
+
+use mnemo_core::MemoryId;
+use parking_lot::Mutex;
+use qdrant_edge::{
+    CountRequest, CreateIndex, Distance, EdgeConfig, EdgeShard, EdgeSparseVectorParams,
+    EdgeVectorParams, FieldIndexOperations, Filter as EdgeFilter, JsonPath, Modifier,
+    PayloadFieldSchema, PayloadSchemaType, PointId, PointInsertOperations, PointOperations,
+    PointStruct, QueryEnum, QueryRequest, ScoringQuery, UpdateOperation, VectorInternal,
+    VectorStructInternal, Vectors, WalOptions, WithPayloadInterface, WithVector,
+};
+use qdrant_edge::{NamedQuery, Payload as EdgePayload};
+
+use crate::{Filter, Hit, IndexError, Payload, Point, Query, VectorIndex};
+
+/// Name of the dense vector in the shard.
+pub const DENSE: &str = "dense";
+/// Name of the sparse (lexical) vector in the shard, with IDF weighting.
+pub const SPARSE: &str = "lexical";
+/// Payload fields with keyword indexes: every query filters on them.
+const KEYWORD_FIELDS: [&str; 2] = ["conversation_id", "role"];
+
+/// How to create a new embedded index.
+#[derive(Debug, Clone)]
+pub struct EdgeIndexOptions {
+    pub dimension: usize,
+    /// Size of one write-ahead-log segment file.
+    pub wal_segment_bytes: usize,
+}
+
+impl EdgeIndexOptions {
+    pub fn new(dimension: usize) -> Self {
+        Self {
+            dimension,
+            wal_segment_bytes: 4 << 20,
+        }
+    }
+}
+
+/// A persistent in-process vector index in one directory.
+pub struct EdgeIndex {
+    shard: EdgeShard,
+    path: PathBuf,
+    dimension: usize,
+    /// Serialises update + flush (see module docs).
+    writer: Mutex<()>,
+}
+
+impl std::fmt::Debug for EdgeIndex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EdgeIndex")
+            .field("path", &self.path)
+            .field("dimension", &self.dimension)
+            .finish()
+    }
+}
+
+impl EdgeIndex {
+    /// Opens the index at `path`, creating it (and the directory) if it does not exist.
+    /// An existing index built for another dimension is an error.
+    pub fn open(path: &Path, options: &EdgeIndexOptions) -> Result<Self, IndexError> {
+        let open_error = |message: String| IndexError::Open {
+            path: path.to_owned(),
+            message,
+        };
+        let exists = path.join("edge_config.json").is_file();
+        let shard = if exists {
+            EdgeShard::load(path, None).map_err(|e| open_error(e.to_string()))?
+        } else {
+            std::fs::create_dir_all(path).map_err(|e| open_error(e.to_string()))?;
+            EdgeShard::new(path, shard_config(options)).map_err(|e| open_error(e.to_string()))?
+        };
+        let dimension = shard
+            .config()
+            .vectors
+            .get(DENSE)
+            .map(|v| v.size)
+            .ok_or_else(|| open_error(format!("the index has no {DENSE:?} vector")))?;
+        if dimension != options.dimension {
+            return Err(open_error(format!(
+                "it holds {dimension}-dimensional vectors but the embedding model makes {}; \
+                 delete the index folder to rebuild it from the files",
+                options.dimension
+            )));
+        }
+        let index = Self {
+            shard,
+            path: path.to_owned(),
+            dimension,
+            writer: Mutex::new(()),
+        };
+        if !exists {
+            index.create_payload_indexes()?;
+        }
+        Ok(index)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn create_payload_indexes(&self) -> Result<(), IndexError> {
+        for field in KEYWORD_FIELDS {
+            let field_name = field
+                .parse::<JsonPath>()
+                .map_err(|()| backend(format!("invalid payload field {field:?}")))?;
+            let op = UpdateOperation::FieldIndexOperation(FieldIndexOperations::CreateIndex(
+                CreateIndex {
+                    field_name,
+                    field_schema: Some(PayloadFieldSchema::FieldType(PayloadSchemaType::Keyword)),
+                },
+            ));
+            self.apply(op)?;
+        }
+        Ok(())
+    }
+
+    /// Applies one update and flushes it to disk, under the writer lock.
+    fn apply(&self, op: UpdateOperation) -> Result<(), IndexError> {
+        let _writer = self.writer.lock();
+        self.shard.update(op).map_err(backend)?;
+        self.shard.flush();
+        Ok(())
+    }
+}
+
+fn shard_config(options: &EdgeIndexOptions) -> EdgeConfig {
+    let mut config = EdgeConfig::default();
+    config.vectors.insert(
+        DENSE.to_owned(),
+        EdgeVectorParams {
+            size: options.dimension,
+            distance: Distance::Cosine,
+            on_disk: None,
+            multivector_config: None,
+            datatype: None,
+            quantization_config: None,
+            hnsw_config: None,
+        },
+    );
+    config.sparse_vectors.insert(
+        SPARSE.to_owned(),
+        EdgeSparseVectorParams {
+            full_scan_threshold: None,
+            on_disk: None,
+            modifier: Some(Modifier::Idf),
+            datatype: None,
+        },
+    );
+    config.wal_options = Some(WalOptions {
+        segment_capacity: options.wal_segment_bytes,
+        segment_queue_len: 0,
+        retain_closed: NonZeroUsize::MIN,
+    });
+    config
+}
+
+fn backend(e: impl std::fmt::Display) -> IndexError {
+    IndexError::Backend(e.to_string())
+}
+
+fn edge_filter(filter: &Filter) -> Result<Option<EdgeFilter>, IndexError> {
+    if filter.is_empty() {
+        return Ok(None);
+    }
+    serde_json::from_value(filter.to_qdrant_json())
+        .map(Some)
+        .map_err(|e| backend(format!("invalid filter: {e}")))
+}
+
+fn point_id(id: MemoryId) -> PointId {
+    PointId::Uuid(id.as_uuid())
+}
+
+fn memory_id(id: &PointId) -> Result<MemoryId, IndexError> {
+    match id {
+        PointId::Uuid(uuid) => Ok(MemoryId::from_uuid(*uuid)),
+        PointId::NumId(n) => Err(backend(format!("unexpected numeric point id {n}"))),
+    }
+}
+
+fn dense_vector(vectors: Option<VectorStructInternal>) -> Option<Vec<f32>> {
+    match vectors? {
+        VectorStructInternal::Named(mut named) => match named.remove(DENSE)? {
+            VectorInternal::Dense(v) => Some(v),
+            _ => None,
+        },
+        VectorStructInternal::Single(v) => Some(v),
+        VectorStructInternal::MultiDense(_) => None,
+    }
+}
+
+fn payload_map(payload: Option<EdgePayload>) -> Payload {
+    payload
+        .map(|p| p.0.into_iter().collect())
+        .unwrap_or_default()
+}
+
+impl VectorIndex for EdgeIndex {
+    fn upsert(&self, points: Vec<Point>) -> Result<(), IndexError> {
+        if points.is_empty() {
+            return Ok(());
+        }
+        let mut batch = Vec::with_capacity(points.len());
+        for point in points {
+            if point.vector.len() != self.dimension {
+                return Err(IndexError::Dimension {
+                    expected: self.dimension,
+                    got: point.vector.len(),
+                });
+            }
+            let vectors = Vectors::new_named([(DENSE, point.vector)]);
+            let payload = serde_json::Value::Object(point.payload);
+            batch.push(PointStruct::new(point_id(point.id), vectors, payload).into());
+        }
+        self.apply(UpdateOperation::PointOperation(
+            PointOperations::UpsertPoints(PointInsertOperations::PointsList(batch)),
+        ))
+    }
+
+    fn delete(&self, ids: &[MemoryId]) -> Result<(), IndexError> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let ids = ids.iter().copied().map(point_id).collect();
+        self.apply(UpdateOperation::PointOperation(
+            PointOperations::DeletePoints { ids },
+        ))
+    }
+
+    fn query(&self, query: &Query) -> Result<Vec<Hit>, IndexError> {
+        if query.vector.len() != self.dimension {
+            return Err(IndexError::Dimension {
+                expected: self.dimension,
+                got: query.vector.len(),
+            });
+        }
+        if query.limit == 0 {
+            return Ok(Vec::new());
+        }
+        let request = QueryRequest {
+            prefetches: Vec::new(),
+            query: Some(ScoringQuery::Vector(QueryEnum::Nearest(NamedQuery {
+                query: VectorInternal::Dense(query.vector.clone()),
+                using: Some(DENSE.to_owned()),
+            }))),
+            filter: edge_filter(&query.filter)?,
+            score_threshold: None,
+            limit: query.limit,
+            offset: 0,
+            params: None,
+            with_vector: WithVector::Bool(query.with_vectors),
+            with_payload: WithPayloadInterface::Bool(true),
+        };
+        self.shard
+            .query(request)
+            .map_err(backend)?
+            .into_iter()
+            .map(|p| {
+                Ok(Hit {
+                    id: memory_id(&p.id)?,
+                    score: p.score,
+                    payload: payload_map(p.payload),
+                    vector: dense_vector(p.vector),
+                })
+            })
+            .collect()
+    }
+
+    fn retrieve(&self, ids: &[MemoryId], with_vectors: bool) -> Result<Vec<Hit>, IndexError> {
+        let ids: Vec<PointId> = ids.iter().copied().map(point_id).collect();
+        let records = self
+            .shard
+            .retrieve(
+                &ids,
+                Some(WithPayloadInterface::Bool(true)),
+                Some(WithVector::Bool(with_vectors)),
+            )
+            .map_err(backend)?;
+        records
+            .into_iter()
+            .map(|r| {
+                Ok(Hit {
+                    id: memory_id(&r.id)?,
+                    score: 0.0,
+                    payload: payload_map(r.payload),
+                    vector: dense_vector(r.vector),
+                })
+            })
+            .collect()
+    }
+
+    fn count(&self, filter: &Filter) -> Result<usize, IndexError> {
+        self.shard
+            .count(CountRequest {
+                filter: edge_filter(filter)?,
+                exact: true,
+            })
+            .map_err(backend)
+    }
+
+    fn dimension(&self) -> usize {
+        self.dimension
+    }
+}

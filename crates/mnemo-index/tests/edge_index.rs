@@ -1,0 +1,136 @@
+//! The embedded qdrant-edge index on a real directory.
+
+use mnemo_core::MemoryId;
+use mnemo_index::{Condition, EdgeIndex, EdgeIndexOptions, Filter, Point, Query, VectorIndex};
+use serde_json::json;
+
+const DIM: usize = 8;
+
+/// A unit vector pointing mostly along axis `axis`, tilted by `tilt` towards the next axis.
+fn vector(axis: usize, tilt: f32) -> Vec<f32> {
+    let mut v = vec![0.0; DIM];
+    v[axis % DIM] = 1.0;
+    v[(axis + 1) % DIM] = tilt;
+    let n = (1.0 + tilt * tilt).sqrt();
+    v.iter().map(|x| x / n).collect()
+}
+
+fn point(conversation: &str, role: &str, axis: usize, tilt: f32) -> Point {
+    let payload = json!({"conversation_id": conversation, "role": role, "content": format!("{conversation}/{axis}/{tilt}")});
+    Point {
+        id: MemoryId::random(),
+        vector: vector(axis, tilt),
+        payload: payload.as_object().unwrap().clone(),
+    }
+}
+
+fn open(dir: &std::path::Path) -> EdgeIndex {
+    EdgeIndex::open(&dir.join("index"), &EdgeIndexOptions::new(DIM)).unwrap()
+}
+
+fn scoped(conversation: &str) -> Filter {
+    Filter::all()
+        .must(Condition::any_of(
+            "conversation_id",
+            [conversation, "global"],
+        ))
+        .must_not(Condition::equals("role", "summary"))
+}
+
+#[test]
+fn nearest_first_with_vectors_and_payload() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = open(dir.path());
+    let near = point("a", "memory", 0, 0.1);
+    let far = point("a", "memory", 0, 2.0);
+    index.upsert(vec![far.clone(), near.clone()]).unwrap();
+    let hits = index
+        .query(&Query {
+            vector: vector(0, 0.0),
+            filter: Filter::all(),
+            limit: 10,
+            with_vectors: true,
+        })
+        .unwrap();
+    assert_eq!(
+        hits.iter().map(|h| h.id).collect::<Vec<_>>(),
+        vec![near.id, far.id]
+    );
+    assert!(hits[0].score > hits[1].score);
+    assert_eq!(hits[0].payload["content"], near.payload["content"]);
+    let v = hits[0].vector.as_ref().expect("vector requested");
+    assert!(v
+        .iter()
+        .zip(&near.vector)
+        .all(|(a, b)| (a - b).abs() < 1e-5));
+}
+
+#[test]
+fn filters_by_conversation_global_and_role() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = open(dir.path());
+    let mine = point("a", "memory", 0, 0.3);
+    let shared = point("global", "memory", 0, 0.2);
+    let other = point("b", "memory", 0, 0.0);
+    let summary = point("a", "summary", 0, 0.0);
+    index
+        .upsert(vec![mine.clone(), shared.clone(), other.clone(), summary])
+        .unwrap();
+    let hits = index
+        .query(&Query {
+            vector: vector(0, 0.0),
+            filter: scoped("a"),
+            limit: 10,
+            with_vectors: false,
+        })
+        .unwrap();
+    let ids: Vec<_> = hits.iter().map(|h| h.id).collect();
+    assert_eq!(ids, vec![shared.id, mine.id]);
+    assert!(hits.iter().all(|h| h.vector.is_none()));
+    assert_eq!(index.count(&scoped("b")).unwrap(), 2);
+    assert_eq!(index.count(&Filter::all()).unwrap(), 4);
+}
+
+#[test]
+fn survives_reopen_and_deletes_stick() {
+    let dir = tempfile::tempdir().unwrap();
+    let kept = point("a", "memory", 1, 0.0);
+    let gone = point("a", "memory", 2, 0.0);
+    {
+        let index = open(dir.path());
+        index.upsert(vec![kept.clone(), gone.clone()]).unwrap();
+        index.delete(&[gone.id]).unwrap();
+    }
+    let index = open(dir.path());
+    assert_eq!(index.count(&Filter::all()).unwrap(), 1);
+    let got = index.retrieve(&[kept.id, gone.id], true).unwrap();
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].id, kept.id);
+    assert_eq!(got[0].payload, kept.payload);
+
+    // An upsert of an existing id replaces it, and the replacement persists too.
+    let mut changed = kept.clone();
+    changed.payload.insert("content".into(), json!("changed"));
+    index.upsert(vec![changed]).unwrap();
+    drop(index);
+    let index = open(dir.path());
+    let got = index.retrieve(&[kept.id], false).unwrap();
+    assert_eq!(got[0].payload["content"], "changed");
+}
+
+#[test]
+fn wrong_dimensions_are_clear_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(open(dir.path()));
+    let err =
+        EdgeIndex::open(&dir.path().join("index"), &EdgeIndexOptions::new(DIM + 1)).unwrap_err();
+    assert!(err.to_string().contains("8-dimensional"), "{err}");
+    let index = open(dir.path());
+    let mut bad = point("a", "memory", 0, 0.0);
+    bad.vector.push(0.0);
+    assert!(index
+        .upsert(vec![bad])
+        .unwrap_err()
+        .to_string()
+        .contains("9 dimensions"));
+}

@@ -1,0 +1,316 @@
+//! The subcommands: each parses its arguments, opens a [`MemoryClient`] and prints.
+
+use std::collections::BTreeMap;
+use std::io::{IsTerminal, Read};
+use std::path::PathBuf;
+
+use anyhow::{anyhow, Context};
+use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+use mnemo_core::{Config, ConversationId};
+use mnemo_engine::{EngineError, MemoryClient, OpenOptions, SearchOptions};
+use mnemo_store::StoredMemory;
+use serde::Serialize;
+
+use crate::input;
+
+pub struct GlobalArgs {
+    pub memory_path: Option<PathBuf>,
+    pub config: Option<PathBuf>,
+}
+
+/// An error and the exit code it maps to.
+pub struct Failure {
+    pub error: anyhow::Error,
+    pub code: u8,
+}
+
+impl Failure {
+    fn invalid(error: impl Into<anyhow::Error>) -> Self {
+        Self {
+            error: error.into(),
+            code: 2,
+        }
+    }
+}
+
+impl From<anyhow::Error> for Failure {
+    fn from(error: anyhow::Error) -> Self {
+        Self { error, code: 1 }
+    }
+}
+
+impl From<EngineError> for Failure {
+    fn from(error: EngineError) -> Self {
+        let code = if error.is_invalid_input() {
+            2
+        } else if error.is_missing_setup() {
+            3
+        } else if matches!(error, EngineError::Locked { .. }) {
+            4
+        } else {
+            1
+        };
+        Self {
+            error: error.into(),
+            code,
+        }
+    }
+}
+
+type CommandResult = Result<(), Failure>;
+
+#[derive(Args)]
+pub struct AddArgs {
+    /// Texts to remember, one memory each
+    texts: Vec<String>,
+    /// Read memories from FILE ('-' for stdin)
+    #[arg(short = 'f', long = "file", conflicts_with = "texts")]
+    file: Option<PathBuf>,
+    /// Conversation the memories belong to
+    #[arg(short, long, default_value = ConversationId::DEFAULT)]
+    conversation: String,
+    /// Print the added memories as JSON
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+pub struct SearchArgs {
+    /// What to look for
+    query: String,
+    /// Conversation to search (its memories and those of `global`)
+    #[arg(short, long, default_value = ConversationId::DEFAULT)]
+    conversation: String,
+    /// How many results [default: the config's default_top_k]
+    #[arg(short = 'k', long)]
+    top_k: Option<usize>,
+    /// Print results as JSON
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+pub struct ListArgs {
+    /// Only this conversation
+    #[arg(short, long)]
+    conversation: Option<String>,
+    /// Print memories as JSON
+    #[arg(long)]
+    json: bool,
+}
+
+fn load_config(global: &GlobalArgs) -> Result<Config, Failure> {
+    let file = global
+        .config
+        .clone()
+        .or_else(|| std::env::var_os("MNEMO_CONFIG").map(PathBuf::from))
+        .or_else(|| Some(PathBuf::from("mnemo.toml")).filter(|p| p.is_file()));
+    let mut config = Config::load(file.as_deref(), std::env::vars())
+        .map_err(|e| Failure::invalid(anyhow!(e)))?;
+    if let Some(path) = &global.memory_path {
+        config.memory_path = path.clone();
+    }
+    Ok(config)
+}
+
+fn conversation(raw: &str) -> Result<ConversationId, Failure> {
+    ConversationId::new(raw).map_err(|e| Failure::invalid(anyhow!(e)))
+}
+
+async fn open_client(global: &GlobalArgs) -> Result<MemoryClient, Failure> {
+    let config = load_config(global)?;
+    let bar = ProgressBar::hidden();
+    let shown = bar.clone();
+    let on_progress = Box::new(move |p: mnemo_engine::SyncProgress| {
+        if shown.is_hidden() && std::io::stderr().is_terminal() {
+            shown.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+            shown.set_style(
+                ProgressStyle::with_template("indexing {bar:30} {pos}/{len} files ({per_sec})")
+                    .expect("valid template"),
+            );
+        }
+        shown.set_length(p.to_embed as u64);
+        shown.set_position(p.embedded as u64);
+    });
+    let client = MemoryClient::open(
+        config,
+        OpenOptions {
+            on_progress: Some(on_progress),
+        },
+    )
+    .await?;
+    bar.finish_and_clear();
+    Ok(client)
+}
+
+pub async fn add(global: &GlobalArgs, args: AddArgs) -> CommandResult {
+    let default_conversation = conversation(&args.conversation)?;
+    let items = read_add_input(&args)?;
+    if items.is_empty() {
+        return Err(Failure::invalid(anyhow!(
+            "nothing to add: the input holds no memories"
+        )));
+    }
+    // Validate everything before writing anything.
+    let mut by_conversation: BTreeMap<ConversationId, Vec<String>> = BTreeMap::new();
+    for item in items {
+        let conv = match &item.conversation_id {
+            Some(raw) => conversation(raw)?,
+            None => default_conversation.clone(),
+        };
+        by_conversation.entry(conv).or_default().push(item.content);
+    }
+    let client = open_client(global).await?;
+    let mut added = Vec::new();
+    for (conv, texts) in by_conversation {
+        added.extend(client.add(texts, &conv).await?);
+    }
+    if args.json {
+        print_json(&added.iter().map(MemoryView::from).collect::<Vec<_>>())?;
+    } else {
+        println!(
+            "added {} {}",
+            added.len(),
+            plural(added.len(), "memory", "memories")
+        );
+        for memory in &added {
+            println!("  {}  {}", memory.record.id, memory.path.display());
+        }
+    }
+    Ok(())
+}
+
+fn read_add_input(args: &AddArgs) -> Result<Vec<input::NewMemory>, Failure> {
+    if !args.texts.is_empty() {
+        return Ok(args
+            .texts
+            .iter()
+            .map(|t| input::NewMemory {
+                content: t.trim().to_owned(),
+                conversation_id: None,
+            })
+            .collect());
+    }
+    let text = match args.file.as_deref() {
+        Some(path) if path.as_os_str() != "-" => std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read {}", path.display()))
+            .map_err(Failure::invalid)?,
+        Some(_) => read_stdin()?,
+        None if std::io::stdin().is_terminal() => {
+            return Err(Failure::invalid(anyhow!(
+                "nothing to add: give texts as arguments, -f FILE, or pipe them on stdin"
+            )))
+        }
+        None => read_stdin()?,
+    };
+    input::parse(&text).map_err(|e| Failure::invalid(anyhow!(e)))
+}
+
+fn read_stdin() -> Result<String, Failure> {
+    let mut text = String::new();
+    std::io::stdin()
+        .read_to_string(&mut text)
+        .context("cannot read stdin")
+        .map_err(Failure::invalid)?;
+    Ok(text)
+}
+
+pub async fn search(global: &GlobalArgs, args: SearchArgs) -> CommandResult {
+    let conv = conversation(&args.conversation)?;
+    let client = open_client(global).await?;
+    let top_k = args.top_k.unwrap_or(client.config().default_top_k);
+    let hits = client
+        .search(&args.query, &conv, SearchOptions { top_k })
+        .await?;
+    if args.json {
+        return print_json(&hits);
+    }
+    if hits.is_empty() {
+        println!("no memories found in {conv:?} or \"global\"");
+    }
+    for (rank, hit) in hits.iter().enumerate() {
+        println!(
+            "{:>2}. {:.3}  [{}/{}]  {}",
+            rank + 1,
+            hit.score,
+            hit.conversation_id,
+            hit.role,
+            one_line(&hit.content)
+        );
+        println!("      {}  {}", hit.id, hit.path.display());
+    }
+    Ok(())
+}
+
+pub async fn list(global: &GlobalArgs, args: ListArgs) -> CommandResult {
+    let conv = args.conversation.as_deref().map(conversation).transpose()?;
+    let client = open_client(global).await?;
+    let memories = client.list(conv).await?;
+    if args.json {
+        return print_json(&memories.iter().map(MemoryView::from).collect::<Vec<_>>());
+    }
+    for memory in &memories {
+        let r = &memory.record;
+        println!(
+            "{}  [{}/{}]  {}",
+            r.created_at.format("%Y-%m-%d %H:%M"),
+            r.conversation_id,
+            r.role,
+            one_line(&r.content)
+        );
+        println!("      {}  {}", r.id, memory.path.display());
+    }
+    if memories.is_empty() {
+        println!("no memories");
+    }
+    Ok(())
+}
+
+/// A memory as `--json` prints it.
+#[derive(Serialize)]
+struct MemoryView<'a> {
+    id: String,
+    conversation_id: &'a str,
+    role: &'a str,
+    created_at: String,
+    content: &'a str,
+    path: &'a std::path::Path,
+}
+
+impl<'a> From<&'a StoredMemory> for MemoryView<'a> {
+    fn from(m: &'a StoredMemory) -> Self {
+        Self {
+            id: m.record.id.to_string(),
+            conversation_id: m.record.conversation_id.as_str(),
+            role: m.record.role.as_str(),
+            created_at: m.record.created_at.to_rfc3339(),
+            content: &m.record.content,
+            path: &m.path,
+        }
+    }
+}
+
+fn print_json<T: Serialize + ?Sized>(value: &T) -> CommandResult {
+    let text = serde_json::to_string_pretty(value).context("cannot serialise output")?;
+    println!("{text}");
+    Ok(())
+}
+
+fn one_line(text: &str) -> String {
+    const MAX: usize = 160;
+    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if flat.chars().count() > MAX {
+        format!("{}…", flat.chars().take(MAX).collect::<String>())
+    } else {
+        flat
+    }
+}
+
+fn plural<'a>(n: usize, one: &'a str, many: &'a str) -> &'a str {
+    if n == 1 {
+        one
+    } else {
+        many
+    }
+}

@@ -1,0 +1,344 @@
+//! The `mnemo` binary end to end: real files, the real embedding model, the real index.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use serde_json::Value;
+
+struct Store {
+    _dir: tempfile::TempDir,
+    root: PathBuf,
+}
+
+impl Store {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("mem");
+        Self { _dir: dir, root }
+    }
+
+    fn mnemo(&self, args: &[&str]) -> Output {
+        self.mnemo_with_stdin(args, None)
+    }
+
+    fn mnemo_with_stdin(&self, args: &[&str], stdin: Option<&str>) -> Output {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_mnemo"));
+        cmd.args(args)
+            .arg("--memory-path")
+            .arg(&self.root)
+            .env_remove("RUST_LOG")
+            .env_remove("MNEMO_CONFIG")
+            .stdin(if stdin.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().expect("mnemo runs");
+        if let Some(text) = stdin {
+            use std::io::Write;
+            child
+                .stdin
+                .take()
+                .unwrap()
+                .write_all(text.as_bytes())
+                .unwrap();
+        }
+        child.wait_with_output().unwrap()
+    }
+
+    fn ok_json(&self, args: &[&str]) -> Value {
+        let out = self.mnemo(args);
+        assert_success(&out);
+        serde_json::from_slice(&out.stdout).expect("valid JSON on stdout")
+    }
+}
+
+fn assert_success(out: &Output) {
+    assert!(
+        out.status.success(),
+        "exit {:?}\nstdout: {}\nstderr: {}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn contents(hits: &Value) -> Vec<String> {
+    hits.as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["content"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn add_then_search_returns_scores_ids_and_files() {
+    let store = Store::new();
+    let added = store.ok_json(&[
+        "add",
+        "--json",
+        "Anne is my wife.",
+        "I dislike pizza.",
+        "My bike is a green Bianchi.",
+    ]);
+    assert_eq!(added.as_array().unwrap().len(), 3);
+
+    let hits = store.ok_json(&["search", "who is my wife", "-k", "2", "--json"]);
+    let hits_list = hits.as_array().unwrap();
+    assert_eq!(hits_list.len(), 2);
+    assert_eq!(hits_list[0]["content"], "Anne is my wife.");
+    assert!(hits_list[0]["score"].as_f64().unwrap() > hits_list[1]["score"].as_f64().unwrap());
+    let path = PathBuf::from(hits_list[0]["path"].as_str().unwrap());
+    assert!(path.starts_with(
+        store
+            .root
+            .canonicalize()
+            .unwrap()
+            .join("entries/default/facts")
+    ));
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.contains(&format!("id: {}", hits_list[0]["id"].as_str().unwrap())));
+
+    let human = store.mnemo(&["search", "pizza"]);
+    assert_success(&human);
+    let stdout = String::from_utf8_lossy(&human.stdout);
+    assert!(
+        stdout.lines().next().unwrap().contains("I dislike pizza."),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn stdin_files_and_json_input_with_per_item_conversations() {
+    let store = Store::new();
+    let out = store.mnemo_with_stdin(&["add", "-c", "home"], Some("- I water the plants on Sundays\n* The cat is called Miso\n\n1. The boiler was serviced in May\n"));
+    assert_success(&out);
+
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("memories.json");
+    std::fs::write(
+        &file,
+        r#"[{"content": "Standup is at 9:30", "conversation_id": "work"}, "Bring the blue notebook"]"#,
+    )
+    .unwrap();
+    assert_success(&store.mnemo(&["add", "-c", "home", "-f", file.to_str().unwrap()]));
+
+    let home = store.ok_json(&["list", "-c", "home", "--json"]);
+    let mut got = contents(&home);
+    got.sort();
+    assert_eq!(
+        got,
+        [
+            "Bring the blue notebook",
+            "I water the plants on Sundays",
+            "The boiler was serviced in May",
+            "The cat is called Miso"
+        ]
+    );
+    let work = store.ok_json(&["list", "-c", "work", "--json"]);
+    assert_eq!(contents(&work), ["Standup is at 9:30"]);
+    assert_eq!(
+        store.ok_json(&["list", "--json"]).as_array().unwrap().len(),
+        5
+    );
+}
+
+#[test]
+fn search_sees_the_conversation_and_global_but_not_other_conversations() {
+    let store = Store::new();
+    assert_success(&store.mnemo(&["add", "-c", "global", "The user is allergic to peanuts."]));
+    assert_success(&store.mnemo(&["add", "-c", "alice", "Alice is allergic to cats."]));
+    assert_success(&store.mnemo(&["add", "-c", "bob", "Bob is allergic to pollen."]));
+    let hits = store.ok_json(&["search", "allergies", "-c", "alice", "-k", "10", "--json"]);
+    let mut got = contents(&hits);
+    got.sort();
+    assert_eq!(
+        got,
+        [
+            "Alice is allergic to cats.",
+            "The user is allergic to peanuts."
+        ]
+    );
+}
+
+#[test]
+fn hostile_conversation_ids_are_refused_and_nothing_is_written() {
+    let store = Store::new();
+    let parent = store.root.parent().unwrap().to_owned();
+    let long = "a".repeat(300);
+    for bad in ["../x", "a/b", ".git", "", long.as_str(), "a\nb", "a\0b"] {
+        // A NUL cannot cross exec; pass it through JSON input instead.
+        let out = if bad.contains('\0') {
+            let json = serde_json::json!([{"content": "x", "conversation_id": bad}]).to_string();
+            store.mnemo_with_stdin(&["add"], Some(&json))
+        } else {
+            store.mnemo(&["add", "-c", bad, "a memory"])
+        };
+        assert_eq!(out.status.code(), Some(2), "{bad:?} should be refused");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("conversation id"), "{bad:?}: {stderr}");
+        if !bad.contains('\0') {
+            let out = store.mnemo(&["search", "x", "-c", bad]);
+            assert_eq!(
+                out.status.code(),
+                Some(2),
+                "{bad:?} should be refused by search"
+            );
+        }
+    }
+    let entries: Vec<_> = std::fs::read_dir(&parent)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(
+        entries.iter().all(|n| n == "mem"),
+        "written outside the store: {entries:?}"
+    );
+    assert!(!store.root.join("entries").exists() || walk(&store.root.join("entries")).is_empty());
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            files.extend(walk(&p));
+        } else {
+            files.push(p);
+        }
+    }
+    files
+}
+
+#[test]
+fn bad_input_gets_a_clear_error_and_exit_code_2() {
+    let store = Store::new();
+    let out = store.mnemo_with_stdin(&["add"], Some("[\"unterminated"));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("JSON"));
+    let out = store.mnemo_with_stdin(&["add"], Some("\n\n"));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("nothing to add"));
+    let out = store.mnemo(&["add", "-f", "/nonexistent/file.txt"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/file.txt"));
+}
+
+#[test]
+fn hand_edits_between_runs_are_picked_up() {
+    let store = Store::new();
+    let added = store.ok_json(&["add", "--json", "The spare key is under the blue pot."]);
+    let path = PathBuf::from(added[0]["path"].as_str().unwrap());
+
+    // A note written by hand, without front matter, is searchable on the next run.
+    let facts = path.parent().unwrap();
+    std::fs::write(
+        facts.join("garden.md"),
+        "The tomatoes are planted along the south fence.\n",
+    )
+    .unwrap();
+    let hits = store.ok_json(&["search", "where are the tomatoes", "-k", "1", "--json"]);
+    assert_eq!(
+        contents(&hits),
+        ["The tomatoes are planted along the south fence."]
+    );
+
+    // Editing a file re-indexes it; deleting one removes it from search.
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, text.replace("blue pot", "red watering can")).unwrap();
+    let hits = store.ok_json(&["search", "spare key", "-k", "1", "--json"]);
+    assert_eq!(
+        contents(&hits),
+        ["The spare key is under the red watering can."]
+    );
+    std::fs::remove_file(&path).unwrap();
+    let hits = store.ok_json(&["search", "spare key", "-k", "5", "--json"]);
+    assert_eq!(
+        contents(&hits),
+        ["The tomatoes are planted along the south fence."]
+    );
+
+    // A broken file is skipped with a warning naming it; the command still succeeds.
+    std::fs::write(facts.join("broken.md"), "---\nid: [\n---\ntext\n").unwrap();
+    let out = store.mnemo(&["search", "tomatoes"]);
+    assert_success(&out);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("broken.md"));
+}
+
+#[test]
+fn the_example_store_is_searchable() {
+    let store = Store::new();
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("memory_db.example");
+    copy_dir(&example.join("entries"), &store.root.join("entries"));
+
+    let hits = store.ok_json(&[
+        "search",
+        "food allergies",
+        "-c",
+        "trip-japan",
+        "-k",
+        "3",
+        "--json",
+    ]);
+    assert_eq!(
+        hits[0]["content"],
+        "Maya is vegetarian and allergic to peanuts."
+    );
+    assert_eq!(hits[0]["conversation_id"], "global");
+
+    let hits = store.ok_json(&[
+        "search",
+        "Tokyo itinerary",
+        "-c",
+        "trip-japan",
+        "-k",
+        "20",
+        "--json",
+    ]);
+    let got = contents(&hits);
+    assert!(
+        !got.iter().any(|c| c.contains("ends in Tokyo")),
+        "tombstones are not searched: {got:?}"
+    );
+    assert!(!hits
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|h| h["role"] == "summary"));
+    assert!(got.iter().any(|c| c.contains("Jonas dislikes crowds")));
+
+    let cooking = store.ok_json(&["list", "-c", "cooking", "--json"]);
+    assert!(contents(&cooking)
+        .iter()
+        .any(|c| c.starts_with("Hand-written note")));
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let target = to.join(e.file_name());
+        if e.path().is_dir() {
+            copy_dir(&e.path(), &target);
+        } else {
+            std::fs::copy(e.path(), target).unwrap();
+        }
+    }
+}
+
+#[test]
+fn missing_models_name_the_path_and_the_setup_command() {
+    let store = Store::new();
+    let out = Command::new(env!("CARGO_BIN_EXE_mnemo"))
+        .args(["search", "x", "--memory-path"])
+        .arg(&store.root)
+        .env("MNEMO_MODELS_DIR", "/nonexistent/models")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("/nonexistent/models"), "{stderr}");
+    assert!(stderr.contains("scripts/setup"), "{stderr}");
+}
