@@ -76,10 +76,11 @@ fn main() -> ExitCode {
 }
 
 fn init_logging(verbose: u8) {
+    // qdrant-edge warns about process-wide settings only a Qdrant server initialises.
     let default = match verbose {
-        0 => "warn",
-        1 => "info",
-        _ => "debug",
+        0 => "warn,qdrant_edge=error",
+        1 => "info,qdrant_edge=error",
+        _ => "debug,qdrant_edge=warn",
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));

@@ -8,7 +8,7 @@ const DIM: usize = 8;
 
 /// A unit vector pointing mostly along axis `axis`, tilted by `tilt` towards the next axis.
 fn vector(axis: usize, tilt: f32) -> Vec<f32> {
-    let mut v = vec![0.0; DIM];
+    let mut v = [0.0; DIM];
     v[axis % DIM] = 1.0;
     v[(axis + 1) % DIM] = tilt;
     let n = (1.0 + tilt * tilt).sqrt();

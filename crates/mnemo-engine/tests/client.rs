@@ -1,0 +1,116 @@
+//! `MemoryClient` over a real store, the real model and the real embedded index.
+
+use std::path::{Path, PathBuf};
+
+use mnemo_core::{Config, ConversationId};
+use mnemo_engine::{EngineError, MemoryClient, OpenOptions, SearchOptions};
+
+fn config(memory_path: &Path) -> Config {
+    Config {
+        memory_path: memory_path.to_owned(),
+        models_dir: PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../models"),
+        ..Config::default()
+    }
+}
+
+async fn open(memory_path: &Path) -> MemoryClient {
+    MemoryClient::open(config(memory_path), OpenOptions::default())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn conv(id: &str) -> ConversationId {
+    ConversationId::new(id).unwrap()
+}
+
+async fn answers(client: &MemoryClient, query: &str) -> Vec<(String, String)> {
+    client
+        .search(query, &conv("c1"), SearchOptions { top_k: 5 })
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|h| (h.id.to_string(), format!("{:.5}", h.score)))
+        .collect()
+}
+
+const FACTS: [&str; 6] = [
+    "Anne is my wife.",
+    "I dislike pizza.",
+    "We adopted a grey cat called Miso in 2024.",
+    "My brother Tom lives in Denver.",
+    "I run 10 km every Saturday morning.",
+    "My favourite band is Radiohead.",
+];
+
+#[tokio::test(flavor = "multi_thread")]
+async fn reopening_embeds_nothing_and_a_rebuilt_index_answers_the_same() {
+    let dir = tempfile::tempdir().unwrap();
+    let client = open(dir.path()).await;
+    client
+        .add(FACTS.iter().map(|s| s.to_string()).collect(), &conv("c1"))
+        .await
+        .unwrap();
+    let queries = ["who is my wife", "pets", "exercise habits", "music taste"];
+    let mut before = Vec::new();
+    for q in queries {
+        before.push(answers(&client, q).await);
+    }
+    drop(client);
+
+    let client = open(dir.path()).await;
+    assert_eq!(client.startup_sync().embedded, 0, "nothing changed on disk");
+    drop(client);
+
+    std::fs::remove_dir_all(dir.path().join("index")).unwrap();
+    let client = open(dir.path()).await;
+    assert_eq!(client.startup_sync().embedded, FACTS.len());
+    for (q, expected) in queries.iter().zip(&before) {
+        assert_eq!(&answers(&client, q).await, expected, "query {q:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_lost_snapshot_only_costs_a_re_embed() {
+    let dir = tempfile::tempdir().unwrap();
+    let client = open(dir.path()).await;
+    client
+        .add(
+            vec!["The spare key is under the blue pot.".into()],
+            &conv("c1"),
+        )
+        .await
+        .unwrap();
+    drop(client);
+    std::fs::write(dir.path().join("memory_index.json"), "{ not json").unwrap();
+    let client = open(dir.path()).await;
+    assert_eq!(client.startup_sync().embedded, 1);
+    let hits = client
+        .search("spare key", &conv("c1"), SearchOptions { top_k: 5 })
+        .await
+        .unwrap();
+    assert_eq!(hits.len(), 1, "no duplicate points after the re-embed");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn one_process_owns_a_store_at_a_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let _first = open(dir.path()).await;
+    let second = MemoryClient::open(config(dir.path()), OpenOptions::default()).await;
+    match second {
+        Err(EngineError::Locked { path }) => assert!(path.ends_with("index")),
+        Err(other) => panic!("expected a lock error, got {other}"),
+        Ok(_) => panic!("a second client opened the same store"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn empty_texts_are_refused_before_anything_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let client = open(dir.path()).await;
+    let err = client
+        .add(vec!["fine".into(), "   ".into()], &conv("c1"))
+        .await
+        .unwrap_err();
+    assert!(err.is_invalid_input(), "{err}");
+    assert!(client.list(None).await.unwrap().is_empty());
+}
