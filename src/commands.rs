@@ -60,6 +60,9 @@ impl From<EngineError> for Failure {
 
 type CommandResult = Result<(), Failure>;
 
+/// Memories written and indexed per step of `mnemo add`.
+const ADD_CHUNK: usize = 16;
+
 #[derive(Args)]
 pub struct AddArgs {
     /// Texts to remember, one memory each
@@ -100,6 +103,23 @@ pub struct ListArgs {
     json: bool,
 }
 
+#[derive(Args)]
+pub struct ReindexArgs {
+    /// Rebuild the index from the files alone (also resets its write-ahead log)
+    #[arg(long)]
+    full: bool,
+    /// Print the report as JSON
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+pub struct StatusArgs {
+    /// Print the report as JSON
+    #[arg(long)]
+    json: bool,
+}
+
 fn load_config(global: &GlobalArgs) -> Result<Config, Failure> {
     let file = global
         .config
@@ -119,6 +139,10 @@ fn conversation(raw: &str) -> Result<ConversationId, Failure> {
 }
 
 async fn open_client(global: &GlobalArgs) -> Result<MemoryClient, Failure> {
+    open_client_with(global, false).await
+}
+
+async fn open_client_with(global: &GlobalArgs, rebuild: bool) -> Result<MemoryClient, Failure> {
     let config = load_config(global)?;
     let bar = ProgressBar::hidden();
     let shown = bar.clone();
@@ -137,6 +161,7 @@ async fn open_client(global: &GlobalArgs) -> Result<MemoryClient, Failure> {
         config,
         OpenOptions {
             on_progress: Some(on_progress),
+            rebuild,
         },
     )
     .await?;
@@ -164,19 +189,26 @@ pub async fn add(global: &GlobalArgs, args: AddArgs) -> CommandResult {
     let client = open_client(global).await?;
     let mut added = Vec::new();
     for (conv, texts) in by_conversation {
-        added.extend(client.add(texts, &conv).await?);
+        // In chunks, printing each as soon as it is durable: a line on stdout is an
+        // acknowledgement that the memory is on disk and in the index.
+        for chunk in texts.chunks(ADD_CHUNK) {
+            let stored = client.add(chunk.to_vec(), &conv).await?;
+            if !args.json {
+                for memory in &stored {
+                    println!("{}  {}", memory.record.id, memory.path.display());
+                }
+            }
+            added.extend(stored);
+        }
     }
     if args.json {
         print_json(&added.iter().map(MemoryView::from).collect::<Vec<_>>())?;
     } else {
-        println!(
+        eprintln!(
             "added {} {}",
             added.len(),
             plural(added.len(), "memory", "memories")
         );
-        for memory in &added {
-            println!("  {}  {}", memory.record.id, memory.path.display());
-        }
     }
     Ok(())
 }
@@ -265,6 +297,66 @@ pub async fn list(global: &GlobalArgs, args: ListArgs) -> CommandResult {
         println!("no memories");
     }
     Ok(())
+}
+
+pub async fn reindex(global: &GlobalArgs, args: ReindexArgs) -> CommandResult {
+    let client = open_client_with(global, args.full).await?;
+    let report = client.startup_sync();
+    let files_per_s = report.files as f64 / report.seconds.max(1e-9);
+    if args.json {
+        let mut value = serde_json::to_value(report).context("cannot serialise output")?;
+        value["files_per_s"] = serde_json::json!(files_per_s.round());
+        return print_json(&value);
+    }
+    println!(
+        "{} files in {:.2} s ({:.0} files/s): {} embedded, {} points deleted, {} skipped",
+        report.files,
+        report.seconds,
+        files_per_s,
+        report.embedded,
+        report.deleted,
+        report.skipped.len()
+    );
+    for reason in &report.skipped {
+        println!("  skipped: {reason}");
+    }
+    Ok(())
+}
+
+pub async fn status(global: &GlobalArgs, args: StatusArgs) -> CommandResult {
+    let client = open_client(global).await?;
+    let check = client.verify().await?;
+    let consistent = check.missing.is_empty() && check.orphans.is_empty();
+    if args.json {
+        print_json(&check)?;
+    } else {
+        println!("store   {}", client.store().root().display());
+        println!(
+            "files   {} memories ({} unreadable)",
+            check.files,
+            check.skipped.len()
+        );
+        println!("index   {} points", check.points);
+        for id in &check.missing {
+            println!("  missing from the index: {id}");
+        }
+        for id in &check.orphans {
+            println!("  point without a file: {id}");
+        }
+        println!(
+            "{}",
+            if consistent {
+                "consistent"
+            } else {
+                "INCONSISTENT"
+            }
+        );
+    }
+    if consistent {
+        Ok(())
+    } else {
+        Err(anyhow!("the index does not match the files").into())
+    }
 }
 
 /// A memory as `--json` prints it.

@@ -40,6 +40,10 @@ enum Command {
     Search(commands::SearchArgs),
     /// List the memories of a conversation, or of all conversations
     List(commands::ListArgs),
+    /// Bring the index in step with the files (only changed files are embedded)
+    Reindex(commands::ReindexArgs),
+    /// Check that the index holds exactly the memory files (exit 1 if not)
+    Status(commands::StatusArgs),
 }
 
 fn main() -> ExitCode {
@@ -64,6 +68,8 @@ fn main() -> ExitCode {
             Command::Add(args) => commands::add(&global, args).await,
             Command::Search(args) => commands::search(&global, args).await,
             Command::List(args) => commands::list(&global, args).await,
+            Command::Reindex(args) => commands::reindex(&global, args).await,
+            Command::Status(args) => commands::status(&global, args).await,
         }
     });
     match result {

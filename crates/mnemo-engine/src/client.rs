@@ -1,3 +1,4 @@
+use std::collections::{BTreeSet, HashSet};
 use std::fs::File;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -8,8 +9,10 @@ use mnemo_embed::{Embedder, EmbedderConfig};
 use mnemo_index::{Condition, EdgeIndex, EdgeIndexOptions, Filter, Query, VectorIndex};
 use mnemo_store::{FileStore, StoredMemory};
 use serde::Serialize;
+use tracing::info;
 
 use crate::sync::{self, Snapshot, SyncProgress, SyncReport};
+use crate::watcher::{self, WatcherHandle};
 use crate::EngineError;
 
 /// Folder of the embedded index, under the memory path.
@@ -21,6 +24,23 @@ const LOCK_FILE: &str = ".lock";
 pub struct OpenOptions {
     /// Called as the start-up sync embeds files (for progress bars).
     pub on_progress: Option<Box<dyn FnMut(SyncProgress) + Send>>,
+    /// Throw the index away and rebuild it from the files (`mnemo reindex --full`). This also
+    /// resets the index's write-ahead log.
+    pub rebuild: bool,
+}
+
+/// Whether the index holds exactly the live memory files.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Consistency {
+    /// Distinct memory ids among the live files.
+    pub files: usize,
+    pub points: usize,
+    /// Files whose memory has no point.
+    pub missing: Vec<MemoryId>,
+    /// Points whose memory has no file.
+    pub orphans: Vec<MemoryId>,
+    /// Files that could not be read as memories.
+    pub skipped: Vec<String>,
 }
 
 /// Per-call search settings.
@@ -49,9 +69,9 @@ pub struct MemoryClient {
     inner: Arc<Inner>,
 }
 
-struct Inner {
+pub(crate) struct Inner {
     config: Config,
-    store: FileStore,
+    pub(crate) store: FileStore,
     embedder: Embedder,
     index: EdgeIndex,
     /// Held for the client's life: one process owns an index at a time.
@@ -77,6 +97,10 @@ impl MemoryClient {
         })?;
         let index_dir = store.root().join(INDEX_DIR);
         let lock = lock_index(&index_dir)?;
+        store.remove_stale_temp_files();
+        if options.rebuild {
+            wipe_index(&index_dir, store.root())?;
+        }
         let index = EdgeIndex::open(&index_dir, &EdgeIndexOptions::new(embedder.dimension()))?;
         let mut snapshot = Snapshot::load(store.root());
         let mut progress = options.on_progress.take();
@@ -117,6 +141,36 @@ impl MemoryClient {
     /// What the start-up sync found and did.
     pub fn startup_sync(&self) -> &SyncReport {
         &self.inner.startup_sync
+    }
+
+    /// Compares the index with the files: every live memory has its point, and no point
+    /// lacks a file.
+    pub async fn verify(&self) -> Result<Consistency, EngineError> {
+        let inner = self.inner.clone();
+        blocking(move || {
+            let _writes = inner.snapshot.lock().unwrap_or_else(|p| p.into_inner());
+            let scan = inner.store.scan();
+            let files: HashSet<MemoryId> = scan.memories.iter().map(|m| m.record.id).collect();
+            let points: HashSet<MemoryId> = inner.index.ids()?.into_iter().collect();
+            let mut missing: Vec<_> = files.difference(&points).copied().collect();
+            let mut orphans: Vec<_> = points.difference(&files).copied().collect();
+            missing.sort();
+            orphans.sort();
+            Ok(Consistency {
+                files: files.len(),
+                points: points.len(),
+                missing,
+                orphans,
+                skipped: scan.skipped.into_iter().map(|s| s.reason).collect(),
+            })
+        })
+        .await
+    }
+
+    /// Starts following hand edits of the files (see [`crate::watcher`]). The watch lasts as
+    /// long as the returned handle.
+    pub fn start_watcher(&self) -> Result<WatcherHandle, EngineError> {
+        watcher::start(self.inner.clone())
     }
 
     /// Stores each text as a fact of `conversation`, verbatim, and indexes it.
@@ -182,6 +236,9 @@ impl MemoryClient {
 
 impl Inner {
     fn add_records(&self, records: Vec<MemoryRecord>) -> Result<Vec<StoredMemory>, EngineError> {
+        // Held from the first file write, so the watcher sees these files only once they are
+        // recorded in the snapshot, and does not index them a second time.
+        let mut snapshot = self.snapshot.lock().unwrap_or_else(|p| p.into_inner());
         let mut written = Vec::with_capacity(records.len());
         for record in records {
             let path = self.store.write(&record)?;
@@ -192,7 +249,6 @@ impl Inner {
             })?;
             written.push((StoredMemory { record, path }, sync::sha256_hex(&bytes)));
         }
-        let mut snapshot = self.snapshot.lock().unwrap_or_else(|p| p.into_inner());
         sync::index_memories(
             &self.store,
             &self.embedder,
@@ -203,6 +259,39 @@ impl Inner {
             &mut |_| {},
         )?;
         Ok(written.into_iter().map(|(m, _)| m).collect())
+    }
+
+    /// Re-syncs the given paths (or everything, when `rescan`) after the files changed.
+    pub(crate) fn apply_file_changes(
+        &self,
+        paths: &BTreeSet<PathBuf>,
+        rescan: bool,
+    ) -> Result<(), EngineError> {
+        let mut snapshot = self.snapshot.lock().unwrap_or_else(|p| p.into_inner());
+        if rescan {
+            sync::sync(
+                &self.store,
+                &self.embedder,
+                &self.index,
+                &mut snapshot,
+                self.config.embed_batch_size,
+                &mut |_| {},
+            )?;
+            return Ok(());
+        }
+        for path in paths {
+            let change = sync::sync_path(
+                &self.store,
+                &self.embedder,
+                &self.index,
+                &mut snapshot,
+                path,
+            )?;
+            if change != sync::PathChange::Ignored && change != sync::PathChange::Unchanged {
+                info!(file = %path.display(), ?change, "index follows a file change");
+            }
+        }
+        Ok(())
     }
 
     fn search(
@@ -250,6 +339,33 @@ impl Inner {
                 }
             })
             .collect())
+    }
+}
+
+/// Removes the shard's files (keeping the lock we hold) and the snapshot describing them.
+fn wipe_index(index_dir: &std::path::Path, root: &std::path::Path) -> Result<(), EngineError> {
+    let io = |path: PathBuf| {
+        move |source| EngineError::Io {
+            action: "cannot remove",
+            path,
+            source,
+        }
+    };
+    for entry in std::fs::read_dir(index_dir).map_err(io(index_dir.to_owned()))? {
+        let path = entry.map_err(io(index_dir.to_owned()))?.path();
+        if path.file_name().is_some_and(|n| n == LOCK_FILE) {
+            continue;
+        }
+        if path.is_dir() {
+            std::fs::remove_dir_all(&path).map_err(io(path.clone()))?;
+        } else {
+            std::fs::remove_file(&path).map_err(io(path.clone()))?;
+        }
+    }
+    let snapshot = root.join(sync::SNAPSHOT_FILE);
+    match std::fs::remove_file(&snapshot) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(io(snapshot)(e)),
+        _ => Ok(()),
     }
 }
 

@@ -9,7 +9,9 @@
 mod client;
 mod error;
 pub mod sync;
+pub mod watcher;
 
-pub use client::{MemoryClient, OpenOptions, SearchHit, SearchOptions};
+pub use client::{Consistency, MemoryClient, OpenOptions, SearchHit, SearchOptions};
 pub use error::EngineError;
 pub use sync::{SyncProgress, SyncReport};
+pub use watcher::WatcherHandle;

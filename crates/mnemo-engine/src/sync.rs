@@ -8,7 +8,8 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
-use mnemo_core::{MemoryId, MemoryRecord};
+use chrono::{DateTime, Utc};
+use mnemo_core::{MemoryId, MemoryRecord, Role};
 use mnemo_embed::Embedder;
 use mnemo_index::{Filter, Payload, Point, VectorIndex};
 use mnemo_store::{FileStore, StoredMemory};
@@ -19,13 +20,29 @@ use tracing::{info, warn};
 use crate::EngineError;
 
 pub const SNAPSHOT_FILE: &str = "memory_index.json";
-const SNAPSHOT_VERSION: u32 = 1;
+const SNAPSHOT_VERSION: u32 = 2;
 
 /// One indexed file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SnapshotEntry {
     pub sha256: String,
     pub id: MemoryId,
+    /// What the index holds for this file besides the vector (payload fields used in filters).
+    pub conversation_id: String,
+    pub role: Role,
+    pub created_at: DateTime<Utc>,
+}
+
+impl SnapshotEntry {
+    fn of(record: &MemoryRecord, sha256: String) -> Self {
+        Self {
+            sha256,
+            id: record.id,
+            conversation_id: record.conversation_id.as_str().to_owned(),
+            role: record.role,
+            created_at: record.created_at,
+        }
+    }
 }
 
 /// What the index holds, per file.
@@ -83,9 +100,12 @@ pub struct SyncProgress {
 }
 
 /// What a sync did.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct SyncReport {
+    /// Live memory files found.
     pub files: usize,
+    /// Seconds the sync took.
+    pub seconds: f64,
     pub embedded: usize,
     pub deleted: usize,
     pub skipped: Vec<String>,
@@ -161,10 +181,7 @@ pub fn index_memories(
         for (memory, sha256) in batch {
             snapshot.files.insert(
                 relative_key(store, &memory.path),
-                SnapshotEntry {
-                    sha256: sha256.clone(),
-                    id: memory.record.id,
-                },
+                SnapshotEntry::of(&memory.record, sha256.clone()),
             );
         }
         snapshot.save(store.root())?;
@@ -178,6 +195,9 @@ pub fn index_memories(
 }
 
 /// Brings the index in step with the files. See the module docs.
+///
+/// Files whose bytes hash to what the snapshot recorded are not even parsed, which keeps a
+/// sync with nothing to do fast.
 pub fn sync(
     store: &FileStore,
     embedder: &Embedder,
@@ -192,41 +212,55 @@ pub fn sync(
         }
         snapshot.files.clear();
     }
-    let scan = store.scan();
-    let mut report = SyncReport {
-        files: scan.memories.len(),
-        skipped: scan.skipped.iter().map(|s| s.reason.clone()).collect(),
-        ..SyncReport::default()
-    };
-
+    let started = std::time::Instant::now();
+    let mut report = SyncReport::default();
     let mut seen_ids: HashMap<MemoryId, PathBuf> = HashMap::new();
     let mut live_paths = HashSet::new();
     let mut to_embed = Vec::new();
-    for memory in scan.memories {
-        if let Some(first) = seen_ids.get(&memory.record.id) {
+    for path in store.memory_files() {
+        let bytes = match std::fs::read(&path) {
+            Ok(bytes) => bytes,
+            // Deleted between listing and reading: it is simply gone.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(source) => {
+                return Err(EngineError::Io {
+                    action: "cannot read",
+                    path,
+                    source,
+                })
+            }
+        };
+        let key = relative_key(store, &path);
+        let sha256 = sha256_hex(&bytes);
+        let known = snapshot.files.get(&key).filter(|e| e.sha256 == sha256);
+        let record_id = match known {
+            Some(entry) => entry.id,
+            None => match store.parse(&path, &bytes) {
+                Ok(memory) => {
+                    let id = memory.record.id;
+                    if !seen_ids.contains_key(&id) {
+                        to_embed.push((memory, sha256));
+                    }
+                    id
+                }
+                Err(err) => {
+                    warn!("skipping {}: {err}", path.display());
+                    report.skipped.push(err.to_string());
+                    continue;
+                }
+            },
+        };
+        if let Some(first) = seen_ids.get(&record_id) {
             warn!(
                 "{} has the same id as {}; only the first is searchable",
-                memory.path.display(),
+                path.display(),
                 first.display()
             );
             continue;
         }
-        seen_ids.insert(memory.record.id, memory.path.clone());
-        let key = relative_key(store, &memory.path);
-        let bytes = std::fs::read(&memory.path).map_err(|source| EngineError::Io {
-            action: "cannot read",
-            path: memory.path.clone(),
-            source,
-        })?;
-        let sha256 = sha256_hex(&bytes);
-        let unchanged = snapshot
-            .files
-            .get(&key)
-            .is_some_and(|e| e.sha256 == sha256 && e.id == memory.record.id);
+        seen_ids.insert(record_id, path);
         live_paths.insert(key);
-        if !unchanged {
-            to_embed.push((memory, sha256));
-        }
+        report.files += 1;
     }
 
     let gone: Vec<String> = snapshot
@@ -235,17 +269,26 @@ pub fn sync(
         .filter(|k| !live_paths.contains(*k))
         .cloned()
         .collect();
-    let stale_ids: Vec<MemoryId> = gone
-        .iter()
-        .filter_map(|k| snapshot.files.get(k).map(|e| e.id))
-        .filter(|id| !seen_ids.contains_key(id))
-        .collect();
-    index.delete(&stale_ids)?;
+    let mut stale_ids: Vec<MemoryId> = Vec::new();
     for key in &gone {
-        snapshot.files.remove(key);
+        if let Some(entry) = snapshot.files.remove(key) {
+            if !seen_ids.contains_key(&entry.id) {
+                stale_ids.push(entry.id);
+            }
+        }
     }
+    // A file whose id was edited leaves its old point behind.
+    for (memory, _) in &to_embed {
+        let key = relative_key(store, &memory.path);
+        if let Some(old) = snapshot.files.get(&key) {
+            if old.id != memory.record.id && !seen_ids.contains_key(&old.id) {
+                stale_ids.push(old.id);
+            }
+        }
+    }
+    index.delete(&stale_ids)?;
     report.deleted = stale_ids.len();
-    if !gone.is_empty() {
+    if !gone.is_empty() || !stale_ids.is_empty() {
         snapshot.save(store.root())?;
     }
 
@@ -253,6 +296,7 @@ pub fn sync(
     index_memories(
         store, embedder, index, snapshot, &to_embed, batch_size, progress,
     )?;
+    report.seconds = started.elapsed().as_secs_f64();
     if report.embedded > 0 || report.deleted > 0 {
         info!(
             embedded = report.embedded,
@@ -262,4 +306,85 @@ pub fn sync(
         );
     }
     Ok(report)
+}
+
+/// What happened to one path the watcher reported.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PathChange {
+    Indexed,
+    Removed,
+    Unchanged,
+    Ignored,
+}
+
+/// Brings the index in step with one file that may have been created, changed or removed.
+/// Paths that are not memory files (tombstones, temporary files, other folders) are ignored.
+pub fn sync_path(
+    store: &FileStore,
+    embedder: &Embedder,
+    index: &dyn VectorIndex,
+    snapshot: &mut Snapshot,
+    path: &Path,
+) -> Result<PathChange, EngineError> {
+    let Ok((location, _)) = store.locate(path) else {
+        return Ok(PathChange::Ignored);
+    };
+    if location.tombstone {
+        return Ok(PathChange::Ignored);
+    }
+    let key = relative_key(store, path);
+    let parsed = match std::fs::read(path) {
+        Ok(bytes) => {
+            let sha256 = sha256_hex(&bytes);
+            if snapshot.files.get(&key).is_some_and(|e| e.sha256 == sha256) {
+                return Ok(PathChange::Unchanged);
+            }
+            match store.parse(path, &bytes) {
+                Ok(memory) => Some((memory, sha256)),
+                Err(err) => {
+                    warn!("skipping {}: {err}", path.display());
+                    None
+                }
+            }
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(source) => {
+            return Err(EngineError::Io {
+                action: "cannot read",
+                path: path.to_owned(),
+                source,
+            })
+        }
+    };
+    let old = snapshot.files.remove(&key);
+    let new_id = parsed.as_ref().map(|(m, _)| m.record.id);
+    if let Some(old) = &old {
+        let still_used = snapshot.files.values().any(|e| e.id == old.id);
+        if Some(old.id) != new_id && !still_used {
+            index.delete(&[old.id])?;
+        }
+    }
+    match parsed {
+        Some(memory) => {
+            if let Some(other) = snapshot.files.iter().find(|(_, e)| Some(e.id) == new_id) {
+                warn!(
+                    "{} has the same id as {}; only the latter is searchable",
+                    path.display(),
+                    other.0
+                );
+                snapshot.save(store.root())?;
+                return Ok(PathChange::Ignored);
+            }
+            index_memories(store, embedder, index, snapshot, &[memory], 1, &mut |_| {})?;
+            Ok(PathChange::Indexed)
+        }
+        None => {
+            snapshot.save(store.root())?;
+            Ok(if old.is_some() {
+                PathChange::Removed
+            } else {
+                PathChange::Ignored
+            })
+        }
+    }
 }

@@ -16,8 +16,8 @@ use qdrant_edge::{
     CountRequest, CreateIndex, Distance, EdgeConfig, EdgeShard, EdgeSparseVectorParams,
     EdgeVectorParams, FieldIndexOperations, Filter as EdgeFilter, JsonPath, Modifier,
     PayloadFieldSchema, PayloadSchemaType, PointId, PointInsertOperations, PointOperations,
-    PointStruct, QueryEnum, QueryRequest, ScoringQuery, UpdateOperation, VectorInternal,
-    VectorStructInternal, Vectors, WalOptions, WithPayloadInterface, WithVector,
+    PointStruct, QueryEnum, QueryRequest, ScoringQuery, ScrollRequest, UpdateOperation,
+    VectorInternal, VectorStructInternal, Vectors, WalOptions, WithPayloadInterface, WithVector,
 };
 use qdrant_edge::{NamedQuery, Payload as EdgePayload};
 
@@ -307,6 +307,31 @@ impl VectorIndex for EdgeIndex {
                 exact: true,
             })
             .map_err(backend)
+    }
+
+    fn ids(&self) -> Result<Vec<MemoryId>, IndexError> {
+        let mut ids = Vec::new();
+        let mut offset = None;
+        loop {
+            let (records, next) = self
+                .shard
+                .scroll(ScrollRequest {
+                    offset,
+                    limit: Some(1024),
+                    filter: None,
+                    with_payload: Some(WithPayloadInterface::Bool(false)),
+                    with_vector: WithVector::Bool(false),
+                    order_by: None,
+                })
+                .map_err(backend)?;
+            for record in &records {
+                ids.push(memory_id(&record.id)?);
+            }
+            match next {
+                Some(next) => offset = Some(next),
+                None => return Ok(ids),
+            }
+        }
     }
 
     fn dimension(&self) -> usize {

@@ -67,6 +67,8 @@ pub trait VectorIndex: Send + Sync {
     fn query(&self, query: &Query) -> Result<Vec<Hit>, IndexError>;
     fn retrieve(&self, ids: &[MemoryId], with_vectors: bool) -> Result<Vec<Hit>, IndexError>;
     fn count(&self, filter: &Filter) -> Result<usize, IndexError>;
+    /// Every point id in the index (for consistency checks).
+    fn ids(&self) -> Result<Vec<MemoryId>, IndexError>;
     /// Dimension of the dense vectors this index holds.
     fn dimension(&self) -> usize;
 }

@@ -92,10 +92,17 @@ impl FileStore {
 
     /// Reads one memory file, tolerantly (see [`format`]); warnings go to the log.
     pub fn read(&self, path: &Path) -> Result<StoredMemory, StoreError> {
-        let (location, relative) = self.locate(path)?;
+        let (_, relative) = self.locate(path)?;
         let absolute = self.root.join(&relative);
         let bytes = fs::read(&absolute).map_err(io_err("cannot read", &absolute))?;
-        let text = String::from_utf8(bytes).map_err(|_| StoreError::NotText {
+        self.parse(&absolute, &bytes)
+    }
+
+    /// Parses a memory file's bytes, already read from `path`.
+    pub fn parse(&self, path: &Path, bytes: &[u8]) -> Result<StoredMemory, StoreError> {
+        let (location, relative) = self.locate(path)?;
+        let absolute = self.root.join(&relative);
+        let text = std::str::from_utf8(bytes).map_err(|_| StoreError::NotText {
             path: absolute.clone(),
         })?;
         let modified = fs::metadata(&absolute)
@@ -107,7 +114,7 @@ impl FileStore {
             relative_path: &relative,
             modified,
         };
-        let parsed = format::parse(&text, &ctx).map_err(|source| StoreError::Format {
+        let parsed = format::parse(text, &ctx).map_err(|source| StoreError::Format {
             path: absolute.clone(),
             source,
         })?;
@@ -139,16 +146,7 @@ impl FileStore {
     /// All live (not deleted) memories of every conversation.
     pub fn scan(&self) -> Scan {
         let mut scan = Scan::default();
-        let entries = self.root.join(ENTRIES_DIR);
-        let Ok(dirs) = fs::read_dir(&entries) else {
-            return scan;
-        };
-        let mut conversations: Vec<_> = dirs
-            .filter_map(Result::ok)
-            .filter_map(|e| ConversationId::new(e.file_name().to_str()?).ok())
-            .collect();
-        conversations.sort();
-        for conversation in conversations {
+        for conversation in self.conversations() {
             self.scan_into(&conversation, &mut scan);
         }
         scan
@@ -162,32 +160,84 @@ impl FileStore {
     }
 
     fn scan_into(&self, conversation: &ConversationId, scan: &mut Scan) {
-        let dir = layout::conversation_dir(&self.root, conversation);
         let start = scan.memories.len();
-        for kind in MemoryKind::ALL {
-            let folder = dir.join(kind.folder());
-            let Ok(files) = fs::read_dir(&folder) else {
-                continue;
-            };
-            let mut paths: Vec<PathBuf> = files.filter_map(|e| Some(e.ok()?.path())).collect();
-            paths.sort();
-            for path in paths {
-                if !path.is_file() || self.locate(&path).is_err() {
-                    continue;
-                }
-                match self.read(&path) {
-                    Ok(memory) => scan.memories.push(memory),
-                    Err(err) => {
-                        warn!("skipping {}: {err}", path.display());
-                        scan.skipped.push(SkippedFile {
-                            reason: err.to_string(),
-                            path,
-                        });
-                    }
+        for path in self.conversation_files(conversation) {
+            match self.read(&path) {
+                Ok(memory) => scan.memories.push(memory),
+                Err(err) => {
+                    warn!("skipping {}: {err}", path.display());
+                    scan.skipped.push(SkippedFile {
+                        reason: err.to_string(),
+                        path,
+                    });
                 }
             }
         }
         scan.memories[start..].sort_by_key(|m| m.record.created_at);
+    }
+
+    /// Paths of every live memory file, without reading them, in path order.
+    pub fn memory_files(&self) -> Vec<PathBuf> {
+        self.conversations()
+            .iter()
+            .flat_map(|c| self.conversation_files(c))
+            .collect()
+    }
+
+    fn conversations(&self) -> Vec<ConversationId> {
+        let Ok(dirs) = fs::read_dir(self.root.join(ENTRIES_DIR)) else {
+            return Vec::new();
+        };
+        let mut conversations: Vec<_> = dirs
+            .filter_map(Result::ok)
+            .filter_map(|e| ConversationId::new(e.file_name().to_str()?).ok())
+            .collect();
+        conversations.sort();
+        conversations
+    }
+
+    fn conversation_files(&self, conversation: &ConversationId) -> Vec<PathBuf> {
+        let dir = layout::conversation_dir(&self.root, conversation);
+        let mut paths = Vec::new();
+        for kind in MemoryKind::ALL {
+            let Ok(files) = fs::read_dir(dir.join(kind.folder())) else {
+                continue;
+            };
+            let start = paths.len();
+            paths.extend(
+                files
+                    .filter_map(|e| Some(e.ok()?.path()))
+                    .filter(|p| p.is_file() && self.locate(p).is_ok()),
+            );
+            paths[start..].sort();
+        }
+        paths
+    }
+
+    /// Removes temporary files an interrupted atomic write left behind. Only safe while no
+    /// other process writes to the store. Returns how many were removed.
+    pub fn remove_stale_temp_files(&self) -> usize {
+        let mut removed = 0;
+        let mut stack = vec![self.root.join(ENTRIES_DIR)];
+        while let Some(dir) = stack.pop() {
+            let Ok(entries) = fs::read_dir(&dir) else {
+                continue;
+            };
+            for entry in entries.filter_map(Result::ok) {
+                let path = entry.path();
+                let is_temp = entry
+                    .file_name()
+                    .to_str()
+                    .is_some_and(|n| n.starts_with(crate::atomic::TEMP_PREFIX));
+                if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                    stack.push(path);
+                } else if is_temp && fs::remove_file(&path).is_ok() {
+                    warn!("removed {} left by an interrupted write", path.display());
+                    removed += 1;
+                }
+            }
+        }
+        removed
     }
 
     /// Moves a live memory under `deleted/` and marks it (`deleted_at`, `replaced_by`).
