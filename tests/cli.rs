@@ -342,3 +342,23 @@ fn missing_models_name_the_path_and_the_setup_command() {
     assert!(stderr.contains("/nonexistent/models"), "{stderr}");
     assert!(stderr.contains("scripts/setup"), "{stderr}");
 }
+
+#[test]
+fn reindex_and_status_report_on_the_index() {
+    let store = Store::new();
+    assert_success(&store.mnemo(&["add", "One fact.", "Another fact."]));
+    let report = store.ok_json(&["reindex", "--json"]);
+    assert_eq!(report["files"], 2);
+    assert_eq!(report["embedded"], 0, "nothing changed since the add");
+    let report = store.ok_json(&["reindex", "--full", "--json"]);
+    assert_eq!(report["embedded"], 2, "--full re-embeds everything");
+    assert!(report["files_per_s"].as_f64().unwrap() > 0.0);
+    let status = store.ok_json(&["status", "--json"]);
+    assert_eq!(status["files"], 2);
+    assert_eq!(status["points"], 2);
+    assert_eq!(status["missing"], serde_json::json!([]));
+    assert_eq!(status["orphans"], serde_json::json!([]));
+    let human = store.mnemo(&["reindex"]);
+    assert_success(&human);
+    assert!(String::from_utf8_lossy(&human.stdout).contains("files/s"));
+}

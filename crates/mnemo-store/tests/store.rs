@@ -166,3 +166,22 @@ fn scans_ignore_folders_that_are_not_conversations() {
     }
     assert!(store.scan().memories.is_empty());
 }
+
+#[test]
+fn leftovers_of_interrupted_writes_are_removed_and_memories_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FileStore::open(dir.path()).unwrap();
+    let kept = store
+        .write(&MemoryRecord::new(conv("c1"), Role::Memory, "kept"))
+        .unwrap();
+    let facts = kept.parent().unwrap();
+    fs::write(facts.join(".mnemo-tmp-0123abcd"), "---\nid: half").unwrap();
+    fs::write(facts.join(".other-hidden"), "not ours").unwrap();
+    assert_eq!(store.remove_stale_temp_files(), 1);
+    assert!(kept.exists());
+    assert!(
+        facts.join(".other-hidden").exists(),
+        "only mnemo's own temp files are removed"
+    );
+    assert_eq!(store.memory_files(), vec![kept]);
+}

@@ -1,0 +1,129 @@
+//! Keeping the index in step with the files.
+//!
+//! `cargo bench --bench sync [-- --json] [-- --files N]`:
+//! - a full reindex of N files (default 10,000) that embeds every file, and a sync of the same
+//!   store with nothing to re-embed (files/s; target >= 5,000);
+//! - hand-edit-to-searchable latency through the watcher (p50/p95 over 40 edits; target
+//!   p95 <= 500 ms), with the time to embed one text measured in the same run as a baseline.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use mnemo_core::{Config, ConversationId, MemoryRecord, Role};
+use mnemo_engine::{MemoryClient, OpenOptions, SearchOptions};
+use mnemo_store::FileStore;
+use serde_json::json;
+
+fn config(memory_path: &Path) -> Config {
+    Config {
+        memory_path: memory_path.to_owned(),
+        models_dir: Path::new(env!("CARGO_MANIFEST_DIR")).join("models"),
+        ..Config::default()
+    }
+}
+
+#[tokio::main]
+async fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let json_out = args.iter().any(|a| a == "--json");
+    let files: usize = args
+        .iter()
+        .position(|a| a == "--files")
+        .and_then(|i| args.get(i + 1)?.parse().ok())
+        .unwrap_or(10_000);
+
+    let dir = tempfile::tempdir().unwrap();
+    let store = FileStore::open(dir.path()).unwrap();
+    for i in 0..files {
+        let conv = ConversationId::new(&format!("conv-{}", i % 50)).unwrap();
+        let text = format!(
+            "Note {i}: the meeting about project {} moved to room {}.",
+            i % 97,
+            i % 13
+        );
+        store
+            .write(&MemoryRecord::new(conv, Role::Memory, text))
+            .unwrap();
+    }
+
+    let full = open(dir.path(), true).await;
+    let full_report = full.startup_sync().clone();
+    drop(full);
+    let noop = open(dir.path(), false).await;
+    let noop_report = noop.startup_sync().clone();
+    assert_eq!(noop_report.embedded, 0);
+
+    let (edit_p50, edit_p95, embed_p50) = edit_latency(&noop, dir.path()).await;
+    let report = json!({
+        "files": files,
+        "reindex_with_embedding_files_per_s": (full_report.files as f64 / full_report.seconds).round(),
+        "reindex_with_embedding_s": full_report.seconds,
+        "sync_nothing_to_embed_files_per_s": (noop_report.files as f64 / noop_report.seconds).round(),
+        "sync_nothing_to_embed_s": noop_report.seconds,
+        "edit_to_searchable_ms_p50": edit_p50,
+        "edit_to_searchable_ms_p95": edit_p95,
+        "embed_one_text_ms_p50": embed_p50,
+    });
+    if json_out {
+        println!("{}", serde_json::to_string_pretty(&report).unwrap());
+    } else {
+        for (k, v) in report.as_object().unwrap() {
+            println!("{k}: {v}");
+        }
+    }
+}
+
+async fn open(path: &Path, rebuild: bool) -> MemoryClient {
+    MemoryClient::open(
+        config(path),
+        OpenOptions {
+            rebuild,
+            ..OpenOptions::default()
+        },
+    )
+    .await
+    .unwrap()
+}
+
+/// Writes a file by hand and polls search until it is found; returns p50, p95 in ms and the
+/// p50 of one query embedding (the floor of each poll).
+async fn edit_latency(client: &MemoryClient, root: &Path) -> (f64, f64, f64) {
+    let _watch = client.start_watcher().unwrap();
+    let conv = ConversationId::new("edits").unwrap();
+    let facts = root.join("entries/edits/facts");
+    std::fs::create_dir_all(&facts).unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut latencies = Vec::new();
+    let mut embeds = Vec::new();
+    for i in 0..40 {
+        let text = format!("Edit {i}: the zebra crossing {i} was repainted in violet.");
+        let started = Instant::now();
+        std::fs::write(facts.join(format!("edit-{i}.md")), &text).unwrap();
+        loop {
+            let t = Instant::now();
+            let hits = client
+                .search(&text, &conv, SearchOptions { top_k: 1 })
+                .await
+                .unwrap();
+            embeds.push(t.elapsed());
+            if hits.first().is_some_and(|h| h.content == text) {
+                break;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "edit {i} never became searchable"
+            );
+        }
+        latencies.push(started.elapsed());
+    }
+    let ms = |v: &mut Vec<Duration>, p: f64| {
+        v.sort();
+        let i = ((v.len() as f64 - 1.0) * p).round() as usize;
+        (v[i].as_secs_f64() * 1000.0 * 10.0).round() / 10.0
+    };
+    (
+        ms(&mut latencies, 0.5),
+        ms(&mut latencies, 0.95),
+        ms(&mut embeds, 0.5),
+    )
+}
