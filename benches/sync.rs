@@ -53,6 +53,7 @@ async fn main() {
     let noop_report = noop.startup_sync().clone();
     assert_eq!(noop_report.embedded, 0);
 
+    let add_p50 = add_latency(&noop).await;
     let (edit_p50, edit_p95, embed_p50) = edit_latency(&noop, dir.path()).await;
     let report = json!({
         "files": files,
@@ -63,6 +64,7 @@ async fn main() {
         "edit_to_searchable_ms_p50": edit_p50,
         "edit_to_searchable_ms_p95": edit_p95,
         "embed_one_text_ms_p50": embed_p50,
+        "add_one_memory_ms_p50": add_p50,
     });
     if json_out {
         println!("{}", serde_json::to_string_pretty(&report).unwrap());
@@ -83,6 +85,22 @@ async fn open(path: &Path, rebuild: bool) -> MemoryClient {
     )
     .await
     .unwrap()
+}
+
+/// `MemoryClient::add` of one memory: write, embed, upsert, flush, snapshot.
+async fn add_latency(client: &MemoryClient) -> f64 {
+    let conv = ConversationId::new("adds").unwrap();
+    let mut times = Vec::new();
+    for i in 0..20 {
+        let t = Instant::now();
+        client
+            .add(vec![format!("Added fact {i}.")], &conv)
+            .await
+            .unwrap();
+        times.push(t.elapsed());
+    }
+    times.sort();
+    (times[times.len() / 2].as_secs_f64() * 10_000.0).round() / 10.0
 }
 
 /// Writes a file by hand and polls search until it is found; returns p50, p95 in ms and the

@@ -359,6 +359,19 @@ pub async fn status(global: &GlobalArgs, args: StatusArgs) -> CommandResult {
     }
 }
 
+pub async fn watch(global: &GlobalArgs) -> CommandResult {
+    let client = open_client(global).await?;
+    let _watcher = client.start_watcher()?;
+    eprintln!(
+        "watching {} for changes (Ctrl-C to stop)",
+        client.store().root().join("entries").display()
+    );
+    tokio::signal::ctrl_c()
+        .await
+        .context("cannot wait for Ctrl-C")?;
+    Ok(())
+}
+
 /// A memory as `--json` prints it.
 #[derive(Serialize)]
 struct MemoryView<'a> {

@@ -44,6 +44,8 @@ enum Command {
     Reindex(commands::ReindexArgs),
     /// Check that the index holds exactly the memory files (exit 1 if not)
     Status(commands::StatusArgs),
+    /// Keep the index in step with hand edits of the files until interrupted (Ctrl-C)
+    Watch,
 }
 
 fn main() -> ExitCode {
@@ -70,6 +72,7 @@ fn main() -> ExitCode {
             Command::List(args) => commands::list(&global, args).await,
             Command::Reindex(args) => commands::reindex(&global, args).await,
             Command::Status(args) => commands::status(&global, args).await,
+            Command::Watch => commands::watch(&global).await,
         }
     });
     match result {

@@ -362,3 +362,60 @@ fn reindex_and_status_report_on_the_index() {
     assert_success(&human);
     assert!(String::from_utf8_lossy(&human.stdout).contains("files/s"));
 }
+
+#[test]
+fn watch_indexes_hand_edits_and_holds_the_store() {
+    let store = Store::new();
+    assert_success(&store.mnemo(&["add", "Seed memory."]));
+    let mut watch = Command::new(env!("CARGO_BIN_EXE_mnemo"))
+        .args(["watch", "--memory-path"])
+        .arg(&store.root)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait until it is watching (it says so on stderr).
+    let mut stderr = std::io::BufReader::new(watch.stderr.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("watching") {
+        line.clear();
+        use std::io::BufRead;
+        assert!(
+            stderr.read_line(&mut line).unwrap() > 0,
+            "watch exited early"
+        );
+    }
+
+    let busy = store.mnemo(&["search", "seed"]);
+    assert_eq!(
+        busy.status.code(),
+        Some(4),
+        "a second process must not open the store"
+    );
+    assert!(String::from_utf8_lossy(&busy.stderr).contains("in use by another mnemo process"));
+
+    let note = store.root.join("entries/default/facts/by-hand.md");
+    std::fs::write(&note, "Written while mnemo watches.").unwrap();
+    let snapshot = store.root.join("memory_index.json");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !std::fs::read_to_string(&snapshot)
+        .unwrap_or_default()
+        .contains("by-hand.md")
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the watcher never indexed the file"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    Command::new("kill")
+        .args(["-INT", &watch.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(watch.wait().unwrap().success(), "Ctrl-C ends watch cleanly");
+    let report = store.ok_json(&["reindex", "--json"]);
+    assert_eq!(
+        report["embedded"], 0,
+        "the watcher had already indexed the edit"
+    );
+}

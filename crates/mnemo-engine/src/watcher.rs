@@ -15,7 +15,8 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use notify::{Event, RecursiveMode, Watcher as _};
+use notify::event::ModifyKind;
+use notify::{Event, EventKind, RecursiveMode, Watcher as _};
 use tracing::{debug, warn};
 
 use crate::client::Inner;
@@ -49,6 +50,12 @@ struct Batch {
 impl Batch {
     fn add(&mut self, event: notify::Result<Event>) {
         match event {
+            // Reads (including the engine's own, while it hashes files) and metadata changes
+            // leave content as it was; reacting to them would make every sync trigger another.
+            Ok(Event {
+                kind: EventKind::Access(_) | EventKind::Modify(ModifyKind::Metadata(_)),
+                ..
+            }) => {}
             Ok(event) => {
                 if event.need_rescan() || event.kind.is_other() {
                     self.rescan = true;
