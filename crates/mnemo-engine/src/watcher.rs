@@ -19,6 +19,8 @@ use notify::event::ModifyKind;
 use notify::{Event, EventKind, RecursiveMode, Watcher as _};
 use tracing::{debug, warn};
 
+use mnemo_store::atomic::is_temporary_name;
+
 use crate::client::Inner;
 use crate::EngineError;
 
@@ -61,9 +63,15 @@ impl Batch {
                     self.rescan = true;
                 }
                 for path in event.paths {
-                    // A folder appearing, moving or vanishing may carry many files with it.
-                    let is_memory_name = path.extension().is_some_and(|e| e == "md");
-                    if path.is_dir() || !is_memory_name && !path.exists() {
+                    // A folder appearing, moving or vanishing may carry many files with it. A
+                    // vanished path's kind is unknown: anything not named like a memory or an
+                    // editor's temporary file may have been a folder.
+                    let name = path
+                        .file_name()
+                        .and_then(|n| n.to_str())
+                        .unwrap_or_default();
+                    let maybe_folder = !name.ends_with(".md") && !is_temporary_name(name);
+                    if path.is_dir() || maybe_folder && !path.exists() {
                         self.rescan = true;
                     }
                     self.paths.insert(path);
