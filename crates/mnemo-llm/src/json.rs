@@ -1,0 +1,125 @@
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// One message of a chat, as mnemo's own prompts build them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChatMessage {
+    pub role: String,
+    pub content: String,
+}
+
+impl ChatMessage {
+    pub fn new(role: impl Into<String>, content: impl Into<String>) -> Self {
+        Self {
+            role: role.into(),
+            content: content.into(),
+        }
+    }
+
+    pub fn system(content: impl Into<String>) -> Self {
+        Self::new("system", content)
+    }
+
+    pub fn user(content: impl Into<String>) -> Self {
+        Self::new("user", content)
+    }
+
+    pub fn assistant(content: impl Into<String>) -> Self {
+        Self::new("assistant", content)
+    }
+}
+
+/// The shape a structured reply must have: `name` identifies it to the server (and in the
+/// scripted test server), `schema` is a JSON Schema.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JsonSchema {
+    pub name: String,
+    pub schema: Value,
+}
+
+impl JsonSchema {
+    pub fn new(name: impl Into<String>, schema: Value) -> Self {
+        Self {
+            name: name.into(),
+            schema,
+        }
+    }
+}
+
+/// The JSON value in a model's reply. Small models wrap it in ```json fences or in a sentence
+/// even when asked not to, so this tries, in order: the whole reply, the inside of the first
+/// fence, then the first `{` or `[` from which one complete value parses (text after it is
+/// ignored).
+pub fn extract_json(reply: &str) -> Option<Value> {
+    let reply = reply.trim();
+    if let Ok(value) = serde_json::from_str(reply) {
+        return Some(value);
+    }
+    if let Some(inside) = fenced(reply) {
+        if let Ok(value) = serde_json::from_str(inside.trim()) {
+            return Some(value);
+        }
+    }
+    reply
+        .match_indices(['{', '['])
+        .find_map(|(start, _)| first_value(&reply[start..]))
+}
+
+/// The text between the first ``` fence (after its language tag) and the next one.
+fn fenced(text: &str) -> Option<&str> {
+    let after_open = &text[text.find("```")? + 3..];
+    let body = &after_open[after_open.find('\n')? + 1..];
+    Some(body.find("```").map_or(body, |end| &body[..end]))
+}
+
+/// One JSON value at the start of `text`, ignoring whatever follows it.
+fn first_value(text: &str) -> Option<Value> {
+    serde_json::Deserializer::from_str(text)
+        .into_iter::<Value>()
+        .next()?
+        .ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn plain_json() {
+        assert_eq!(extract_json(" {\"a\": 1}\n"), Some(json!({"a": 1})));
+        assert_eq!(extract_json("[1, 2]"), Some(json!([1, 2])));
+    }
+
+    #[test]
+    fn fenced_json() {
+        let reply = "```json\n{\"facts\": [\"Anne is my wife\"]}\n```";
+        assert_eq!(
+            extract_json(reply),
+            Some(json!({"facts": ["Anne is my wife"]}))
+        );
+        let reply = "Sure:\n```\n[\"x\"]\n```\nHope this helps.";
+        assert_eq!(extract_json(reply), Some(json!(["x"])));
+        // An unclosed fence still yields its content.
+        assert_eq!(
+            extract_json("```json\n{\"a\": true}"),
+            Some(json!({"a": true}))
+        );
+    }
+
+    #[test]
+    fn json_inside_prose() {
+        let reply = "Here is the result: {\"facts\": []}. Let me know {if} you need more.";
+        assert_eq!(extract_json(reply), Some(json!({"facts": []})));
+        // A brace in the prose before the value is skipped.
+        let reply = "Using {braces} loosely, the answer is {\"ok\": [1, {\"n\": 2}]} done";
+        assert_eq!(extract_json(reply), Some(json!({"ok": [1, {"n": 2}]})));
+    }
+
+    #[test]
+    fn no_json_at_all() {
+        assert_eq!(extract_json("I cannot help with that."), None);
+        assert_eq!(extract_json("{\"unterminated\": "), None);
+        assert_eq!(extract_json(""), None);
+    }
+}

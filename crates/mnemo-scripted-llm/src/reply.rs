@@ -1,0 +1,259 @@
+use std::convert::Infallible;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::{header, HeaderName, HeaderValue, StatusCode};
+use axum::response::Response;
+use bytes::Bytes;
+use futures_util::StreamExt;
+use serde_json::{json, Value};
+use tokio::sync::watch;
+
+use crate::request::content_text;
+use crate::ChatRequest;
+
+/// How the server answers one chat request.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reply {
+    /// A `chat.completion` with this assistant content; streamed as several
+    /// `chat.completion.chunk` events and `data: [DONE]` when the request asks for a stream.
+    Text(String),
+    /// Like `Text`, with the content being this JSON serialised (structured-output calls).
+    Json(Value),
+    /// This status with an OpenAI-style error body carrying the message.
+    Status(u16, String),
+    /// 200, `Content-Type: application/json`, and this body, which should not be JSON.
+    Malformed(String),
+    /// Anything at all: status, headers and body as given (e.g. a 429 with `Retry-After`).
+    Raw {
+        status: u16,
+        headers: Vec<(String, String)>,
+        body: String,
+    },
+    /// Waits, then answers with the inner reply.
+    Delay(Duration, Box<Reply>),
+    /// Never answers (until the server is dropped): for timeouts.
+    Hang,
+    /// Text arriving in these pieces, each after its delay: a stream when the request streams,
+    /// else one `chat.completion` after all the delays.
+    Chunks(Vec<(Duration, String)>),
+}
+
+impl Reply {
+    pub fn text(content: impl Into<String>) -> Self {
+        Self::Text(content.into())
+    }
+
+    pub fn status(code: u16, message: impl Into<String>) -> Self {
+        Self::Status(code, message.into())
+    }
+
+    pub fn delay(after: Duration, reply: Reply) -> Self {
+        Self::Delay(after, Box::new(reply))
+    }
+}
+
+/// The default handler: `echo: <last user message>`.
+pub fn echo(request: &ChatRequest) -> Reply {
+    Reply::Text(format!(
+        "echo: {}",
+        request.last_user_message().unwrap_or_default()
+    ))
+}
+
+/// A handler answering the n-th call (from when it was set) with `replies[n]`, and every call
+/// after the last with the last one.
+pub fn sequence(replies: Vec<Reply>) -> impl Fn(&ChatRequest) -> Reply + Send + Sync + 'static {
+    let calls = AtomicUsize::new(0);
+    move |_| {
+        let n = calls.fetch_add(1, Ordering::SeqCst);
+        match replies.get(n).or(replies.last()) {
+            Some(reply) => reply.clone(),
+            None => Reply::status(500, "the scripted sequence is empty"),
+        }
+    }
+}
+
+/// A handler answering the first `n` calls with `failure`, then handing over to `then`:
+/// `fail_first(2, Reply::status(500, "boom"), echo)` is "500 twice, then OK".
+pub fn fail_first(
+    n: usize,
+    failure: Reply,
+    then: impl Fn(&ChatRequest) -> Reply + Send + Sync + 'static,
+) -> impl Fn(&ChatRequest) -> Reply + Send + Sync + 'static {
+    let calls = AtomicUsize::new(0);
+    move |request| {
+        if calls.fetch_add(1, Ordering::SeqCst) < n {
+            failure.clone()
+        } else {
+            then(request)
+        }
+    }
+}
+
+/// Fixed so that responses are byte-for-byte reproducible.
+const CREATED: u64 = 1_700_000_000;
+
+/// The response to `reply`, after whatever waiting it asks for. `shutdown` turns true when
+/// the server is dropped, which ends a `Hang`.
+pub(crate) async fn answer(
+    mut reply: Reply,
+    request: &ChatRequest,
+    mut shutdown: watch::Receiver<bool>,
+) -> Response {
+    loop {
+        return match reply {
+            Reply::Delay(after, next) => {
+                tokio::time::sleep(after).await;
+                reply = *next;
+                continue;
+            }
+            Reply::Hang => {
+                // Err means the server is gone, which ends the hang just the same.
+                let _ = shutdown.wait_for(|down| *down).await;
+                error(503, "the scripted server shut down")
+            }
+            Reply::Text(content) => completion(request, content),
+            Reply::Json(value) => completion(request, value.to_string()),
+            Reply::Chunks(pieces) if request.is_stream() => stream(request, pieces),
+            Reply::Chunks(pieces) => {
+                let total = pieces.iter().map(|(delay, _)| *delay).sum();
+                tokio::time::sleep(total).await;
+                completion(
+                    request,
+                    pieces.into_iter().map(|(_, piece)| piece).collect(),
+                )
+            }
+            Reply::Status(code, message) => error(code, &message),
+            Reply::Malformed(body) => raw(
+                200,
+                &[("content-type".into(), "application/json".into())],
+                body,
+            ),
+            Reply::Raw {
+                status,
+                headers,
+                body,
+            } => raw(status, &headers, body),
+        };
+    }
+}
+
+/// A whole `chat.completion`, or the same content as a stream of words.
+fn completion(request: &ChatRequest, content: String) -> Response {
+    if request.is_stream() {
+        let pieces = content
+            .split_inclusive(' ')
+            .map(|word| (Duration::ZERO, word.to_string()))
+            .collect();
+        return stream(request, pieces);
+    }
+    let prompt_tokens: usize = request
+        .messages()
+        .iter()
+        .map(|m| words(&content_text(&m["content"])))
+        .sum();
+    let completion_tokens = words(&content);
+    let body = json!({
+        "id": format!("chatcmpl-scripted-{}", request.call),
+        "object": "chat.completion",
+        "created": CREATED,
+        "model": model(request),
+        "choices": [{
+            "index": 0,
+            "message": { "role": "assistant", "content": content },
+            "finish_reason": "stop",
+        }],
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        },
+    });
+    json_response(StatusCode::OK, &body)
+}
+
+/// `chat.completion.chunk` events: the role at once, each piece after its delay, then the
+/// finish reason and `[DONE]`.
+fn stream(request: &ChatRequest, pieces: Vec<(Duration, String)>) -> Response {
+    let chunk = |delta: Value, finish_reason: Value| {
+        let chunk = json!({
+            "id": format!("chatcmpl-scripted-{}", request.call),
+            "object": "chat.completion.chunk",
+            "created": CREATED,
+            "model": model(request),
+            "choices": [{ "index": 0, "delta": delta, "finish_reason": finish_reason }],
+        });
+        Bytes::from(format!("data: {chunk}\n\n"))
+    };
+    let mut events = vec![(
+        Duration::ZERO,
+        chunk(json!({"role": "assistant", "content": ""}), Value::Null),
+    )];
+    for (delay, piece) in pieces {
+        events.push((delay, chunk(json!({ "content": piece }), Value::Null)));
+    }
+    events.push((Duration::ZERO, chunk(json!({}), json!("stop"))));
+    events.push((Duration::ZERO, Bytes::from_static(b"data: [DONE]\n\n")));
+    let body = futures_util::stream::iter(events).then(|(delay, event)| async move {
+        if !delay.is_zero() {
+            tokio::time::sleep(delay).await;
+        }
+        Ok::<_, Infallible>(event)
+    });
+    let mut response = Response::new(Body::from_stream(body));
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    response
+}
+
+/// An OpenAI-style error: `{"error": {"message", "type", "param", "code"}}`.
+pub(crate) fn error(code: u16, message: &str) -> Response {
+    let status = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let kind = match status.as_u16() {
+        401 => "authentication_error",
+        403 => "permission_error",
+        404 => "not_found_error",
+        429 => "rate_limit_error",
+        500.. => "server_error",
+        _ => "invalid_request_error",
+    };
+    let body = json!({
+        "error": { "message": message, "type": kind, "param": null, "code": null },
+    });
+    json_response(status, &body)
+}
+
+pub(crate) fn json_response(status: StatusCode, body: &Value) -> Response {
+    raw(
+        status.as_u16(),
+        &[("content-type".into(), "application/json".into())],
+        body.to_string(),
+    )
+}
+
+fn raw(status: u16, headers: &[(String, String)], body: String) -> Response {
+    let mut response = Response::new(Body::from(body));
+    *response.status_mut() =
+        StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    for (name, value) in headers {
+        // A header a test got wrong is left out rather than failing the whole reply.
+        if let (Ok(name), Ok(value)) = (HeaderName::try_from(name), HeaderValue::try_from(value)) {
+            response.headers_mut().append(name, value);
+        }
+    }
+    response
+}
+
+fn model(request: &ChatRequest) -> &str {
+    request.model().unwrap_or("scripted")
+}
+
+fn words(text: &str) -> usize {
+    text.split_whitespace().count()
+}

@@ -1,0 +1,224 @@
+use std::net::SocketAddr;
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+
+use axum::extract::{Request, State};
+use axum::http::{Method, StatusCode};
+use axum::response::Response;
+use serde_json::{json, Value};
+use tokio::sync::watch;
+
+use crate::reply::{answer, error, json_response};
+use crate::{echo, ChatRequest, Handler, RecordedRequest, Reply};
+
+/// A scripted OpenAI-compatible server on 127.0.0.1, serving until dropped.
+///
+/// Needs a running tokio runtime (e.g. inside `#[tokio::test]`).
+pub struct ScriptedLlm {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    shutdown: watch::Sender<bool>,
+}
+
+struct Shared {
+    handler: RwLock<Arc<Handler>>,
+    requests: Mutex<Vec<RecordedRequest>>,
+    chat_calls: AtomicUsize,
+    shutdown: watch::Receiver<bool>,
+}
+
+impl ScriptedLlm {
+    /// An echo server on a free port.
+    ///
+    /// # Panics
+    /// When no port on 127.0.0.1 can be bound: a test cannot proceed without one.
+    pub async fn start() -> Self {
+        Self::with_handler(echo).await
+    }
+
+    /// A server on a free port answering chat requests with `handler`.
+    ///
+    /// # Panics
+    /// When no port on 127.0.0.1 can be bound.
+    pub async fn with_handler(
+        handler: impl Fn(&ChatRequest) -> Reply + Send + Sync + 'static,
+    ) -> Self {
+        let server = match Self::bind(SocketAddr::from(([127, 0, 0, 1], 0))).await {
+            Ok(server) => server,
+            Err(e) => panic!("the scripted LLM cannot bind 127.0.0.1: {e}"),
+        };
+        server.set_handler(handler);
+        server
+    }
+
+    /// An echo server on `addr`.
+    pub async fn bind(addr: SocketAddr) -> std::io::Result<Self> {
+        let listener = tokio::net::TcpListener::bind(addr).await?;
+        let addr = listener.local_addr()?;
+        let (shutdown, down) = watch::channel(false);
+        let shared = Arc::new(Shared {
+            handler: RwLock::new(Arc::new(echo) as Arc<Handler>),
+            requests: Mutex::default(),
+            chat_calls: AtomicUsize::new(0),
+            shutdown: down.clone(),
+        });
+        let app = axum::Router::new()
+            .fallback(handle)
+            .with_state(shared.clone());
+        tokio::spawn(async move {
+            let mut down = down;
+            let stopped = async move {
+                let _ = down.wait_for(|down| *down).await;
+            };
+            if let Err(e) = axum::serve(listener, app)
+                .with_graceful_shutdown(stopped)
+                .await
+            {
+                eprintln!("mnemo-scripted-llm: the server stopped: {e}");
+            }
+        });
+        Ok(Self {
+            addr,
+            shared,
+            shutdown,
+        })
+    }
+
+    /// Answers later chat requests with `handler`.
+    pub fn set_handler(&self, handler: impl Fn(&ChatRequest) -> Reply + Send + Sync + 'static) {
+        *self
+            .shared
+            .handler
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = Arc::new(handler);
+    }
+
+    /// `http://127.0.0.1:PORT/v1`, the base URL OpenAI clients expect.
+    pub fn base_url(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Every request received so far, oldest first.
+    pub fn requests(&self) -> Vec<RecordedRequest> {
+        self.shared
+            .requests
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// How many chat completion requests arrived so far.
+    pub fn chat_calls(&self) -> usize {
+        self.shared.chat_calls.load(Ordering::SeqCst)
+    }
+
+    /// Forgets the recorded requests (the chat call count stays).
+    pub fn clear_requests(&self) {
+        self.shared
+            .requests
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
+    }
+}
+
+impl Drop for ScriptedLlm {
+    fn drop(&mut self) {
+        // Ends the accept loop and any `Reply::Hang`; nobody may be listening any more.
+        let _ = self.shutdown.send(true);
+    }
+}
+
+async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response {
+    let (parts, body) = request.into_parts();
+    let raw_body = match axum::body::to_bytes(body, usize::MAX).await {
+        Ok(bytes) => bytes,
+        Err(e) => return error(400, &format!("cannot read the request body: {e}")),
+    };
+    let recorded = RecordedRequest {
+        method: parts.method.clone(),
+        path: parts.uri.path().to_string(),
+        query: parts.uri.query().map(str::to_string),
+        headers: parts.headers.clone(),
+        body: serde_json::from_slice(&raw_body).ok(),
+        raw_body,
+    };
+    shared
+        .requests
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .push(recorded.clone());
+
+    match (&recorded.method, recorded.path.as_str()) {
+        (&Method::POST, "/v1/chat/completions") => chat(&shared, recorded).await,
+        (&Method::GET, "/v1/models") => json_response(
+            StatusCode::OK,
+            &json!({
+                "object": "list",
+                "data": [{
+                    "id": "scripted",
+                    "object": "model",
+                    "created": 1_700_000_000,
+                    "owned_by": "mnemo-scripted-llm",
+                }],
+            }),
+        ),
+        _ => echo_request(recorded),
+    }
+}
+
+async fn chat(shared: &Shared, recorded: RecordedRequest) -> Response {
+    let Some(body) = recorded.body.filter(Value::is_object) else {
+        return error(400, "the request body is not a JSON object");
+    };
+    let request = ChatRequest {
+        body,
+        headers: recorded.headers,
+        call: shared.chat_calls.fetch_add(1, Ordering::SeqCst),
+    };
+    let handler = shared
+        .handler
+        .read()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone();
+    // A failing assertion inside a handler should fail the test with its message, not leave
+    // the client with a dropped connection.
+    let reply = match std::panic::catch_unwind(AssertUnwindSafe(|| handler(&request))) {
+        Ok(reply) => reply,
+        Err(_) => Reply::status(500, "the scripted handler panicked (see the test output)"),
+    };
+    answer(reply, &request, shared.shutdown.clone()).await
+}
+
+/// What arrived, as JSON, for pass-through tests.
+fn echo_request(recorded: RecordedRequest) -> Response {
+    let headers: serde_json::Map<String, Value> = recorded
+        .headers
+        .iter()
+        .map(|(name, value)| {
+            let value = String::from_utf8_lossy(value.as_bytes()).into_owned();
+            (name.to_string(), Value::String(value))
+        })
+        .collect();
+    let body = recorded
+        .body
+        .unwrap_or_else(|| match recorded.raw_body.is_empty() {
+            true => Value::Null,
+            false => Value::String(String::from_utf8_lossy(&recorded.raw_body).into_owned()),
+        });
+    json_response(
+        StatusCode::OK,
+        &json!({
+            "path": recorded.path,
+            "method": recorded.method.as_str(),
+            "query": recorded.query,
+            "headers": headers,
+            "body": body,
+        }),
+    )
+}
