@@ -1,0 +1,305 @@
+use std::collections::HashSet;
+use std::fs;
+use std::io;
+use std::path::{Component, Path, PathBuf};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use git2::{Commit, ErrorCode, IndexAddOption, Repository, Signature, StatusOptions};
+use tracing::{debug, info};
+
+use crate::history::{commit_changes, commit_info, CommitInfo};
+use crate::GitError;
+
+/// What git must not track: the rebuildable index and snapshot, and temporary files.
+pub const IGNORED: [&str; 7] = [
+    "/index/",
+    "/memory_index.json",
+    ".mnemo-tmp-*",
+    "*.swp",
+    "*~",
+    "*.tmp",
+    ".lock",
+];
+const IGNORE_HEADER: &str = "# mnemo: rebuildable caches and temporary files";
+const INITIAL_MESSAGE: &str = "mnemo: initial commit";
+
+/// Who mnemo's commits are by.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GitConfig {
+    pub author_name: String,
+    pub author_email: String,
+}
+
+impl Default for GitConfig {
+    fn default() -> Self {
+        Self {
+            author_name: "mnemo".to_owned(),
+            author_email: "mnemo@localhost".to_owned(),
+        }
+    }
+}
+
+/// The git repository versioning one store. Every call blocks (libgit2 reads and writes
+/// files); async callers run them with `tokio::task::spawn_blocking`. Calls are serialised by
+/// an internal lock, so one `Versioning` can be shared between threads (it is `Send + Sync`).
+pub struct Versioning {
+    root: PathBuf,
+    config: GitConfig,
+    // `Repository` is `Send` but not `Sync`.
+    repo: Mutex<Repository>,
+}
+
+impl std::fmt::Debug for Versioning {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Versioning")
+            .field("root", &self.root)
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Versioning {
+    /// Opens the repository at `root` (the store's root, created if missing).
+    ///
+    /// Without a `root/.git`, creates one (even when `root` lies inside another repository),
+    /// writes a `.gitignore` and commits whatever the store already holds. With one, adds any
+    /// missing ignore lines to its `.gitignore` and stops tracking files those lines ignore;
+    /// both changes go into the next [`commit_all`](Self::commit_all).
+    pub fn open(root: &Path, config: GitConfig) -> Result<Self, GitError> {
+        fs::create_dir_all(root).map_err(io_err("cannot create", root))?;
+        let root = root
+            .canonicalize()
+            .map_err(io_err("cannot resolve", root))?;
+        let fresh = !root.join(".git").exists();
+        // `Repository::open` looks at `root` only, never at its parents.
+        let opened = if fresh {
+            Repository::init(&root)
+        } else {
+            Repository::open(&root)
+        };
+        let repo = opened.map_err(|source| GitError::Git {
+            action: if fresh {
+                "cannot create a git repository"
+            } else {
+                "cannot open the git repository"
+            }
+            .to_owned(),
+            root: root.clone(),
+            source,
+        })?;
+        let versioning = Self {
+            root,
+            config,
+            repo: Mutex::new(repo),
+        };
+        versioning.ensure_ignore_file()?;
+        if fresh {
+            info!(root = %versioning.root.display(), "created a git repository for the store");
+            versioning.commit_all(INITIAL_MESSAGE)?;
+        } else {
+            versioning.untrack_ignored()?;
+        }
+        Ok(versioning)
+    }
+
+    /// The store's root (canonical), which is also the repository's work tree.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Stages every change in the store (new, modified, deleted and moved files, minus what
+    /// `.gitignore` excludes) and commits it. `Ok(None)` when the tree equals `HEAD`'s: no
+    /// empty commits.
+    ///
+    /// Because it stages everything rather than a list of files, a commit that failed (a lock
+    /// held by another git process, a full disk) is retried by the next call, which commits
+    /// the earlier changes along with its own.
+    pub fn commit_all(&self, message: &str) -> Result<Option<CommitInfo>, GitError> {
+        let repo = self.lock();
+        let mut index = repo
+            .index()
+            .map_err(self.git_err("cannot open the git index"))?;
+        // Someone may have run git in the store since we last looked.
+        index
+            .read(false)
+            .map_err(self.git_err("cannot read the git index"))?;
+        index
+            .add_all(["*"], IndexAddOption::DEFAULT, None)
+            .map_err(self.git_err("cannot stage the store's files"))?;
+        index
+            .update_all(["*"], None)
+            .map_err(self.git_err("cannot stage removed files"))?;
+        let tree_id = index
+            .write_tree()
+            .map_err(self.git_err("cannot write the staged tree"))?;
+        let parent = head_commit(&repo).map_err(self.git_err("cannot read HEAD"))?;
+        if parent.as_ref().is_some_and(|p| p.tree_id() == tree_id) {
+            return Ok(None);
+        }
+        // Before the commit: committing with a stale index on disk would make `git status`
+        // show the commit's changes as reverted.
+        index
+            .write()
+            .map_err(self.git_err("cannot write the git index"))?;
+        let tree = repo
+            .find_tree(tree_id)
+            .map_err(self.git_err("cannot read the staged tree"))?;
+        let signature = Signature::now(&self.config.author_name, &self.config.author_email)
+            .map_err(self.git_err("cannot make the commit signature"))?;
+        let parents: Vec<&Commit> = parent.iter().collect();
+        let id = repo
+            .commit(
+                Some("HEAD"),
+                &signature,
+                &signature,
+                message,
+                &tree,
+                &parents,
+            )
+            .map_err(self.git_err("cannot commit"))?;
+        let commit = repo
+            .find_commit(id)
+            .map_err(self.git_err(format!("cannot read the new commit {id}")))?;
+        let changes = commit_changes(&repo, &commit, |_| true)
+            .map_err(self.git_err(format!("cannot diff commit {id}")))?;
+        let info = commit_info(&commit, changes.into_iter().map(|(c, _)| c).collect());
+        debug!(commit = %info.short_id, files = info.changes.len(), "committed the store");
+        Ok(Some(info))
+    }
+
+    /// Whether the store holds changes [`commit_all`](Self::commit_all) would commit
+    /// (staged or not, untracked files included, ignored files excluded).
+    pub fn has_uncommitted_changes(&self) -> Result<bool, GitError> {
+        let repo = self.lock();
+        let mut options = StatusOptions::new();
+        options
+            .include_untracked(true)
+            .recurse_untracked_dirs(true)
+            .exclude_submodules(true);
+        let statuses = repo
+            .statuses(Some(&mut options))
+            .map_err(self.git_err("cannot read the status of the store"))?;
+        Ok(!statuses.is_empty())
+    }
+
+    /// Appends the [`IGNORED`] lines the store's `.gitignore` lacks, keeping what is there.
+    fn ensure_ignore_file(&self) -> Result<(), GitError> {
+        let path = self.root.join(".gitignore");
+        let mut text = match fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => String::new(),
+            Err(e) => return Err(io_err("cannot read", &path)(e)),
+        };
+        let present: HashSet<&str> = text.lines().map(str::trim).collect();
+        let missing: Vec<&str> = IGNORED
+            .into_iter()
+            .filter(|line| !present.contains(line))
+            .collect();
+        if missing.is_empty() {
+            return Ok(());
+        }
+        let header = !present.contains(IGNORE_HEADER);
+        if !text.is_empty() && !text.ends_with('\n') {
+            text.push('\n');
+        }
+        if header {
+            text.push_str(IGNORE_HEADER);
+            text.push('\n');
+        }
+        for line in missing {
+            text.push_str(line);
+            text.push('\n');
+        }
+        fs::write(&path, text).map_err(io_err("cannot write", &path))
+    }
+
+    /// Removes from the index files that are tracked although ignored (e.g. someone ran
+    /// `git add .` in the store before mnemo versioned it); the files themselves stay.
+    fn untrack_ignored(&self) -> Result<(), GitError> {
+        let repo = self.lock();
+        let mut index = repo
+            .index()
+            .map_err(self.git_err("cannot open the git index"))?;
+        let mut untracked = 0;
+        let mut ignored = |path: &Path, _: &[u8]| -> i32 {
+            // 0 removes the entry, 1 keeps it.
+            if repo.is_path_ignored(path).unwrap_or(false) {
+                untracked += 1;
+                0
+            } else {
+                1
+            }
+        };
+        index
+            .remove_all(["*"], Some(&mut ignored))
+            .map_err(self.git_err("cannot untrack ignored files"))?;
+        if untracked > 0 {
+            index
+                .write()
+                .map_err(self.git_err("cannot write the git index"))?;
+            info!(
+                root = %self.root.display(),
+                "stopped tracking {untracked} ignored files (they stay on disk)"
+            );
+        }
+        Ok(())
+    }
+
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Repository> {
+        // A panic while holding the lock leaves libgit2's state consistent: keep going.
+        self.repo.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub(crate) fn git_err(
+        &self,
+        action: impl Into<String>,
+    ) -> impl FnOnce(git2::Error) -> GitError + '_ {
+        let action = action.into();
+        move |source| GitError::Git {
+            action,
+            root: self.root.clone(),
+            source,
+        }
+    }
+
+    /// `path` (absolute inside the store, or relative to it) as a git path: `/`-separated,
+    /// relative to the root, without `.` or `..`.
+    pub(crate) fn git_path(&self, path: &Path) -> Result<String, GitError> {
+        let outside = || GitError::OutsideStore {
+            path: path.to_owned(),
+            root: self.root.clone(),
+        };
+        let relative = if path.is_absolute() {
+            path.strip_prefix(&self.root).map_err(|_| outside())?
+        } else {
+            path
+        };
+        let mut parts = Vec::new();
+        for component in relative.components() {
+            match component {
+                Component::Normal(part) => parts.push(part.to_str().ok_or_else(outside)?),
+                Component::CurDir => {}
+                _ => return Err(outside()),
+            }
+        }
+        Ok(parts.join("/"))
+    }
+}
+
+/// The commit `HEAD` points to; `None` before the first commit.
+pub(crate) fn head_commit(repo: &Repository) -> Result<Option<Commit<'_>>, git2::Error> {
+    match repo.head() {
+        Ok(head) => head.peel_to_commit().map(Some),
+        Err(e) if matches!(e.code(), ErrorCode::UnbornBranch | ErrorCode::NotFound) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+fn io_err(action: &'static str, path: &Path) -> impl FnOnce(io::Error) -> GitError {
+    let path = path.to_owned();
+    move |source| GitError::Io {
+        action,
+        path,
+        source,
+    }
+}

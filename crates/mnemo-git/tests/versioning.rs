@@ -1,0 +1,560 @@
+//! Real repositories in temporary folders; the `git` command line checks what we committed.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use mnemo_core::MemoryId;
+use mnemo_git::{ChangeStatus, CommitInfo, GitConfig, GitError, Shown, Versioning};
+use tempfile::TempDir;
+
+fn open(root: &Path) -> Versioning {
+    Versioning::open(root, GitConfig::default()).unwrap()
+}
+
+fn new_store() -> (TempDir, Versioning) {
+    let dir = tempfile::tempdir().unwrap();
+    let versioning = open(dir.path());
+    (dir, versioning)
+}
+
+/// Writes like the store does: a temporary file (which git ignores), renamed over the target.
+/// Other threads commit meanwhile, and must never see half a file.
+fn write(root: &Path, relative: &str, text: &str) {
+    let path = root.join(relative);
+    let dir = path.parent().unwrap();
+    fs::create_dir_all(dir).unwrap();
+    let temp = dir.join(format!(".mnemo-tmp-{}", MemoryId::random()));
+    fs::write(&temp, text).unwrap();
+    fs::rename(temp, path).unwrap();
+}
+
+fn fact_path(conversation: &str, id: MemoryId) -> String {
+    format!("entries/{conversation}/facts/20260302T184005000Z__{id}.md")
+}
+
+fn fact(id: MemoryId, body: &str) -> String {
+    format!("---\nid: {id}\nconversation_id: c\nrole: memory\ncreated_at: 2026-03-02T18:40:05.000Z\n---\n{body}\n")
+}
+
+fn changes(info: &CommitInfo) -> Vec<(ChangeStatus, String)> {
+    let changes: Vec<_> = info
+        .changes
+        .iter()
+        .map(|c| (c.status, c.path.to_string_lossy().into_owned()))
+        .collect();
+    sorted(changes)
+}
+
+fn sorted(mut changes: Vec<(ChangeStatus, String)>) -> Vec<(ChangeStatus, String)> {
+    changes.sort_by(|a, b| a.1.cmp(&b.1));
+    changes
+}
+
+fn git(root: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(root)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {out:?}");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn versioning_is_send_and_sync() {
+    fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<Versioning>();
+}
+
+#[test]
+fn init_commits_what_the_store_holds_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let id = MemoryId::random();
+    write(
+        dir.path(),
+        &fact_path("c", id),
+        &fact(id, "Anne is my wife."),
+    );
+    write(dir.path(), "memory_index.json", "{}");
+    write(dir.path(), "index/segment", "binary");
+
+    let versioning = open(dir.path());
+    assert!(dir.path().join(".git").is_dir());
+    let ignore = fs::read_to_string(dir.path().join(".gitignore")).unwrap();
+    for line in mnemo_git::IGNORED {
+        assert!(ignore.lines().any(|l| l == line), "{line} in {ignore}");
+    }
+    let log = versioning.log(None, 10).unwrap();
+    assert_eq!(log.len(), 1);
+    assert_eq!(log[0].message, "mnemo: initial commit");
+    assert_eq!(log[0].author, "mnemo");
+    assert_eq!(
+        changes(&log[0]),
+        [
+            (ChangeStatus::Added, ".gitignore".to_owned()),
+            (ChangeStatus::Added, fact_path("c", id)),
+        ]
+    );
+    assert!(!versioning.has_uncommitted_changes().unwrap());
+    drop(versioning);
+
+    let reopened = open(dir.path());
+    assert_eq!(reopened.log(None, 10).unwrap(), log);
+    assert_eq!(reopened.commit_all("nothing").unwrap(), None);
+}
+
+#[test]
+fn ignored_files_are_never_committed() {
+    let (dir, versioning) = new_store();
+    let root = dir.path();
+    let ignored = [
+        "index/segment",
+        "index/.lock",
+        "memory_index.json",
+        "entries/c/facts/.mnemo-tmp-x",
+        "entries/c/facts/a.swp",
+        "entries/c/facts/a.md~",
+        "entries/c/facts/a.tmp",
+        ".lock",
+    ];
+    for path in ignored {
+        write(root, path, "junk");
+    }
+    assert!(!versioning.has_uncommitted_changes().unwrap());
+    assert_eq!(versioning.commit_all("junk only").unwrap(), None);
+
+    let id = MemoryId::random();
+    write(root, &fact_path("c", id), &fact(id, "real"));
+    let commit = versioning.commit_all("one fact").unwrap().unwrap();
+    assert_eq!(
+        changes(&commit),
+        [(ChangeStatus::Added, fact_path("c", id))]
+    );
+    for path in ignored {
+        let err = versioning.show("HEAD", Some(Path::new(path))).unwrap_err();
+        assert!(matches!(err, GitError::NoSuchPath { .. }), "{path}: {err}");
+    }
+}
+
+#[test]
+fn commits_show_added_modified_deleted_and_moved_files() {
+    let (dir, versioning) = new_store();
+    let root = dir.path();
+    assert_eq!(versioning.commit_all("no change").unwrap(), None);
+
+    let (a, b) = (MemoryId::random(), MemoryId::random());
+    write(root, &fact_path("c", a), &fact(a, "Anne likes tea."));
+    write(root, &fact_path("c", b), &fact(b, "The cat is Miso."));
+    let added = versioning.commit_all("add").unwrap().unwrap();
+    assert_eq!(added.message, "add");
+    assert_eq!(
+        changes(&added),
+        sorted(vec![
+            (ChangeStatus::Added, fact_path("c", a)),
+            (ChangeStatus::Added, fact_path("c", b)),
+        ])
+    );
+    assert!(!versioning.has_uncommitted_changes().unwrap());
+
+    write(root, &fact_path("c", a), &fact(a, "Anne likes green tea."));
+    assert!(versioning.has_uncommitted_changes().unwrap());
+    let modified = versioning.commit_all("modify").unwrap().unwrap();
+    assert_eq!(
+        changes(&modified),
+        [(ChangeStatus::Modified, fact_path("c", a))]
+    );
+
+    // A soft delete: moved under deleted/ and marked.
+    let tombstone = format!("entries/c/deleted/facts/20260302T184005000Z__{a}.md");
+    fs::create_dir_all(root.join("entries/c/deleted/facts")).unwrap();
+    fs::rename(root.join(fact_path("c", a)), root.join(&tombstone)).unwrap();
+    let marked = fact(a, "Anne likes green tea.")
+        .replace("---\nA", "deleted_at: 2026-03-03T00:00:00.000Z\n---\nA");
+    write(root, &tombstone, &marked);
+    let moved = versioning.commit_all("delete").unwrap().unwrap();
+    assert_eq!(moved.changes.len(), 1, "{moved:?}");
+    assert_eq!(moved.changes[0].status, ChangeStatus::Renamed);
+    assert_eq!(moved.changes[0].path, PathBuf::from(&tombstone));
+    assert_eq!(
+        moved.changes[0].old_path,
+        Some(PathBuf::from(fact_path("c", a)))
+    );
+
+    fs::remove_file(root.join(fact_path("c", b))).unwrap();
+    let removed = versioning.commit_all("remove").unwrap().unwrap();
+    assert_eq!(
+        changes(&removed),
+        [(ChangeStatus::Deleted, fact_path("c", b))]
+    );
+
+    let messages: Vec<_> = versioning
+        .log(None, 10)
+        .unwrap()
+        .into_iter()
+        .map(|c| c.message)
+        .collect();
+    assert_eq!(
+        messages,
+        ["remove", "delete", "modify", "add", "mnemo: initial commit"]
+    );
+    assert_eq!(versioning.log(None, 2).unwrap().len(), 2);
+}
+
+#[test]
+fn log_filters_by_conversation_folder() {
+    let (dir, versioning) = new_store();
+    let root = dir.path();
+    // `trip` is a prefix of `trip-japan` as text, not as a folder.
+    for (conversation, message) in [
+        ("trip", "trip 1"),
+        ("trip-japan", "japan"),
+        ("trip", "trip 2"),
+    ] {
+        let id = MemoryId::random();
+        write(root, &fact_path(conversation, id), &fact(id, message));
+        versioning.commit_all(message).unwrap().unwrap();
+    }
+    let messages = |prefix: &str| -> Vec<String> {
+        versioning
+            .log(Some(Path::new(prefix)), 10)
+            .unwrap()
+            .into_iter()
+            .map(|c| c.message)
+            .collect()
+    };
+    assert_eq!(messages("entries/trip"), ["trip 2", "trip 1"]);
+    assert_eq!(messages("entries/trip-japan"), ["japan"]);
+    assert_eq!(messages("entries/nobody"), Vec::<String>::new());
+    // Absolute paths inside the store work too; outside it they are refused.
+    assert_eq!(
+        versioning
+            .log(Some(&versioning.root().join("entries/trip-japan")), 10)
+            .unwrap()
+            .len(),
+        1
+    );
+    let err = versioning
+        .log(Some(Path::new("/elsewhere")), 10)
+        .unwrap_err();
+    assert!(matches!(err, GitError::OutsideStore { .. }), "{err}");
+    let err = versioning.log(Some(Path::new("../x")), 10).unwrap_err();
+    assert!(matches!(err, GitError::OutsideStore { .. }), "{err}");
+}
+
+#[test]
+fn show_gives_old_content_and_clear_errors() {
+    let (dir, versioning) = new_store();
+    let root = dir.path();
+    let id = MemoryId::random();
+    let path = fact_path("c", id);
+    write(root, &path, &fact(id, "first"));
+    let first = versioning.commit_all("first").unwrap().unwrap();
+    write(root, &path, &fact(id, "second"));
+    versioning.commit_all("second").unwrap().unwrap();
+
+    for rev in ["HEAD~1", first.id.as_str(), first.short_id.as_str()] {
+        let Shown::File {
+            commit, content, ..
+        } = versioning.show(rev, Some(Path::new(&path))).unwrap()
+        else {
+            panic!("{rev} should show a file");
+        };
+        assert_eq!(content, fact(id, "first"));
+        assert_eq!(commit.id, first.id);
+    }
+    let Shown::Commit(head) = versioning.show("HEAD", None).unwrap() else {
+        panic!("HEAD should show a commit");
+    };
+    assert_eq!(head.message, "second");
+    assert_eq!(changes(&head), [(ChangeStatus::Modified, path.clone())]);
+
+    let err = versioning
+        .show("HEAD~1", Some(Path::new("entries/c/facts/nope.md")))
+        .unwrap_err();
+    assert!(matches!(err, GitError::NoSuchPath { .. }));
+    assert!(
+        err.to_string()
+            .contains("entries/c/facts/nope.md did not exist at revision HEAD~1"),
+        "{err}"
+    );
+    let err = versioning
+        .show("HEAD~2", Some(Path::new(&path)))
+        .unwrap_err();
+    assert!(matches!(err, GitError::NoSuchPath { .. }), "{err}");
+    let err = versioning
+        .show("HEAD", Some(Path::new("entries/c")))
+        .unwrap_err();
+    assert!(matches!(err, GitError::NotAFile { .. }), "{err}");
+    for rev in ["nope", "HEAD~9", "0123456789abcdef"] {
+        let err = versioning.show(rev, None).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!("no revision {rev} in {}", versioning.root().display())
+        );
+    }
+}
+
+#[test]
+fn history_follows_a_fact_into_deleted() {
+    let (dir, versioning) = new_store();
+    let root = dir.path();
+    let (old, new, other) = (MemoryId::random(), MemoryId::random(), MemoryId::random());
+    write(root, &fact_path("c", old), &fact(old, "Anne likes tea."));
+    write(root, &fact_path("c", other), &fact(other, "unrelated"));
+    versioning.commit_all("add").unwrap().unwrap();
+    write(
+        root,
+        &fact_path("c", old),
+        &fact(old, "Anne likes green tea."),
+    );
+    versioning.commit_all("edit").unwrap().unwrap();
+    write(
+        root,
+        &fact_path("c", other),
+        &fact(other, "still unrelated"),
+    );
+    versioning.commit_all("other").unwrap().unwrap();
+    // An update: the old fact becomes a tombstone replaced by a new one.
+    let tombstone = format!("entries/c/deleted/facts/20260302T184005000Z__{old}.md");
+    fs::create_dir_all(root.join("entries/c/deleted/facts")).unwrap();
+    fs::remove_file(root.join(fact_path("c", old))).unwrap();
+    let marked = format!(
+        "---\nid: {old}\nconversation_id: c\nrole: memory\ncreated_at: 2026-03-02T18:40:05.000Z\n\
+         deleted_at: 2026-03-04T10:00:00.000Z\nreplaced_by: {new}\n---\nAnne likes green tea.\n"
+    );
+    write(root, &tombstone, &marked);
+    write(root, &fact_path("c", new), &fact(new, "Anne likes coffee."));
+    versioning.commit_all("update").unwrap().unwrap();
+
+    let history = versioning.history_of(old, 10).unwrap();
+    let summary: Vec<_> = history
+        .iter()
+        .map(|v| {
+            (
+                v.commit.message.as_str(),
+                v.status,
+                v.path.to_string_lossy().into_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            ("update", ChangeStatus::Renamed, tombstone.clone()),
+            ("edit", ChangeStatus::Modified, fact_path("c", old)),
+            ("add", ChangeStatus::Added, fact_path("c", old)),
+        ]
+    );
+    assert!(history[0].content.contains(&format!("replaced_by: {new}")));
+    assert_eq!(history[1].content, fact(old, "Anne likes green tea."));
+    assert_eq!(history[2].content, fact(old, "Anne likes tea."));
+    // The commit lists this memory's files only.
+    assert_eq!(history[0].commit.changes.len(), 1);
+    assert_eq!(versioning.history_of(old, 1).unwrap().len(), 1);
+    assert_eq!(versioning.history_of(MemoryId::random(), 10).unwrap(), []);
+}
+
+#[test]
+fn history_of_a_summary_follows_summary_md() {
+    let (dir, versioning) = new_store();
+    let root = dir.path();
+    let conversation = mnemo_core::ConversationId::new("c").unwrap();
+    let id = MemoryId::summary_of(&conversation);
+    for (i, body) in ["v1", "v2"].iter().enumerate() {
+        write(
+            root,
+            "entries/c/summaries/summary.md",
+            &format!("---\nid: {id}\n---\n{body}\n"),
+        );
+        write(
+            root,
+            "entries/d/summaries/summary.md",
+            &format!("---\n---\nother {i}\n"),
+        );
+        versioning.commit_all(body).unwrap().unwrap();
+    }
+    let history = versioning.history_of(id, 10).unwrap();
+    let bodies: Vec<_> = history
+        .iter()
+        .map(|v| v.content.lines().last().unwrap_or(""))
+        .collect();
+    assert_eq!(bodies, ["v2", "v1"]);
+    assert!(history
+        .iter()
+        .all(|v| v.path == Path::new("entries/c/summaries/summary.md")));
+}
+
+#[test]
+fn a_store_inside_another_repository_gets_its_own() {
+    let outer = tempfile::tempdir().unwrap();
+    git(outer.path(), &["init", "-q"]);
+    let store = outer.path().join("memory_db");
+    let versioning = open(&store);
+    assert!(store.join(".git").is_dir());
+    let top = git(&store, &["rev-parse", "--show-toplevel"]);
+    assert_eq!(Path::new(top.trim()), versioning.root());
+    // The outer repository saw no commit.
+    let outer_log = Command::new("git")
+        .arg("-C")
+        .arg(outer.path())
+        .args(["rev-parse", "--verify", "-q", "HEAD"])
+        .output()
+        .unwrap();
+    assert!(!outer_log.status.success());
+}
+
+#[test]
+fn a_locked_index_fails_the_commit_and_the_next_one_catches_up() {
+    let (dir, versioning) = new_store();
+    let root = dir.path();
+    let (a, b) = (MemoryId::random(), MemoryId::random());
+    write(root, &fact_path("c", a), &fact(a, "first"));
+    let lock = root.join(".git/index.lock");
+    fs::write(&lock, "").unwrap();
+    let err = versioning.commit_all("blocked").unwrap_err();
+    assert!(err.to_string().contains("locked"), "{err}");
+    assert_eq!(versioning.log(None, 10).unwrap().len(), 1);
+    assert!(versioning.has_uncommitted_changes().unwrap());
+
+    fs::remove_file(&lock).unwrap();
+    write(root, &fact_path("c", b), &fact(b, "second"));
+    let commit = versioning.commit_all("retry").unwrap().unwrap();
+    assert_eq!(
+        changes(&commit),
+        sorted(vec![
+            (ChangeStatus::Added, fact_path("c", a)),
+            (ChangeStatus::Added, fact_path("c", b)),
+        ])
+    );
+    assert!(!versioning.has_uncommitted_changes().unwrap());
+}
+
+#[test]
+fn existing_repository_gets_ignore_lines_and_untracks_ignored_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    git(root, &["init", "-q"]);
+    write(root, ".gitignore", "notes/private");
+    write(root, "memory_index.json", "{}");
+    write(root, "index/segment", "binary");
+    write(root, "entries/c/facts/x.md", "hand-written");
+    git(root, &["add", "."]);
+    git(
+        root,
+        &[
+            "-c",
+            "user.name=someone",
+            "-c",
+            "user.email=s@x",
+            "commit",
+            "-q",
+            "-m",
+            "by hand",
+        ],
+    );
+
+    let versioning = open(root);
+    let ignore = fs::read_to_string(root.join(".gitignore")).unwrap();
+    assert!(ignore.starts_with("notes/private\n"), "{ignore}");
+    assert!(ignore.contains("/memory_index.json\n"));
+    let commit = versioning.commit_all("mnemo takes over").unwrap().unwrap();
+    assert_eq!(
+        changes(&commit),
+        [
+            (ChangeStatus::Modified, ".gitignore".to_owned()),
+            (ChangeStatus::Deleted, "index/segment".to_owned()),
+            (ChangeStatus::Deleted, "memory_index.json".to_owned()),
+        ]
+    );
+    assert!(root.join("memory_index.json").exists());
+    assert_eq!(
+        git(root, &["ls-files"]),
+        ".gitignore\nentries/c/facts/x.md\n"
+    );
+    // Opening again changes nothing.
+    drop(versioning);
+    assert_eq!(open(root).commit_all("again").unwrap(), None);
+}
+
+#[test]
+fn the_git_command_line_agrees() {
+    let (dir, versioning) = new_store();
+    let root = dir.path();
+    let id = MemoryId::random();
+    write(root, &fact_path("c", id), &fact(id, "one"));
+    write(root, "memory_index.json", "{}");
+    versioning.commit_all("one").unwrap().unwrap();
+    write(root, &fact_path("c", id), &fact(id, "two"));
+    write(root, "entries/c/facts/b.swp", "junk");
+    versioning.commit_all("two").unwrap().unwrap();
+
+    assert_eq!(git(root, &["status", "--porcelain"]), "");
+    let ids: Vec<String> = versioning
+        .log(None, 10)
+        .unwrap()
+        .into_iter()
+        .map(|c| c.id)
+        .collect();
+    let git_ids: Vec<String> = git(root, &["log", "--format=%H"])
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(ids, git_ids);
+    assert_eq!(
+        git(root, &["log", "-1", "--format=%an <%ae> %s"]),
+        "mnemo <mnemo@localhost> two\n"
+    );
+    assert_eq!(
+        git(root, &["show", &format!("HEAD~1:{}", fact_path("c", id))]),
+        fact(id, "one")
+    );
+    // And mnemo sees what git commits.
+    write(root, "entries/c/facts/hand.md", "by hand");
+    git(root, &["add", "."]);
+    git(
+        root,
+        &[
+            "-c",
+            "user.name=someone",
+            "-c",
+            "user.email=s@x",
+            "commit",
+            "-q",
+            "-m",
+            "hand edit",
+        ],
+    );
+    assert_eq!(versioning.commit_all("nothing").unwrap(), None);
+    assert_eq!(versioning.log(None, 1).unwrap()[0].message, "hand edit");
+}
+
+#[test]
+fn threads_share_one_versioning() {
+    let (dir, versioning) = new_store();
+    std::thread::scope(|scope| {
+        for t in 0..4 {
+            let (root, versioning) = (dir.path(), &versioning);
+            scope.spawn(move || {
+                for i in 0..5 {
+                    let id = MemoryId::random();
+                    write(
+                        root,
+                        &fact_path(&format!("t{t}"), id),
+                        &fact(id, &format!("{t} {i}")),
+                    );
+                    versioning.commit_all(&format!("{t} {i}")).unwrap();
+                }
+            });
+        }
+    });
+    assert!(!versioning.has_uncommitted_changes().unwrap());
+    let files: usize = versioning
+        .log(None, 100)
+        .unwrap()
+        .iter()
+        .map(|c| c.changes.len())
+        .sum();
+    assert_eq!(files, 20 + 1);
+}
