@@ -12,7 +12,9 @@ use std::time::{Duration, Instant};
 
 use mnemo_core::MemoryId;
 use mnemo_embed::{Embedder, EmbedderConfig};
-use mnemo_index::{Condition, EdgeIndex, EdgeIndexOptions, Filter, Point, Query, VectorIndex};
+use mnemo_index::{
+    Condition, EdgeIndex, EdgeIndexOptions, Filter, Point, Query, SparseVector, VectorIndex,
+};
 use serde_json::json;
 
 const DIM: usize = 384;
@@ -161,6 +163,7 @@ fn bench_search(points: usize, queries: usize) -> serde_json::Value {
                 Point {
                     id: MemoryId::random(),
                     vector: gen.next_unit(),
+                    lexical: SparseVector::default(),
                     payload: payload.as_object().unwrap().clone(),
                 }
             })
@@ -181,7 +184,7 @@ fn bench_search(points: usize, queries: usize) -> serde_json::Value {
         let mut times = Vec::with_capacity(queries);
         for q in 0..queries {
             let query = Query {
-                vector: gen.next_unit(),
+                vector: gen.next_unit().into(),
                 filter: if filtered {
                     scoped(q % CONVERSATIONS)
                 } else {

@@ -120,7 +120,7 @@ async fn edit_latency(client: &MemoryClient, root: &Path) -> (f64, f64, f64) {
         loop {
             let t = Instant::now();
             let hits = client
-                .search(&text, &conv, SearchOptions { top_k: 1 })
+                .search(&text, &conv, SearchOptions::top_k(1))
                 .await
                 .unwrap();
             embeds.push(t.elapsed());

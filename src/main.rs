@@ -5,6 +5,7 @@
 
 mod commands;
 mod input;
+mod locomo;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -46,6 +47,8 @@ enum Command {
     Status(commands::StatusArgs),
     /// Keep the index in step with hand edits of the files until interrupted (Ctrl-C)
     Watch,
+    /// Measure retrieval quality on a benchmark (LoCoMo)
+    Eval(commands::EvalArgs),
 }
 
 fn main() -> ExitCode {
@@ -73,6 +76,7 @@ fn main() -> ExitCode {
             Command::Reindex(args) => commands::reindex(&global, args).await,
             Command::Status(args) => commands::status(&global, args).await,
             Command::Watch => commands::watch(&global).await,
+            Command::Eval(args) => commands::eval(&global, args).await,
         }
     });
     match result {

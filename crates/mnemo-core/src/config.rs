@@ -48,6 +48,68 @@ pub struct Config {
     pub openai_base_url: Option<String>,
     pub enable_git_versioning: bool,
     pub start_watcher: bool,
+    /// How the read path finds and ranks memories (`[retrieval]` table).
+    pub retrieval: RetrievalConfig,
+}
+
+/// Knobs of the read path. The defaults are what the LoCoMo recall harness measured best;
+/// `docs/retrieval.md` explains each stage.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RetrievalConfig {
+    /// Search by dense embedding.
+    pub dense: bool,
+    /// Search by BM25 over the lexical vectors.
+    pub lexical: bool,
+    /// Candidates each retriever returns per scope: `max(top_k * 3, this)`.
+    pub min_candidates: usize,
+    /// Share of the lexical score in the fused relevance (the rest is dense).
+    pub lexical_weight: f32,
+    /// How much a chat turn borrows from the relevance of the turns next to it.
+    pub neighbour_weight: f32,
+    /// Lift for the memories of the one speaker a query names.
+    pub speaker_boost: f32,
+    /// Apply recency only to queries about the present ("now", "currently", ...) that name
+    /// no date; otherwise to every query.
+    pub query_aware_recency: bool,
+    /// How many of the best candidates MMR chooses the final results from.
+    pub mmr_pool: usize,
+    /// Lexical keys start with the memory's date ("[8 May 2023]").
+    pub lexical_date: bool,
+    /// A chat turn's lexical key includes the words of the turns next to it.
+    pub lexical_neighbours: bool,
+    /// Cross-encoder: a folder under `models_dir` (or a path); used when it exists.
+    pub reranker_model: String,
+    /// How many of the best fused candidates the cross-encoder rescores.
+    pub rerank_candidates: usize,
+    pub bm25_k1: f64,
+    pub bm25_b: f64,
+    /// Typical key length in tokens, for BM25's length normalisation. Qdrant's 256 is far
+    /// above a real key's ~36, which nearly switches length normalisation off; on LoCoMo that
+    /// is what works best (docs/retrieval.md).
+    pub bm25_avg_len: f64,
+}
+
+impl Default for RetrievalConfig {
+    fn default() -> Self {
+        Self {
+            dense: true,
+            lexical: true,
+            min_candidates: 100,
+            lexical_weight: 0.7,
+            neighbour_weight: 0.3,
+            speaker_boost: 0.2,
+            query_aware_recency: true,
+            mmr_pool: 30,
+            lexical_date: true,
+            lexical_neighbours: true,
+            reranker_model: "ms-marco-MiniLM-L-6-v2".into(),
+            rerank_candidates: 30,
+            bm25_k1: 1.2,
+            bm25_b: 0.75,
+            bm25_avg_len: 256.0,
+        }
+    }
 }
 
 impl Default for Config {
@@ -68,6 +130,7 @@ impl Default for Config {
             openai_base_url: None,
             enable_git_versioning: true,
             start_watcher: true,
+            retrieval: RetrievalConfig::default(),
         }
     }
 }
@@ -95,6 +158,7 @@ const STRING_KEYS: &[&str] = &[
 pub struct ModelPaths {
     pub onnxruntime_library: PathBuf,
     pub embedding_model_dir: PathBuf,
+    pub reranker_model_dir: PathBuf,
 }
 
 impl Config {
@@ -112,7 +176,8 @@ impl Config {
             let Some(key) = var.strip_prefix("MNEMO_").map(str::to_ascii_lowercase) else {
                 continue;
             };
-            let is_key = known.contains_key(&key)
+            // Tables (`[retrieval]`) are set in the file only.
+            let is_key = known.get(&key).is_some_and(|v| !v.is_table())
                 || matches!(key.as_str(), "score_threshold" | "openai_base_url");
             if !is_key {
                 continue;
@@ -152,6 +217,7 @@ impl Config {
         ModelPaths {
             onnxruntime_library: under_models(&self.onnxruntime_library),
             embedding_model_dir: under_models(Path::new(&self.embedding_model)),
+            reranker_model_dir: under_models(Path::new(&self.retrieval.reranker_model)),
         }
     }
 }
@@ -226,6 +292,25 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("MNEMO_DEFAULT_TOP_K"), "{err}");
+    }
+
+    #[test]
+    fn retrieval_knobs_live_in_their_own_table() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("mnemo.toml");
+        std::fs::write(
+            &file,
+            "[retrieval]\nlexical = false\nneighbour_weight = 0.3\n",
+        )
+        .unwrap();
+        let cfg = Config::load(Some(&file), env(&[])).unwrap();
+        assert!(!cfg.retrieval.lexical);
+        assert_eq!(cfg.retrieval.neighbour_weight, 0.3);
+        assert!(cfg.retrieval.dense, "unset knobs keep their defaults");
+
+        std::fs::write(&file, "[retrieval]\nlexcal = false\n").unwrap();
+        let err = Config::load(Some(&file), env(&[])).unwrap_err().to_string();
+        assert!(err.contains("lexcal"), "{err}");
     }
 
     #[test]

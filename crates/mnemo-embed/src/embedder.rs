@@ -1,11 +1,10 @@
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Mutex;
 
-use fastembed::{
-    InitOptionsUserDefined, Pooling, TextEmbedding, TokenizerFiles, UserDefinedEmbeddingModel,
-};
+use fastembed::{InitOptionsUserDefined, Pooling, TextEmbedding, UserDefinedEmbeddingModel};
 use tracing::debug;
 
+use crate::files::ModelFiles;
 use crate::{runtime, EmbedError};
 
 /// Where the model lives and how to run it.
@@ -49,40 +48,12 @@ impl std::fmt::Debug for Embedder {
     }
 }
 
-const MODEL_FILES: [(&str, &str); 5] = [
-    ("model.onnx", "the embedding model"),
-    ("tokenizer.json", "the embedding model's tokenizer"),
-    ("config.json", "the embedding model's config"),
-    (
-        "special_tokens_map.json",
-        "the embedding model's special tokens",
-    ),
-    (
-        "tokenizer_config.json",
-        "the embedding model's tokenizer config",
-    ),
-];
-
 impl Embedder {
     pub fn load(config: &EmbedderConfig) -> Result<Self, EmbedError> {
-        let [onnx, tokenizer, model_config, special, tokenizer_config] =
-            MODEL_FILES.map(|(name, what)| read_model_file(&config.model_dir, name, what));
-        // Report the first missing file in MODEL_FILES order.
-        let (onnx, tokenizer, model_config, special, tokenizer_config) = (
-            onnx?,
-            tokenizer?,
-            model_config?,
-            special?,
-            tokenizer_config?,
-        );
+        let files = ModelFiles::read(&config.model_dir, "the embedding model")?;
         let environment = runtime::environment(&config.onnxruntime_library)?;
-        let files = TokenizerFiles {
-            tokenizer_file: tokenizer,
-            config_file: model_config,
-            special_tokens_map_file: special,
-            tokenizer_config_file: tokenizer_config,
-        };
-        let model = UserDefinedEmbeddingModel::new(onnx, files).with_pooling(Pooling::Mean);
+        let model =
+            UserDefinedEmbeddingModel::new(files.onnx, files.tokenizer).with_pooling(Pooling::Mean);
         let options = InitOptionsUserDefined::new()
             .with_environment(environment)
             .with_max_length(config.max_length)
@@ -137,11 +108,6 @@ impl Embedder {
             .pop()
             .ok_or_else(|| EmbedError::Inference("the model returned no vector".into()))
     }
-}
-
-fn read_model_file(dir: &Path, name: &str, what: &'static str) -> Result<Vec<u8>, EmbedError> {
-    let path = dir.join(name);
-    std::fs::read(&path).map_err(|_| EmbedError::Missing { what, path })
 }
 
 /// Scales `v` to unit length, so that dot product is cosine similarity.

@@ -26,7 +26,7 @@ pub fn environment(library: &Path) -> Result<Environment, EmbedError> {
     }
     if !library.is_file() {
         return Err(EmbedError::Missing {
-            what: "the ONNX Runtime library",
+            what: "the ONNX Runtime library".into(),
             path: library.to_owned(),
         });
     }

@@ -1,17 +1,20 @@
 use std::collections::{BTreeSet, HashSet};
 use std::fs::File;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 
-use chrono::{DateTime, Utc};
+use chrono::Utc;
 use mnemo_core::{Config, ConversationId, MemoryId, MemoryRecord, Role};
-use mnemo_embed::{Embedder, EmbedderConfig};
-use mnemo_index::{Condition, EdgeIndex, EdgeIndexOptions, Filter, Query, VectorIndex};
+use mnemo_embed::{Embedder, EmbedderConfig, Reranker, RerankerConfig};
+use mnemo_index::{EdgeIndex, EdgeIndexOptions, LexicalEncoder, LexicalOptions, VectorIndex};
 use mnemo_store::{FileStore, StoredMemory};
 use serde::Serialize;
 use tracing::info;
 
-use crate::sync::{self, Snapshot, SyncProgress, SyncReport};
+use crate::keys::KeyScheme;
+use crate::retrieval::{self, Candidate, Retriever, SearchHit, SearchOptions};
+use crate::sync::{self, Indexer, Snapshot, SyncProgress, SyncReport};
+use crate::timeline::Timeline;
 use crate::watcher::{self, WatcherHandle};
 use crate::EngineError;
 
@@ -43,26 +46,6 @@ pub struct Consistency {
     pub skipped: Vec<String>,
 }
 
-/// Per-call search settings.
-#[derive(Debug, Clone)]
-pub struct SearchOptions {
-    pub top_k: usize,
-}
-
-/// One search result.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct SearchHit {
-    pub id: MemoryId,
-    pub conversation_id: String,
-    pub role: String,
-    pub content: String,
-    pub created_at: Option<DateTime<Utc>>,
-    /// Absolute path of the memory's file.
-    pub path: PathBuf,
-    /// Cosine similarity between the query and the memory.
-    pub score: f32,
-}
-
 /// The memory engine as a library: cheap to clone, safe to share between tasks.
 #[derive(Clone)]
 pub struct MemoryClient {
@@ -73,11 +56,16 @@ pub(crate) struct Inner {
     config: Config,
     pub(crate) store: FileStore,
     embedder: Embedder,
+    lexical: LexicalEncoder,
+    /// The cross-encoder, when one is installed.
+    reranker: Option<Reranker>,
     index: EdgeIndex,
     /// Held for the client's life: one process owns an index at a time.
     _lock: File,
     /// Guards every write to the index together with the snapshot that describes it.
     snapshot: Mutex<Snapshot>,
+    /// Turn order, rebuilt after writes; searches read it without waiting for writers.
+    timeline: RwLock<Arc<Timeline>>,
     startup_sync: SyncReport,
 }
 
@@ -93,7 +81,13 @@ impl MemoryClient {
         let embedder = Embedder::load(&EmbedderConfig {
             threads: config.embed_threads,
             batch_size: config.embed_batch_size,
-            ..EmbedderConfig::new(paths.onnxruntime_library, paths.embedding_model_dir)
+            ..EmbedderConfig::new(&paths.onnxruntime_library, &paths.embedding_model_dir)
+        })?;
+        let reranker = load_reranker(&config, &paths)?;
+        let lexical = LexicalEncoder::new(LexicalOptions {
+            k1: config.retrieval.bm25_k1,
+            b: config.retrieval.bm25_b,
+            avg_len: config.retrieval.bm25_avg_len,
         })?;
         let index_dir = store.root().join(INDEX_DIR);
         let lock = lock_index(&index_dir)?;
@@ -109,22 +103,29 @@ impl MemoryClient {
                 f(p)
             }
         };
-        let startup_sync = sync::sync(
-            &store,
-            &embedder,
-            &index,
-            &mut snapshot,
-            config.embed_batch_size,
-            &mut report_progress,
-        )?;
+        let (scheme, scheme_description) = key_scheme(&config);
+        let indexer = Indexer {
+            store: &store,
+            embedder: &embedder,
+            lexical: &lexical,
+            index: &index,
+            scheme,
+            scheme_description,
+            batch_size: config.embed_batch_size,
+        };
+        let startup_sync = indexer.sync(&mut snapshot, &mut report_progress)?;
+        let timeline = Timeline::build(&snapshot);
         Ok(Self {
             inner: Arc::new(Inner {
                 config,
                 store,
                 embedder,
+                lexical,
+                reranker,
                 index,
                 _lock: lock,
                 snapshot: Mutex::new(snapshot),
+                timeline: RwLock::new(Arc::new(timeline)),
                 startup_sync,
             }),
         })
@@ -203,8 +204,8 @@ impl MemoryClient {
         blocking(move || inner.add_records(records)).await
     }
 
-    /// The memories of `conversation` and of `global` nearest to `query`, best first.
-    /// Summaries are not searched.
+    /// The memories of `conversation` and of `global` that best answer `query`, best first
+    /// (see [`crate::retrieval`] for the stages). Summaries are not searched.
     pub async fn search(
         &self,
         query: &str,
@@ -235,6 +236,31 @@ impl MemoryClient {
 }
 
 impl Inner {
+    fn indexer(&self) -> Indexer<'_> {
+        let (scheme, scheme_description) = key_scheme(&self.config);
+        Indexer {
+            store: &self.store,
+            embedder: &self.embedder,
+            lexical: &self.lexical,
+            index: &self.index,
+            scheme,
+            scheme_description,
+            batch_size: self.config.embed_batch_size,
+        }
+    }
+
+    /// Rebuilds the turn timeline if the snapshot changed since it was built.
+    fn refresh_timeline(&self, snapshot: &Snapshot) {
+        let stale = self
+            .timeline
+            .read()
+            .map_or(true, |t| t.generation != snapshot.generation);
+        if stale {
+            let timeline = Arc::new(Timeline::build(snapshot));
+            *self.timeline.write().unwrap_or_else(|p| p.into_inner()) = timeline;
+        }
+    }
+
     fn add_records(&self, records: Vec<MemoryRecord>) -> Result<Vec<StoredMemory>, EngineError> {
         // Held from the first file write, so the watcher sees these files only once they are
         // recorded in the snapshot, and does not index them a second time.
@@ -249,15 +275,12 @@ impl Inner {
             })?;
             written.push((StoredMemory { record, path }, sync::sha256_hex(&bytes)));
         }
-        sync::index_memories(
-            &self.store,
-            &self.embedder,
-            &self.index,
-            &mut snapshot,
-            &written,
-            self.config.embed_batch_size,
-            &mut |_| {},
-        )?;
+        let indexer = self.indexer();
+        let indexed = indexer
+            .index_memories(&mut snapshot, &written, &mut |_| {})
+            .and_then(|()| indexer.refresh_keys(&mut snapshot));
+        self.refresh_timeline(&snapshot);
+        indexed?;
         Ok(written.into_iter().map(|(m, _)| m).collect())
     }
 
@@ -268,29 +291,29 @@ impl Inner {
         rescan: bool,
     ) -> Result<(), EngineError> {
         let mut snapshot = self.snapshot.lock().unwrap_or_else(|p| p.into_inner());
+        let result = self.sync_paths(&mut snapshot, paths, rescan);
+        self.refresh_timeline(&snapshot);
+        result
+    }
+
+    fn sync_paths(
+        &self,
+        snapshot: &mut Snapshot,
+        paths: &BTreeSet<PathBuf>,
+        rescan: bool,
+    ) -> Result<(), EngineError> {
+        let indexer = self.indexer();
         if rescan {
-            sync::sync(
-                &self.store,
-                &self.embedder,
-                &self.index,
-                &mut snapshot,
-                self.config.embed_batch_size,
-                &mut |_| {},
-            )?;
+            indexer.sync(snapshot, &mut |_| {})?;
             return Ok(());
         }
         for path in paths {
-            let change = sync::sync_path(
-                &self.store,
-                &self.embedder,
-                &self.index,
-                &mut snapshot,
-                path,
-            )?;
+            let change = indexer.sync_path(snapshot, path)?;
             if change != sync::PathChange::Ignored && change != sync::PathChange::Unchanged {
                 info!(file = %path.display(), ?change, "index follows a file change");
             }
         }
+        indexer.refresh_keys(snapshot)?;
         Ok(())
     }
 
@@ -303,43 +326,134 @@ impl Inner {
         if options.top_k == 0 || query.trim().is_empty() {
             return Ok(Vec::new());
         }
-        let vector = self.embedder.embed_one(query)?;
-        let filter = Filter::all()
-            .must(Condition::any_of(
-                "conversation_id",
-                [conversation.as_str(), ConversationId::GLOBAL],
-            ))
-            .must_not(Condition::equals("role", Role::Summary.as_str()));
-        let hits = self.index.query(&Query {
-            vector,
-            filter,
-            limit: options.top_k,
-            with_vectors: false,
-        })?;
-        Ok(hits
+        let tuning = &self.config.retrieval;
+        let user_filter = match &options.filter {
+            Some(filter) => crate::filter::compile(filter)?,
+            None => mnemo_index::Filter::all(),
+        };
+        let per_query = (options.top_k * 3).max(tuning.min_candidates);
+        let queries = retrieval::candidate_queries(
+            self.embedder.embed_one(query)?,
+            self.lexical.query(query),
+            &retrieval::scope_filters(conversation, &user_filter),
+            per_query,
+            tuning,
+        );
+        let results = queries
             .into_iter()
-            .map(|hit| {
-                let text = |k: &str| {
-                    hit.payload
-                        .get(k)
-                        .and_then(|v| v.as_str())
-                        .unwrap_or_default()
-                        .to_owned()
-                };
-                SearchHit {
-                    id: hit.id,
-                    conversation_id: text("conversation_id"),
-                    role: text("role"),
-                    content: text("content"),
-                    created_at: DateTime::parse_from_rfc3339(&text("created_at"))
-                        .ok()
-                        .map(|t| t.to_utc()),
-                    path: self.store.root().join(text("path")),
-                    score: hit.score,
-                }
-            })
-            .collect())
+            .map(|(q, retriever)| Ok((retriever, self.index.query(&q)?)))
+            .collect::<Result<Vec<(Retriever, _)>, EngineError>>()?;
+        let mut candidates = retrieval::fuse(results, tuning.lexical_weight);
+        let timeline = self
+            .timeline
+            .read()
+            .map(|t| Arc::clone(&t))
+            .unwrap_or_default();
+        retrieval::smooth(&mut candidates, tuning.neighbour_weight, |id| {
+            timeline.neighbours(id)
+        });
+        retrieval::boost_speaker(&mut candidates, query, tuning.speaker_boost);
+        self.rerank(query, &mut candidates)?;
+        if let Some(threshold) = options.score_threshold.or(self.config.score_threshold) {
+            candidates.retain(|c| c.relevance >= threshold);
+        }
+        let mut weight = options.recency_weight.unwrap_or(self.config.recency_weight);
+        if tuning.query_aware_recency && !retrieval::asks_about_now(query) {
+            weight = 0.0;
+        }
+        let now = options.now.unwrap_or_else(Utc::now);
+        retrieval::blend_recency(&mut candidates, weight.clamp(0.0, 1.0), now);
+        let lambda = options.mmr_lambda.unwrap_or(self.config.mmr_lambda);
+        let chosen = retrieval::mmr(
+            candidates,
+            lambda.clamp(0.0, 1.0),
+            options.top_k,
+            tuning.mmr_pool,
+        );
+        Ok(chosen.into_iter().map(|c| self.search_hit(c)).collect())
     }
+
+    /// Rescores the best candidates with the cross-encoder, when one is installed; the rest
+    /// keep their order below them.
+    fn rerank(&self, query: &str, candidates: &mut Vec<Candidate>) -> Result<(), EngineError> {
+        let Some(reranker) = &self.reranker else {
+            return Ok(());
+        };
+        let pool = self
+            .config
+            .retrieval
+            .rerank_candidates
+            .min(candidates.len());
+        let rest = candidates.split_off(pool);
+        let texts: Vec<&str> = candidates.iter().map(Candidate::content).collect();
+        let logits = reranker.score(query, &texts)?;
+        retrieval::apply_rerank(candidates, &logits);
+        candidates.extend(rest.into_iter().map(|mut c| {
+            c.relevance = 0.0;
+            c
+        }));
+        Ok(())
+    }
+
+    fn search_hit(&self, candidate: Candidate) -> SearchHit {
+        let created_at = candidate.created_at();
+        let hit = candidate.hit;
+        let text = |k: &str| {
+            hit.payload
+                .get(k)
+                .and_then(|v| v.as_str())
+                .unwrap_or_default()
+                .to_owned()
+        };
+        let metadata = match hit.payload.get("metadata") {
+            Some(serde_json::Value::Object(m)) => m.clone(),
+            _ => Default::default(),
+        };
+        SearchHit {
+            id: hit.id,
+            conversation_id: text("conversation_id"),
+            role: text("role"),
+            content: text("content"),
+            created_at,
+            metadata,
+            path: self.store.root().join(text("path")),
+            score: candidate.scores.combined,
+            scores: candidate.scores,
+        }
+    }
+}
+
+/// How lexical keys are built under `config`, and its description for the snapshot.
+fn key_scheme(config: &Config) -> (KeyScheme, String) {
+    let r = &config.retrieval;
+    let scheme = KeyScheme {
+        date: r.lexical_date,
+        neighbours: r.lexical_neighbours,
+    };
+    let bm25 = format!("k1={} b={} avg_len={}", r.bm25_k1, r.bm25_b, r.bm25_avg_len);
+    (scheme, scheme.describe(&bm25))
+}
+
+/// Loads the cross-encoder if its folder exists. Without one, the read path ranks by its
+/// first-stage scores, and says so once.
+fn load_reranker(
+    config: &Config,
+    paths: &mnemo_core::ModelPaths,
+) -> Result<Option<Reranker>, EngineError> {
+    let dir = &paths.reranker_model_dir;
+    if !dir.join("model.onnx").is_file() {
+        info!(
+            "no cross-encoder at {}; ranking by first-stage scores (install one with `mnemo models`)",
+            dir.display()
+        );
+        return Ok(None);
+    }
+    let reranker = Reranker::load(&RerankerConfig {
+        threads: config.embed_threads,
+        ..RerankerConfig::new(&paths.onnxruntime_library, dir)
+    })?;
+    info!(model = %dir.display(), "cross-encoder loaded");
+    Ok(Some(reranker))
 }
 
 /// Removes the shard's files (keeping the lock we hold) and the snapshot describing them.

@@ -8,10 +8,16 @@
 
 mod client;
 mod error;
+pub mod filter;
+pub mod inject;
+pub mod keys;
+pub mod retrieval;
 pub mod sync;
+pub mod timeline;
 pub mod watcher;
 
-pub use client::{Consistency, MemoryClient, OpenOptions, SearchHit, SearchOptions};
+pub use client::{Consistency, MemoryClient, OpenOptions};
 pub use error::EngineError;
+pub use retrieval::{SearchHit, SearchOptions, StageScores};
 pub use sync::{SyncProgress, SyncReport};
 pub use watcher::WatcherHandle;

@@ -11,16 +11,19 @@ use std::path::{Path, PathBuf};
 use chrono::{DateTime, Utc};
 use mnemo_core::{MemoryId, MemoryRecord, Role};
 use mnemo_embed::Embedder;
-use mnemo_index::{Filter, Payload, Point, VectorIndex};
+use mnemo_index::{Filter, LexicalEncoder, Payload, Point, VectorIndex};
 use mnemo_store::{FileStore, StoredMemory};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use tracing::{info, warn};
 
+use crate::keys::{self, KeyScheme};
+use crate::timeline::Timeline;
 use crate::EngineError;
 
 pub const SNAPSHOT_FILE: &str = "memory_index.json";
-const SNAPSHOT_VERSION: u32 = 2;
+/// Version 3 added lexical vectors: older snapshots re-embed everything.
+const SNAPSHOT_VERSION: u32 = 3;
 
 /// One indexed file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -31,6 +34,16 @@ pub struct SnapshotEntry {
     pub conversation_id: String,
     pub role: Role,
     pub created_at: DateTime<Utc>,
+    /// The neighbours the lexical key was built with; `None` when built from the file alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_context: Option<KeyContext>,
+}
+
+/// Hashes of the neighbouring turns' files a lexical key was built from.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeyContext {
+    pub previous: Option<String>,
+    pub next: Option<String>,
 }
 
 impl SnapshotEntry {
@@ -41,7 +54,12 @@ impl SnapshotEntry {
             conversation_id: record.conversation_id.as_str().to_owned(),
             role: record.role,
             created_at: record.created_at,
+            key_context: None,
         }
+    }
+
+    fn is_turn(&self) -> bool {
+        matches!(self.role, Role::User | Role::Assistant)
     }
 }
 
@@ -49,7 +67,13 @@ impl SnapshotEntry {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Snapshot {
     pub version: u32,
+    /// How the lexical keys were built ([`KeyScheme::describe`]); a change rebuilds them all.
+    #[serde(default)]
+    pub key_scheme: String,
     pub files: BTreeMap<String, SnapshotEntry>,
+    /// Bumped by every save: lets derived views (the turn timeline) know they are stale.
+    #[serde(skip)]
+    pub generation: u64,
 }
 
 impl Snapshot {
@@ -71,7 +95,8 @@ impl Snapshot {
         }
     }
 
-    pub fn save(&self, root: &Path) -> Result<(), EngineError> {
+    pub fn save(&mut self, root: &Path) -> Result<(), EngineError> {
+        self.generation += 1;
         let path = root.join(SNAPSHOT_FILE);
         let mut snapshot = self.clone();
         snapshot.version = SNAPSHOT_VERSION;
@@ -151,161 +176,333 @@ pub fn relative_key(store: &FileStore, path: &Path) -> String {
         .into_owned()
 }
 
-/// Embeds `memories` and upserts them, in batches, recording each flushed batch.
-pub fn index_memories(
-    store: &FileStore,
-    embedder: &Embedder,
-    index: &dyn VectorIndex,
-    snapshot: &mut Snapshot,
-    memories: &[(StoredMemory, String)],
-    batch_size: usize,
-    progress: &mut dyn FnMut(SyncProgress),
-) -> Result<(), EngineError> {
-    let mut done = 0;
-    for batch in memories.chunks(batch_size.max(1)) {
-        let texts: Vec<&str> = batch
-            .iter()
-            .map(|(m, _)| m.record.content.as_str())
-            .collect();
-        let vectors = embedder.embed(&texts)?;
-        let points = batch
-            .iter()
-            .zip(vectors)
-            .map(|((memory, _), vector)| Point {
-                id: memory.record.id,
-                vector,
-                payload: payload_of(&memory.record, &relative_key(store, &memory.path)),
-            })
-            .collect();
-        index.upsert(points)?;
-        for (memory, sha256) in batch {
-            snapshot.files.insert(
-                relative_key(store, &memory.path),
-                SnapshotEntry::of(&memory.record, sha256.clone()),
-            );
-        }
-        snapshot.save(store.root())?;
-        done += batch.len();
-        progress(SyncProgress {
-            embedded: done,
-            to_embed: memories.len(),
-        });
-    }
-    Ok(())
+/// What it takes to turn memory files into index points.
+pub struct Indexer<'a> {
+    pub store: &'a FileStore,
+    pub embedder: &'a Embedder,
+    pub lexical: &'a LexicalEncoder,
+    pub index: &'a dyn VectorIndex,
+    pub scheme: KeyScheme,
+    /// [`KeyScheme::describe`] plus the BM25 parameters: what the snapshot records.
+    pub scheme_description: String,
+    /// Memories embedded, upserted and recorded per step.
+    pub batch_size: usize,
 }
 
-/// Brings the index in step with the files. See the module docs.
-///
-/// Files whose bytes hash to what the snapshot recorded are not even parsed, which keeps a
-/// sync with nothing to do fast.
-pub fn sync(
-    store: &FileStore,
-    embedder: &Embedder,
-    index: &dyn VectorIndex,
-    snapshot: &mut Snapshot,
-    batch_size: usize,
-    progress: &mut dyn FnMut(SyncProgress),
-) -> Result<SyncReport, EngineError> {
-    if index.count(&Filter::all())? != snapshot.distinct_ids() {
-        if !snapshot.files.is_empty() {
-            warn!("the index and memory_index.json disagree; re-embedding every file");
+impl Indexer<'_> {
+    /// Embeds `memories` and upserts them, in batches, recording each flushed batch.
+    pub fn index_memories(
+        &self,
+        snapshot: &mut Snapshot,
+        memories: &[(StoredMemory, String)],
+        progress: &mut dyn FnMut(SyncProgress),
+    ) -> Result<(), EngineError> {
+        let store = self.store;
+        let mut done = 0;
+        for batch in memories.chunks(self.batch_size.max(1)) {
+            let texts: Vec<String> = batch
+                .iter()
+                .map(|(m, _)| keys::dense_key(&m.record))
+                .collect();
+            let vectors = self.embedder.embed(&texts)?;
+            // Neighbours are filled in by `refresh_keys`, once every new turn is recorded.
+            let points = batch
+                .iter()
+                .zip(vectors)
+                .map(|((memory, _), vector)| Point {
+                    id: memory.record.id,
+                    vector,
+                    lexical: self.lexical.document(&keys::lexical_key(
+                        &memory.record,
+                        None,
+                        None,
+                        self.scheme,
+                    )),
+                    payload: payload_of(&memory.record, &relative_key(store, &memory.path)),
+                })
+                .collect();
+            self.index.upsert(points)?;
+            for (memory, sha256) in batch {
+                snapshot.files.insert(
+                    relative_key(store, &memory.path),
+                    SnapshotEntry::of(&memory.record, sha256.clone()),
+                );
+            }
+            snapshot.save(store.root())?;
+            done += batch.len();
+            progress(SyncProgress {
+                embedded: done,
+                to_embed: memories.len(),
+            });
         }
-        snapshot.files.clear();
+        Ok(())
     }
-    let started = std::time::Instant::now();
-    let mut report = SyncReport::default();
-    let mut seen_ids: HashMap<MemoryId, PathBuf> = HashMap::new();
-    let mut live_paths = HashSet::new();
-    let mut to_embed = Vec::new();
-    for path in store.memory_files() {
-        let bytes = match std::fs::read(&path) {
-            Ok(bytes) => bytes,
-            // Deleted between listing and reading: it is simply gone.
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+
+    /// Brings the index in step with the files. See the module docs.
+    ///
+    /// Files whose bytes hash to what the snapshot recorded are not even parsed, which keeps a
+    /// sync with nothing to do fast.
+    pub fn sync(
+        &self,
+        snapshot: &mut Snapshot,
+        progress: &mut dyn FnMut(SyncProgress),
+    ) -> Result<SyncReport, EngineError> {
+        let (store, index) = (self.store, self.index);
+        if index.count(&Filter::all())? != snapshot.distinct_ids() {
+            if !snapshot.files.is_empty() {
+                warn!("the index and memory_index.json disagree; re-embedding every file");
+            }
+            snapshot.files.clear();
+        }
+        if snapshot.files.is_empty() {
+            // Everything is about to be keyed with the current scheme.
+            snapshot.key_scheme = self.scheme_description.clone();
+        }
+        let started = std::time::Instant::now();
+        let mut report = SyncReport::default();
+        let mut seen_ids: HashMap<MemoryId, PathBuf> = HashMap::new();
+        let mut live_paths = HashSet::new();
+        let mut to_embed = Vec::new();
+        for path in store.memory_files() {
+            let bytes = match std::fs::read(&path) {
+                Ok(bytes) => bytes,
+                // Deleted between listing and reading: it is simply gone.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(source) => {
+                    return Err(EngineError::Io {
+                        action: "cannot read",
+                        path,
+                        source,
+                    })
+                }
+            };
+            let key = relative_key(store, &path);
+            let sha256 = sha256_hex(&bytes);
+            let known = snapshot.files.get(&key).filter(|e| e.sha256 == sha256);
+            let record_id = match known {
+                Some(entry) => entry.id,
+                None => match store.parse(&path, &bytes) {
+                    Ok(memory) => {
+                        let id = memory.record.id;
+                        if !seen_ids.contains_key(&id) {
+                            to_embed.push((memory, sha256));
+                        }
+                        id
+                    }
+                    Err(err) => {
+                        warn!("skipping {}: {err}", path.display());
+                        report.skipped.push(err.to_string());
+                        continue;
+                    }
+                },
+            };
+            if let Some(first) = seen_ids.get(&record_id) {
+                warn!(
+                    "{} has the same id as {}; only the first is searchable",
+                    path.display(),
+                    first.display()
+                );
+                continue;
+            }
+            seen_ids.insert(record_id, path);
+            live_paths.insert(key);
+            report.files += 1;
+        }
+
+        let gone: Vec<String> = snapshot
+            .files
+            .keys()
+            .filter(|k| !live_paths.contains(*k))
+            .cloned()
+            .collect();
+        let mut stale_ids: Vec<MemoryId> = Vec::new();
+        for key in &gone {
+            if let Some(entry) = snapshot.files.remove(key) {
+                if !seen_ids.contains_key(&entry.id) {
+                    stale_ids.push(entry.id);
+                }
+            }
+        }
+        // A file whose id was edited leaves its old point behind.
+        for (memory, _) in &to_embed {
+            let key = relative_key(store, &memory.path);
+            if let Some(old) = snapshot.files.get(&key) {
+                if old.id != memory.record.id && !seen_ids.contains_key(&old.id) {
+                    stale_ids.push(old.id);
+                }
+            }
+        }
+        index.delete(&stale_ids)?;
+        report.deleted = stale_ids.len();
+        if !gone.is_empty() || !stale_ids.is_empty() {
+            snapshot.save(store.root())?;
+        }
+
+        report.embedded = to_embed.len();
+        self.index_memories(snapshot, &to_embed, progress)?;
+        self.refresh_keys(snapshot)?;
+        report.seconds = started.elapsed().as_secs_f64();
+        if report.embedded > 0 || report.deleted > 0 {
+            info!(
+                embedded = report.embedded,
+                deleted = report.deleted,
+                files = report.files,
+                "index synchronised with the files"
+            );
+        }
+        Ok(report)
+    }
+
+    /// Brings the index in step with one file that may have been created, changed or
+    /// removed. Paths that are not memory files (tombstones, temporary files, other folders)
+    /// are ignored.
+    pub fn sync_path(
+        &self,
+        snapshot: &mut Snapshot,
+        path: &Path,
+    ) -> Result<PathChange, EngineError> {
+        let store = self.store;
+        let Ok((location, _)) = store.locate(path) else {
+            return Ok(PathChange::Ignored);
+        };
+        if location.tombstone {
+            return Ok(PathChange::Ignored);
+        }
+        let key = relative_key(store, path);
+        let parsed = match std::fs::read(path) {
+            Ok(bytes) => {
+                let sha256 = sha256_hex(&bytes);
+                if snapshot.files.get(&key).is_some_and(|e| e.sha256 == sha256) {
+                    return Ok(PathChange::Unchanged);
+                }
+                match store.parse(path, &bytes) {
+                    Ok(memory) => Some((memory, sha256)),
+                    Err(err) => {
+                        warn!("skipping {}: {err}", path.display());
+                        None
+                    }
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
             Err(source) => {
                 return Err(EngineError::Io {
                     action: "cannot read",
-                    path,
+                    path: path.to_owned(),
                     source,
                 })
             }
         };
-        let key = relative_key(store, &path);
-        let sha256 = sha256_hex(&bytes);
-        let known = snapshot.files.get(&key).filter(|e| e.sha256 == sha256);
-        let record_id = match known {
-            Some(entry) => entry.id,
-            None => match store.parse(&path, &bytes) {
-                Ok(memory) => {
-                    let id = memory.record.id;
-                    if !seen_ids.contains_key(&id) {
-                        to_embed.push((memory, sha256));
-                    }
-                    id
+        let old = snapshot.files.remove(&key);
+        let new_id = parsed.as_ref().map(|(m, _)| m.record.id);
+        if let Some(old) = &old {
+            let still_used = snapshot.files.values().any(|e| e.id == old.id);
+            if Some(old.id) != new_id && !still_used {
+                self.index.delete(&[old.id])?;
+            }
+        }
+        match parsed {
+            Some(memory) => {
+                if let Some(other) = snapshot.files.iter().find(|(_, e)| Some(e.id) == new_id) {
+                    warn!(
+                        "{} has the same id as {}; only the latter is searchable",
+                        path.display(),
+                        other.0
+                    );
+                    snapshot.save(store.root())?;
+                    return Ok(PathChange::Ignored);
                 }
-                Err(err) => {
-                    warn!("skipping {}: {err}", path.display());
-                    report.skipped.push(err.to_string());
-                    continue;
-                }
-            },
+                self.index_memories(snapshot, &[memory], &mut |_| {})?;
+                Ok(PathChange::Indexed)
+            }
+            None => {
+                snapshot.save(store.root())?;
+                Ok(if old.is_some() {
+                    PathChange::Removed
+                } else {
+                    PathChange::Ignored
+                })
+            }
+        }
+    }
+}
+
+impl Indexer<'_> {
+    /// Rebuilds the lexical vectors whose key context is out of date: turns whose neighbours
+    /// changed (added, edited, removed), turns indexed from their file alone, and every
+    /// memory when the key scheme changed. Returns how many were rebuilt.
+    pub fn refresh_keys(&self, snapshot: &mut Snapshot) -> Result<usize, EngineError> {
+        let rebuild_all = snapshot.key_scheme != self.scheme_description;
+        let timeline = Timeline::build(snapshot);
+        let sha_of: HashMap<MemoryId, &str> = snapshot
+            .files
+            .values()
+            .map(|e| (e.id, e.sha256.as_str()))
+            .collect();
+        let path_of: HashMap<MemoryId, &str> = snapshot
+            .files
+            .iter()
+            .map(|(path, e)| (e.id, path.as_str()))
+            .collect();
+        let mut stale: Vec<(String, Option<KeyContext>, [Option<String>; 2])> = Vec::new();
+        for (path, entry) in &snapshot.files {
+            let (expected, neighbour_paths) = if entry.is_turn() && self.scheme.neighbours {
+                let n = timeline.neighbours(entry.id);
+                let sha =
+                    |id: Option<MemoryId>| id.and_then(|id| sha_of.get(&id)).map(|s| s.to_string());
+                let path = |id: Option<MemoryId>| {
+                    id.and_then(|id| path_of.get(&id)).map(|s| s.to_string())
+                };
+                (
+                    Some(KeyContext {
+                        previous: sha(n.previous),
+                        next: sha(n.next),
+                    }),
+                    [path(n.previous), path(n.next)],
+                )
+            } else {
+                (None, [None, None])
+            };
+            if rebuild_all || entry.key_context != expected {
+                stale.push((path.clone(), expected, neighbour_paths));
+            }
+        }
+        let store = self.store;
+        // Each turn is read once per pass, though it is its neighbours' neighbour too.
+        let mut records: HashMap<String, Option<MemoryRecord>> = HashMap::new();
+        let mut read = |path: &str| -> Option<MemoryRecord> {
+            records
+                .entry(path.to_owned())
+                .or_insert_with(|| store.read(Path::new(path)).ok().map(|m| m.record))
+                .clone()
         };
-        if let Some(first) = seen_ids.get(&record_id) {
-            warn!(
-                "{} has the same id as {}; only the first is searchable",
-                path.display(),
-                first.display()
-            );
-            continue;
-        }
-        seen_ids.insert(record_id, path);
-        live_paths.insert(key);
-        report.files += 1;
-    }
-
-    let gone: Vec<String> = snapshot
-        .files
-        .keys()
-        .filter(|k| !live_paths.contains(*k))
-        .cloned()
-        .collect();
-    let mut stale_ids: Vec<MemoryId> = Vec::new();
-    for key in &gone {
-        if let Some(entry) = snapshot.files.remove(key) {
-            if !seen_ids.contains_key(&entry.id) {
-                stale_ids.push(entry.id);
+        for batch in stale.chunks(256) {
+            let mut updates = Vec::with_capacity(batch.len());
+            for (path, _, [previous, next]) in batch {
+                // A file that vanished or broke since the snapshot was written: the next sync
+                // deals with it; its key stays as it is.
+                let Some(record) = read(path) else {
+                    continue;
+                };
+                let previous = previous.as_deref().and_then(&mut read).map(|r| r.content);
+                let next = next.as_deref().and_then(&mut read).map(|r| r.content);
+                let key =
+                    keys::lexical_key(&record, previous.as_deref(), next.as_deref(), self.scheme);
+                updates.push((record.id, self.lexical.document(&key)));
             }
-        }
-    }
-    // A file whose id was edited leaves its old point behind.
-    for (memory, _) in &to_embed {
-        let key = relative_key(store, &memory.path);
-        if let Some(old) = snapshot.files.get(&key) {
-            if old.id != memory.record.id && !seen_ids.contains_key(&old.id) {
-                stale_ids.push(old.id);
+            self.index.set_lexical(updates)?;
+            for (path, expected, _) in batch {
+                if let Some(entry) = snapshot.files.get_mut(path) {
+                    entry.key_context = expected.clone();
+                }
             }
+            snapshot.save(store.root())?;
         }
+        if rebuild_all {
+            snapshot.key_scheme = self.scheme_description.clone();
+            snapshot.save(store.root())?;
+        }
+        Ok(stale.len())
     }
-    index.delete(&stale_ids)?;
-    report.deleted = stale_ids.len();
-    if !gone.is_empty() || !stale_ids.is_empty() {
-        snapshot.save(store.root())?;
-    }
-
-    report.embedded = to_embed.len();
-    index_memories(
-        store, embedder, index, snapshot, &to_embed, batch_size, progress,
-    )?;
-    report.seconds = started.elapsed().as_secs_f64();
-    if report.embedded > 0 || report.deleted > 0 {
-        info!(
-            embedded = report.embedded,
-            deleted = report.deleted,
-            files = report.files,
-            "index synchronised with the files"
-        );
-    }
-    Ok(report)
 }
 
 /// What happened to one path the watcher reported.
@@ -315,76 +512,4 @@ pub enum PathChange {
     Removed,
     Unchanged,
     Ignored,
-}
-
-/// Brings the index in step with one file that may have been created, changed or removed.
-/// Paths that are not memory files (tombstones, temporary files, other folders) are ignored.
-pub fn sync_path(
-    store: &FileStore,
-    embedder: &Embedder,
-    index: &dyn VectorIndex,
-    snapshot: &mut Snapshot,
-    path: &Path,
-) -> Result<PathChange, EngineError> {
-    let Ok((location, _)) = store.locate(path) else {
-        return Ok(PathChange::Ignored);
-    };
-    if location.tombstone {
-        return Ok(PathChange::Ignored);
-    }
-    let key = relative_key(store, path);
-    let parsed = match std::fs::read(path) {
-        Ok(bytes) => {
-            let sha256 = sha256_hex(&bytes);
-            if snapshot.files.get(&key).is_some_and(|e| e.sha256 == sha256) {
-                return Ok(PathChange::Unchanged);
-            }
-            match store.parse(path, &bytes) {
-                Ok(memory) => Some((memory, sha256)),
-                Err(err) => {
-                    warn!("skipping {}: {err}", path.display());
-                    None
-                }
-            }
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(source) => {
-            return Err(EngineError::Io {
-                action: "cannot read",
-                path: path.to_owned(),
-                source,
-            })
-        }
-    };
-    let old = snapshot.files.remove(&key);
-    let new_id = parsed.as_ref().map(|(m, _)| m.record.id);
-    if let Some(old) = &old {
-        let still_used = snapshot.files.values().any(|e| e.id == old.id);
-        if Some(old.id) != new_id && !still_used {
-            index.delete(&[old.id])?;
-        }
-    }
-    match parsed {
-        Some(memory) => {
-            if let Some(other) = snapshot.files.iter().find(|(_, e)| Some(e.id) == new_id) {
-                warn!(
-                    "{} has the same id as {}; only the latter is searchable",
-                    path.display(),
-                    other.0
-                );
-                snapshot.save(store.root())?;
-                return Ok(PathChange::Ignored);
-            }
-            index_memories(store, embedder, index, snapshot, &[memory], 1, &mut |_| {})?;
-            Ok(PathChange::Indexed)
-        }
-        None => {
-            snapshot.save(store.root())?;
-            Ok(if old.is_some() {
-                PathChange::Removed
-            } else {
-                PathChange::Ignored
-            })
-        }
-    }
 }

@@ -22,7 +22,7 @@ fn conv() -> ConversationId {
 
 async fn contents(client: &MemoryClient, query: &str) -> Vec<String> {
     client
-        .search(query, &conv(), SearchOptions { top_k: 50 })
+        .search(query, &conv(), SearchOptions::top_k(50))
         .await
         .unwrap()
         .into_iter()
@@ -149,7 +149,7 @@ async fn follows_creates_edits_renames_and_deletes() {
             .search(
                 "ferry",
                 &ConversationId::new("trip").unwrap(),
-                SearchOptions { top_k: 5 },
+                SearchOptions::top_k(5),
             )
             .await
             .unwrap();

@@ -15,13 +15,17 @@ use parking_lot::Mutex;
 use qdrant_edge::{
     CountRequest, CreateIndex, Distance, EdgeConfig, EdgeShard, EdgeSparseVectorParams,
     EdgeVectorParams, FieldIndexOperations, Filter as EdgeFilter, JsonPath, Modifier,
-    PayloadFieldSchema, PayloadSchemaType, PointId, PointInsertOperations, PointOperations,
-    PointStruct, QueryEnum, QueryRequest, ScoringQuery, ScrollRequest, UpdateOperation,
-    VectorInternal, VectorStructInternal, Vectors, WalOptions, WithPayloadInterface, WithVector,
+    PayloadFieldSchema, PayloadSchemaType, PointId, PointIdsList, PointInsertOperations,
+    PointOperations, PointStruct, PointVectorsPersisted, QueryEnum, QueryRequest, ScoringQuery,
+    ScrollRequest, UpdateOperation, UpdateVectorsOp, VectorInternal, VectorOperations,
+    VectorPersisted, VectorStructInternal, VectorStructPersisted, Vectors, WalOptions,
+    WithPayloadInterface, WithVector,
 };
-use qdrant_edge::{NamedQuery, Payload as EdgePayload};
+use qdrant_edge::{NamedQuery, Payload as EdgePayload, Vector as EdgeVector};
 
-use crate::{Filter, Hit, IndexError, Payload, Point, Query, VectorIndex};
+use crate::{
+    Filter, Hit, IndexError, Payload, Point, Query, QueryVector, SparseVector, VectorIndex,
+};
 
 /// Name of the dense vector in the shard.
 pub const DENSE: &str = "dense";
@@ -127,8 +131,15 @@ impl EdgeIndex {
 
     /// Applies one update and flushes it to disk, under the writer lock.
     fn apply(&self, op: UpdateOperation) -> Result<(), IndexError> {
+        self.apply_all(vec![op])
+    }
+
+    /// Applies updates in order, then flushes once, under the writer lock.
+    fn apply_all(&self, ops: Vec<UpdateOperation>) -> Result<(), IndexError> {
         let _writer = self.writer.lock();
-        self.shard.update(op).map_err(backend)?;
+        for op in ops {
+            self.shard.update(op).map_err(backend)?;
+        }
         self.shard.flush();
         Ok(())
     }
@@ -178,6 +189,14 @@ fn edge_filter(filter: &Filter) -> Result<Option<EdgeFilter>, IndexError> {
         .map_err(|e| backend(format!("invalid filter: {e}")))
 }
 
+fn sparse_vector(v: SparseVector) -> Result<qdrant_edge::SparseVector, IndexError> {
+    qdrant_edge::SparseVector::new(v.indices, v.values).map_err(backend)
+}
+
+fn edge_sparse(v: SparseVector) -> Result<EdgeVector, IndexError> {
+    sparse_vector(v).map(EdgeVector::from)
+}
+
 fn point_id(id: MemoryId) -> PointId {
     PointId::Uuid(id.as_uuid())
 }
@@ -219,7 +238,11 @@ impl VectorIndex for EdgeIndex {
                     got: point.vector.len(),
                 });
             }
-            let vectors = Vectors::new_named([(DENSE, point.vector)]);
+            let mut named = vec![(DENSE, EdgeVector::new_dense(point.vector))];
+            if !point.lexical.is_empty() {
+                named.push((SPARSE, edge_sparse(point.lexical)?));
+            }
+            let vectors = Vectors::new_named(named);
             let payload = serde_json::Value::Object(point.payload);
             batch.push(PointStruct::new(point_id(point.id), vectors, payload).into());
         }
@@ -238,21 +261,59 @@ impl VectorIndex for EdgeIndex {
         ))
     }
 
-    fn query(&self, query: &Query) -> Result<Vec<Hit>, IndexError> {
-        if query.vector.len() != self.dimension {
-            return Err(IndexError::Dimension {
-                expected: self.dimension,
-                got: query.vector.len(),
-            });
+    fn set_lexical(&self, updates: Vec<(MemoryId, SparseVector)>) -> Result<(), IndexError> {
+        let (empty, set): (Vec<_>, Vec<_>) = updates.into_iter().partition(|(_, v)| v.is_empty());
+        let mut ops = Vec::new();
+        if !set.is_empty() {
+            let points = set
+                .into_iter()
+                .map(|(id, v)| {
+                    let sparse = VectorPersisted::Sparse(sparse_vector(v)?);
+                    Ok(PointVectorsPersisted {
+                        id: point_id(id),
+                        vector: VectorStructPersisted::Named([(SPARSE.to_owned(), sparse)].into()),
+                    })
+                })
+                .collect::<Result<Vec<_>, IndexError>>()?;
+            ops.push(UpdateOperation::VectorOperation(
+                VectorOperations::UpdateVectors(UpdateVectorsOp {
+                    points,
+                    update_filter: None,
+                }),
+            ));
         }
+        if !empty.is_empty() {
+            let points = empty.into_iter().map(|(id, _)| point_id(id)).collect();
+            ops.push(UpdateOperation::VectorOperation(
+                VectorOperations::DeleteVectors(PointIdsList { points }, vec![SPARSE.to_owned()]),
+            ));
+        }
+        if ops.is_empty() {
+            return Ok(());
+        }
+        self.apply_all(ops)
+    }
+
+    fn query(&self, query: &Query) -> Result<Vec<Hit>, IndexError> {
+        let (vector, using) = match &query.vector {
+            QueryVector::Dense(v) if v.len() != self.dimension => {
+                return Err(IndexError::Dimension {
+                    expected: self.dimension,
+                    got: v.len(),
+                })
+            }
+            QueryVector::Dense(v) => (VectorInternal::Dense(v.clone()), DENSE),
+            QueryVector::Lexical(v) if v.is_empty() => return Ok(Vec::new()),
+            QueryVector::Lexical(v) => (edge_sparse(v.clone())?.0, SPARSE),
+        };
         if query.limit == 0 {
             return Ok(Vec::new());
         }
         let request = QueryRequest {
             prefetches: Vec::new(),
             query: Some(ScoringQuery::Vector(QueryEnum::Nearest(NamedQuery {
-                query: VectorInternal::Dense(query.vector.clone()),
-                using: Some(DENSE.to_owned()),
+                query: vector,
+                using: Some(using.to_owned()),
             }))),
             filter: edge_filter(&query.filter)?,
             score_threshold: None,

@@ -7,6 +7,19 @@ pub enum Condition {
     Equals { key: String, value: Value },
     /// `key` equals one of `values`.
     AnyOf { key: String, values: Vec<Value> },
+    /// `key` lies in a range: numbers, or RFC 3339 times (then compared as times).
+    Range { key: String, bounds: Bounds },
+    /// At least one of these filters holds.
+    Either(Vec<Filter>),
+}
+
+/// Bounds of a [`Condition::Range`]; each is a number or an RFC 3339 string.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Bounds {
+    pub gt: Option<Value>,
+    pub gte: Option<Value>,
+    pub lt: Option<Value>,
+    pub lte: Option<Value>,
 }
 
 impl Condition {
@@ -27,11 +40,36 @@ impl Condition {
         }
     }
 
+    pub fn range(key: impl Into<String>, bounds: Bounds) -> Self {
+        Condition::Range {
+            key: key.into(),
+            bounds,
+        }
+    }
+
     /// The condition in Qdrant's JSON filter language.
     pub(crate) fn to_qdrant_json(&self) -> Value {
         match self {
             Condition::Equals { key, value } => json!({"key": key, "match": {"value": value}}),
             Condition::AnyOf { key, values } => json!({"key": key, "match": {"any": values}}),
+            Condition::Range { key, bounds } => {
+                let mut range = serde_json::Map::new();
+                for (op, bound) in [
+                    ("gt", &bounds.gt),
+                    ("gte", &bounds.gte),
+                    ("lt", &bounds.lt),
+                    ("lte", &bounds.lte),
+                ] {
+                    if let Some(bound) = bound {
+                        range.insert(op.to_owned(), bound.clone());
+                    }
+                }
+                json!({"key": key, "range": range})
+            }
+            Condition::Either(filters) => {
+                let any: Vec<Value> = filters.iter().map(Filter::to_qdrant_json).collect();
+                json!({"should": any})
+            }
         }
     }
 }
@@ -55,6 +93,13 @@ impl Filter {
 
     pub fn must_not(mut self, condition: Condition) -> Self {
         self.must_not.push(condition);
+        self
+    }
+
+    /// Both filters must hold.
+    pub fn and(mut self, other: Filter) -> Self {
+        self.must.extend(other.must);
+        self.must_not.extend(other.must_not);
         self
     }
 

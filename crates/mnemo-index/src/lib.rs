@@ -1,39 +1,78 @@
 //! The vector index: a rebuildable cache of the Markdown store, for fast filtered search.
 //!
 //! [`VectorIndex`] is the narrow interface the engine uses: upsert points (id, dense vector,
-//! payload mirroring the front matter), delete, filtered top-k that can return vectors,
-//! retrieve by id, count. [`EdgeIndex`] implements it in-process on `qdrant-edge`; a Qdrant
-//! server backend can implement the same trait.
+//! lexical sparse vector, payload mirroring the front matter), delete, filtered top-k by
+//! either vector that can return the dense vectors, retrieve by id, count. [`EdgeIndex`]
+//! implements it in-process on `qdrant-edge`; a Qdrant server backend can implement the same
+//! trait.
 //!
-//! [`Filter`] is mnemo's own small filter language (conjunctions of payload conditions), so the
-//! engine does not depend on any backend's types.
+//! Lexical search is BM25 split in two: [`LexicalEncoder`] turns text into term weights
+//! (tokenising, stemming, term-frequency saturation), and the index multiplies them by each
+//! term's inverse document frequency at query time, so IDF always reflects what the index
+//! holds now.
+//!
+//! [`Filter`] is mnemo's own small filter language (conjunctions of payload conditions, ranges
+//! and alternatives), so the engine does not depend on any backend's types.
 
 mod edge;
 mod filter;
+mod lexical;
 
 use mnemo_core::MemoryId;
 
 pub use edge::{EdgeIndex, EdgeIndexOptions};
-pub use filter::{Condition, Filter};
+pub use filter::{Bounds, Condition, Filter};
+pub use lexical::{LexicalEncoder, LexicalOptions};
 
 /// Payload stored with each point: JSON fields mirroring the memory's front matter.
 pub type Payload = serde_json::Map<String, serde_json::Value>;
+
+/// Term weights of a text: term ids (hashes) and their weights, ids ascending.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SparseVector {
+    pub indices: Vec<u32>,
+    pub values: Vec<f32>,
+}
+
+impl SparseVector {
+    pub fn is_empty(&self) -> bool {
+        self.indices.is_empty()
+    }
+}
 
 /// One memory as the index holds it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Point {
     pub id: MemoryId,
+    /// The dense embedding.
     pub vector: Vec<f32>,
+    /// Lexical term weights ([`LexicalEncoder::document`]); empty for a text of stop words.
+    pub lexical: SparseVector,
     pub payload: Payload,
 }
 
-/// A nearest-neighbour query.
+/// What a query ranks by.
+#[derive(Debug, Clone, PartialEq)]
+pub enum QueryVector {
+    /// Cosine similarity to this dense vector.
+    Dense(Vec<f32>),
+    /// BM25 score of these query terms ([`LexicalEncoder::query`]).
+    Lexical(SparseVector),
+}
+
+impl From<Vec<f32>> for QueryVector {
+    fn from(v: Vec<f32>) -> Self {
+        QueryVector::Dense(v)
+    }
+}
+
+/// A filtered top-k query.
 #[derive(Debug, Clone)]
 pub struct Query {
-    pub vector: Vec<f32>,
+    pub vector: QueryVector,
     pub filter: Filter,
     pub limit: usize,
-    /// Return each hit's stored vector (MMR needs them).
+    /// Return each hit's stored dense vector (MMR needs them).
     pub with_vectors: bool,
 }
 
@@ -41,7 +80,7 @@ pub struct Query {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Hit {
     pub id: MemoryId,
-    /// Cosine similarity to the query vector.
+    /// Cosine similarity to a dense query, or BM25 score for a lexical one.
     pub score: f32,
     pub payload: Payload,
     pub vector: Option<Vec<f32>>,
@@ -64,6 +103,10 @@ pub enum IndexError {
 pub trait VectorIndex: Send + Sync {
     fn upsert(&self, points: Vec<Point>) -> Result<(), IndexError>;
     fn delete(&self, ids: &[MemoryId]) -> Result<(), IndexError>;
+    /// Replaces the lexical vectors of existing points, keeping their dense vectors and
+    /// payloads (a memory's lexical key also holds its neighbours' words, which change
+    /// without the memory changing). An empty vector removes the point's lexical vector.
+    fn set_lexical(&self, updates: Vec<(MemoryId, SparseVector)>) -> Result<(), IndexError>;
     fn query(&self, query: &Query) -> Result<Vec<Hit>, IndexError>;
     fn retrieve(&self, ids: &[MemoryId], with_vectors: bool) -> Result<Vec<Hit>, IndexError>;
     fn count(&self, filter: &Filter) -> Result<usize, IndexError>;

@@ -1,7 +1,10 @@
 //! The embedded qdrant-edge index on a real directory.
 
 use mnemo_core::MemoryId;
-use mnemo_index::{Condition, EdgeIndex, EdgeIndexOptions, Filter, Point, Query, VectorIndex};
+use mnemo_index::{
+    Bounds, Condition, EdgeIndex, EdgeIndexOptions, Filter, LexicalEncoder, LexicalOptions, Point,
+    Query, QueryVector, SparseVector, VectorIndex,
+};
 use serde_json::json;
 
 const DIM: usize = 8;
@@ -20,6 +23,7 @@ fn point(conversation: &str, role: &str, axis: usize, tilt: f32) -> Point {
     Point {
         id: MemoryId::random(),
         vector: vector(axis, tilt),
+        lexical: SparseVector::default(),
         payload: payload.as_object().unwrap().clone(),
     }
 }
@@ -46,7 +50,7 @@ fn nearest_first_with_vectors_and_payload() {
     index.upsert(vec![far.clone(), near.clone()]).unwrap();
     let hits = index
         .query(&Query {
-            vector: vector(0, 0.0),
+            vector: vector(0, 0.0).into(),
             filter: Filter::all(),
             limit: 10,
             with_vectors: true,
@@ -78,7 +82,7 @@ fn filters_by_conversation_global_and_role() {
         .unwrap();
     let hits = index
         .query(&Query {
-            vector: vector(0, 0.0),
+            vector: vector(0, 0.0).into(),
             filter: scoped("a"),
             limit: 10,
             with_vectors: false,
@@ -133,4 +137,88 @@ fn wrong_dimensions_are_clear_errors() {
         .unwrap_err()
         .to_string()
         .contains("9 dimensions"));
+}
+
+fn lexical_point(lexical: &LexicalEncoder, conversation: &str, text: &str, n: i64) -> Point {
+    let payload =
+        json!({"conversation_id": conversation, "role": "memory", "content": text, "n": n});
+    Point {
+        id: MemoryId::random(),
+        vector: vector(0, 0.0),
+        lexical: lexical.document(text),
+        payload: payload.as_object().unwrap().clone(),
+    }
+}
+
+fn lexical_query(
+    index: &EdgeIndex,
+    lexical: &LexicalEncoder,
+    text: &str,
+    filter: Filter,
+) -> Vec<String> {
+    index
+        .query(&Query {
+            vector: QueryVector::Lexical(lexical.query(text)),
+            filter,
+            limit: 10,
+            with_vectors: false,
+        })
+        .unwrap()
+        .into_iter()
+        .map(|h| h.payload["content"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn lexical_search_weighs_rare_terms_by_idf() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = open(dir.path());
+    let lexical = LexicalEncoder::new(LexicalOptions::default()).unwrap();
+    let texts = [
+        "I went hiking with my dog",
+        "my dog loves the beach",
+        "my dog is called Miso",
+        "we went to Lisbon in May",
+        "nothing in common here",
+    ];
+    let points = texts
+        .iter()
+        .enumerate()
+        .map(|(i, t)| lexical_point(&lexical, "a", t, i as i64))
+        .collect();
+    index.upsert(points).unwrap();
+    // "dog" is in three memories, "hiking" in one: the rare term decides.
+    let hits = lexical_query(&index, &lexical, "hiking dogs", Filter::all());
+    assert_eq!(hits[0], texts[0]);
+    assert_eq!(hits.len(), 3, "only memories sharing a term: {hits:?}");
+    assert!(lexical_query(&index, &lexical, "unrelated words", Filter::all()).is_empty());
+    assert!(lexical_query(&index, &lexical, "the and of", Filter::all()).is_empty());
+}
+
+#[test]
+fn ranges_and_alternatives_filter_inside_the_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = open(dir.path());
+    let lexical = LexicalEncoder::new(LexicalOptions::default()).unwrap();
+    let points = (0..6)
+        .map(|n| lexical_point(&lexical, "a", &format!("dog number {n}"), n))
+        .collect();
+    index.upsert(points).unwrap();
+    let at_least_4 = Filter::all().must(Condition::range(
+        "n",
+        Bounds {
+            gte: Some(json!(4)),
+            ..Bounds::default()
+        },
+    ));
+    let mut hits = lexical_query(&index, &lexical, "dog", at_least_4);
+    hits.sort();
+    assert_eq!(hits, ["dog number 4", "dog number 5"]);
+    let zero_or_five = Filter::all().must(Condition::Either(vec![
+        Filter::all().must(Condition::equals("n", 0)),
+        Filter::all().must(Condition::equals("n", 5)),
+    ]));
+    let mut hits = lexical_query(&index, &lexical, "dog", zero_or_five);
+    hits.sort();
+    assert_eq!(hits, ["dog number 0", "dog number 5"]);
 }

@@ -1,0 +1,130 @@
+//! What the index embeds and tokenises for a memory: its *keys*.
+//!
+//! A memory is stored as written, but it is found through two derived texts:
+//! - the **dense key**, `Speaker: content` when the memory records who said it (metadata
+//!   `speaker`), else the content: embedded once, from the file alone;
+//! - the **lexical key**, `[8 May 2023] <previous turn> \n Speaker: content \n <next turn>`:
+//!   the date lets "what did I do in May?" match by words, and the neighbouring turns carry
+//!   the words of the exchange a turn belongs to (a question is often answered one turn later,
+//!   in words that only the question shares). Neighbours are the adjacent chat turns of the
+//!   same session (see [`crate::timeline`]), without their speaker names, which would only
+//!   dilute the match on the speaker's own name.
+//!
+//! On LoCoMo these keys lift BM25's evidence recall from 0.59 to 0.75 (docs/retrieval.md).
+//! Because the lexical key reads the neighbours, it is rebuilt when they change; the dense
+//! key never is.
+
+use mnemo_core::MemoryRecord;
+
+/// Metadata field naming who said a turn (from the OpenAI message's `name`, or set by hand).
+pub const SPEAKER_FIELD: &str = "speaker";
+
+/// How lexical keys are built; recorded in the snapshot so that a change rebuilds them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeyScheme {
+    /// Prefix the memory's date.
+    pub date: bool,
+    /// Add the neighbouring turns' words to a turn's key.
+    pub neighbours: bool,
+}
+
+impl KeyScheme {
+    /// A short description, stored in `memory_index.json`.
+    pub fn describe(&self, bm25: &str) -> String {
+        format!("date={} neighbours={} {bm25}", self.date, self.neighbours)
+    }
+}
+
+/// Who said a memory, if it records that.
+pub fn speaker(record: &MemoryRecord) -> Option<&str> {
+    record
+        .metadata
+        .get(SPEAKER_FIELD)
+        .and_then(|v| v.as_str())
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+}
+
+fn with_speaker(record: &MemoryRecord) -> String {
+    match speaker(record) {
+        Some(name) => format!("{name}: {}", record.content),
+        None => record.content.clone(),
+    }
+}
+
+/// The text the embedding model reads.
+pub fn dense_key(record: &MemoryRecord) -> String {
+    with_speaker(record)
+}
+
+/// The text BM25 reads; `previous` and `next` are the neighbouring turns' contents.
+pub fn lexical_key(
+    record: &MemoryRecord,
+    previous: Option<&str>,
+    next: Option<&str>,
+    scheme: KeyScheme,
+) -> String {
+    let mut key = String::new();
+    if scheme.date {
+        key.push_str(&record.created_at.format("[%-d %B %Y] ").to_string());
+    }
+    if let Some(previous) = previous.filter(|_| scheme.neighbours) {
+        key.push_str(previous);
+        key.push('\n');
+    }
+    key.push_str(&with_speaker(record));
+    if let Some(next) = next.filter(|_| scheme.neighbours) {
+        key.push('\n');
+        key.push_str(next);
+    }
+    key
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+    use mnemo_core::{ConversationId, Role};
+
+    fn turn(content: &str, speaker: Option<&str>) -> MemoryRecord {
+        let mut r = MemoryRecord::new(ConversationId::new("c").unwrap(), Role::User, content);
+        r.created_at = chrono::Utc.with_ymd_and_hms(2023, 5, 8, 13, 56, 0).unwrap();
+        if let Some(s) = speaker {
+            r.metadata.insert(SPEAKER_FIELD.into(), s.into());
+        }
+        r
+    }
+
+    const ALL: KeyScheme = KeyScheme {
+        date: true,
+        neighbours: true,
+    };
+
+    #[test]
+    fn the_lexical_key_frames_a_turn_with_its_date_and_neighbours() {
+        let r = turn("I went to a support group.", Some("Caroline"));
+        assert_eq!(
+            lexical_key(&r, Some("How was your week?"), Some("That's brave!"), ALL),
+            "[8 May 2023] How was your week?\nCaroline: I went to a support group.\nThat's brave!"
+        );
+        assert_eq!(
+            lexical_key(&r, None, None, ALL),
+            "[8 May 2023] Caroline: I went to a support group."
+        );
+        let bare = KeyScheme {
+            date: false,
+            neighbours: false,
+        };
+        assert_eq!(
+            lexical_key(&r, Some("x"), Some("y"), bare),
+            "Caroline: I went to a support group."
+        );
+    }
+
+    #[test]
+    fn the_dense_key_names_the_speaker_when_known() {
+        assert_eq!(dense_key(&turn("Hi", Some(" Mel "))), "Mel: Hi");
+        assert_eq!(dense_key(&turn("Hi", None)), "Hi");
+        assert_eq!(dense_key(&turn("Hi", Some(""))), "Hi");
+    }
+}

@@ -1,0 +1,258 @@
+//! The LoCoMo long-conversation benchmark, as `mnemo eval locomo` reads and scores it.
+//!
+//! Each conversation's turns become chat-turn memories of one mnemo conversation (speaker A
+//! as the user, speaker B as the assistant; the words, with a shared photo's caption
+//! appended; the speaker's name in metadata `speaker`, as a chat message's `name` would be;
+//! `created_at` is the session's date plus one second per turn, which keeps the turns in
+//! order). Questions of categories 1-4 are scored by which evidence turns
+//! (`dia_id`s) the search returns: R_all@k is the share of a question's evidence in the top k,
+//! R_any@k whether any of it is.
+
+use std::collections::{BTreeMap, HashSet};
+
+use anyhow::{anyhow, bail, Context};
+use chrono::{DateTime, Duration, NaiveDateTime, Utc};
+use mnemo_core::{ConversationId, MemoryRecord, Role};
+use serde::Serialize;
+use serde_json::Value;
+
+/// One conversation, ready to ingest and question.
+#[derive(Debug)]
+pub struct Sample {
+    pub conversation: ConversationId,
+    pub turns: Vec<MemoryRecord>,
+    pub questions: Vec<Question>,
+    /// When the last session took place: "now" for the questions.
+    pub last_session: DateTime<Utc>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Question {
+    pub text: String,
+    pub category: u8,
+    pub evidence: HashSet<String>,
+}
+
+/// Reads the benchmark file: a JSON list of samples.
+pub fn parse(json: &str) -> anyhow::Result<Vec<Sample>> {
+    let samples: Vec<Value> = serde_json::from_str(json).context("not a JSON list of samples")?;
+    samples
+        .iter()
+        .enumerate()
+        .map(|(i, s)| parse_sample(s).with_context(|| format!("sample {i}")))
+        .collect()
+}
+
+fn parse_sample(sample: &Value) -> anyhow::Result<Sample> {
+    let id = sample["sample_id"]
+        .as_str()
+        .ok_or_else(|| anyhow!("no sample_id"))?;
+    let conversation = ConversationId::new(&format!("locomo-{id}"))?;
+    let conv = sample["conversation"]
+        .as_object()
+        .ok_or_else(|| anyhow!("no conversation"))?;
+    let speaker_a = conv.get("speaker_a").and_then(Value::as_str).unwrap_or("");
+
+    // Sessions by number; the date keys alone do not mean a session exists.
+    let mut sessions: BTreeMap<u32, &Vec<Value>> = BTreeMap::new();
+    for (key, value) in conv {
+        let Some(n) = key.strip_prefix("session_").and_then(|n| n.parse().ok()) else {
+            continue;
+        };
+        if let Value::Array(turns) = value {
+            sessions.insert(n, turns);
+        }
+    }
+    let mut turns = Vec::new();
+    let mut last_session = None;
+    for (n, session) in sessions {
+        let raw_date = conv
+            .get(&format!("session_{n}_date_time"))
+            .and_then(Value::as_str)
+            .ok_or_else(|| anyhow!("session {n} has no date"))?;
+        let date = parse_date(raw_date)?;
+        last_session = last_session.max(Some(date));
+        for (i, turn) in session.iter().enumerate() {
+            let speaker = turn["speaker"].as_str().unwrap_or("someone");
+            let dia_id = turn["dia_id"]
+                .as_str()
+                .ok_or_else(|| anyhow!("a turn of session {n} has no dia_id"))?;
+            let role = if speaker == speaker_a {
+                Role::User
+            } else {
+                Role::Assistant
+            };
+            let mut record = MemoryRecord::new(conversation.clone(), role, turn_text(turn));
+            record.created_at = date + Duration::seconds(i as i64);
+            record.metadata.insert("dia_id".into(), Value::from(dia_id));
+            record.metadata.insert(
+                mnemo_engine::keys::SPEAKER_FIELD.into(),
+                Value::from(speaker),
+            );
+            turns.push(record);
+        }
+    }
+    let known: HashSet<&str> = turns
+        .iter()
+        .filter_map(|t| t.metadata["dia_id"].as_str())
+        .collect();
+    let questions = sample["qa"]
+        .as_array()
+        .map(|qa| {
+            qa.iter()
+                .filter_map(|q| parse_question(q, &known))
+                .collect()
+        })
+        .unwrap_or_default();
+    Ok(Sample {
+        conversation,
+        turns,
+        questions,
+        last_session: last_session.ok_or_else(|| anyhow!("no sessions"))?,
+    })
+}
+
+fn turn_text(turn: &Value) -> String {
+    let text = turn["text"].as_str().unwrap_or("").trim();
+    match turn["blip_caption"].as_str() {
+        Some(caption) if !caption.trim().is_empty() => {
+            format!("{text} [shares a photo: {}]", caption.trim())
+        }
+        _ => text.to_owned(),
+    }
+}
+
+/// Questions of categories 1-4 with at least one usable evidence id; category 5 (adversarial,
+/// unanswerable) is skipped. Malformed evidence lists ("D8:6; D9:17", "D30:05", a bare "D")
+/// are split on `;`, `,` and whitespace, and only ids of existing turns are kept.
+fn parse_question(qa: &Value, known: &HashSet<&str>) -> Option<Question> {
+    let category = qa["category"].as_u64()? as u8;
+    if !(1..=4).contains(&category) {
+        return None;
+    }
+    let evidence: HashSet<String> = qa["evidence"]
+        .as_array()?
+        .iter()
+        .filter_map(Value::as_str)
+        .flat_map(|e| e.split(|c: char| c == ';' || c == ',' || c.is_whitespace()))
+        .filter(|id| known.contains(id))
+        .map(str::to_owned)
+        .collect();
+    if evidence.is_empty() {
+        return None;
+    }
+    Some(Question {
+        text: qa["question"].as_str()?.to_owned(),
+        category,
+        evidence,
+    })
+}
+
+/// "1:56 pm on 8 May, 2023" (taken as UTC).
+fn parse_date(raw: &str) -> anyhow::Result<DateTime<Utc>> {
+    for format in ["%I:%M %p on %d %B, %Y", "%I:%M %p on %d %b, %Y"] {
+        if let Ok(t) = NaiveDateTime::parse_from_str(raw.trim(), format) {
+            return Ok(t.and_utc());
+        }
+    }
+    bail!("cannot read the session date {raw:?}")
+}
+
+/// Recall of one question's retrieved turns at each k.
+pub fn recall(evidence: &HashSet<String>, retrieved: &[String], k: usize) -> (f64, f64) {
+    let top: HashSet<&String> = retrieved.iter().take(k).collect();
+    let found = evidence.iter().filter(|e| top.contains(e)).count();
+    let all = found as f64 / evidence.len() as f64;
+    let any = if found > 0 { 1.0 } else { 0.0 };
+    (all, any)
+}
+
+/// Sums of R_all and R_any at each k, over some questions.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Tally {
+    pub questions: usize,
+    #[serde(skip)]
+    sums: BTreeMap<usize, (f64, f64)>,
+}
+
+impl Tally {
+    pub fn add(&mut self, evidence: &HashSet<String>, retrieved: &[String], ks: &[usize]) {
+        self.questions += 1;
+        for &k in ks {
+            let (all, any) = recall(evidence, retrieved, k);
+            let sum = self.sums.entry(k).or_default();
+            sum.0 += all;
+            sum.1 += any;
+        }
+    }
+
+    /// Mean R_all@k and R_any@k.
+    pub fn means(&self, k: usize) -> (f64, f64) {
+        let (all, any) = self.sums.get(&k).copied().unwrap_or_default();
+        let n = self.questions.max(1) as f64;
+        (all / n, any / n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn sample() -> Value {
+        json!([{
+            "sample_id": "conv-1",
+            "conversation": {
+                "speaker_a": "Ann", "speaker_b": "Bob",
+                "session_1_date_time": "1:56 pm on 8 May, 2023",
+                "session_1": [
+                    {"speaker": "Ann", "dia_id": "D1:1", "text": "I adopted a cat."},
+                    {"speaker": "Bob", "dia_id": "D1:2", "text": "Look!", "blip_caption": "a photo of a dog"}
+                ],
+                "session_2_date_time": "10:04 am on 22 June, 2023",
+                "session_3_date_time": "9:00 am on 1 July, 2023",
+                "session_2": [{"speaker": "Ann", "dia_id": "D2:1", "text": "Miso is fine."}]
+            },
+            "qa": [
+                {"question": "What did Ann adopt?", "category": 4, "evidence": ["D1:1"]},
+                {"question": "Pets?", "category": 1, "evidence": ["D1:1; D2:1", "D30:05", "D"]},
+                {"question": "Unanswerable", "category": 5, "evidence": ["D1:1"]},
+                {"question": "No evidence", "category": 2, "evidence": ["D9:9"]}
+            ]
+        }])
+    }
+
+    #[test]
+    fn turns_questions_and_dates_are_read() {
+        let samples = parse(&sample().to_string()).unwrap();
+        let s = &samples[0];
+        assert_eq!(s.conversation.as_str(), "locomo-conv-1");
+        assert_eq!(s.turns.len(), 3);
+        assert_eq!(s.turns[0].role, Role::User);
+        assert_eq!(s.turns[1].role, Role::Assistant);
+        assert_eq!(s.turns[0].content, "I adopted a cat.");
+        assert_eq!(s.turns[0].metadata["speaker"], "Ann");
+        assert_eq!(
+            s.turns[1].content,
+            "Look! [shares a photo: a photo of a dog]"
+        );
+        assert_eq!(
+            s.turns[1].created_at.to_rfc3339(),
+            "2023-05-08T13:56:01+00:00"
+        );
+        assert_eq!(s.last_session.to_rfc3339(), "2023-06-22T10:04:00+00:00");
+        assert_eq!(s.questions.len(), 2, "category 5 and evidence-less skipped");
+        let pets = &s.questions[1].evidence;
+        assert_eq!(pets.len(), 2);
+        assert!(pets.contains("D2:1"));
+    }
+
+    #[test]
+    fn recall_counts_evidence_in_the_top_k() {
+        let evidence: HashSet<String> = ["a", "b"].map(String::from).into();
+        let retrieved = ["x", "a", "y", "b"].map(String::from);
+        assert_eq!(recall(&evidence, &retrieved, 1), (0.0, 0.0));
+        assert_eq!(recall(&evidence, &retrieved, 2), (0.5, 1.0));
+        assert_eq!(recall(&evidence, &retrieved, 10), (1.0, 1.0));
+    }
+}
