@@ -88,7 +88,19 @@ pub struct SearchArgs {
     /// How many results [default: the config's default_top_k]
     #[arg(short = 'k', long)]
     top_k: Option<usize>,
-    /// Print results as JSON
+    /// Weight of recency, 0..1, for queries about the present [default: config]
+    #[arg(long)]
+    recency_weight: Option<f32>,
+    /// MMR trade-off, 1 = relevance only [default: config]
+    #[arg(long)]
+    mmr_lambda: Option<f32>,
+    /// Drop results whose relevance (0..1) is below this [default: config]
+    #[arg(long)]
+    threshold: Option<f32>,
+    /// Metadata filter as JSON, e.g. '{"topic": "food", "weight": {"gte": 3}}'
+    #[arg(long)]
+    filter: Option<String>,
+    /// Print results as JSON, with each stage's scores
     #[arg(long)]
     json: bool,
 }
@@ -192,7 +204,7 @@ pub async fn add(global: &GlobalArgs, args: AddArgs) -> CommandResult {
         // In chunks, printing each as soon as it is durable: a line on stdout is an
         // acknowledgement that the memory is on disk and in the index.
         for chunk in texts.chunks(ADD_CHUNK) {
-            let stored = client.add(chunk.to_vec(), &conv).await?;
+            let stored = client.add(chunk.to_vec(), &conv).await?.added;
             if !args.json {
                 for memory in &stored {
                     println!("{}  {}", memory.record.id, memory.path.display());
@@ -250,11 +262,23 @@ fn read_stdin() -> Result<String, Failure> {
 
 pub async fn search(global: &GlobalArgs, args: SearchArgs) -> CommandResult {
     let conv = conversation(&args.conversation)?;
+    let filter = args
+        .filter
+        .as_deref()
+        .map(serde_json::from_str::<serde_json::Value>)
+        .transpose()
+        .context("--filter is not JSON")
+        .map_err(Failure::invalid)?;
     let client = open_client(global).await?;
-    let top_k = args.top_k.unwrap_or(client.config().default_top_k);
-    let hits = client
-        .search(&args.query, &conv, SearchOptions::top_k(top_k))
-        .await?;
+    let options = SearchOptions {
+        top_k: args.top_k.unwrap_or(client.config().default_top_k),
+        recency_weight: args.recency_weight,
+        mmr_lambda: args.mmr_lambda,
+        score_threshold: args.threshold,
+        filter,
+        now: None,
+    };
+    let hits = client.search(&args.query, &conv, options).await?;
     if args.json {
         return print_json(&hits);
     }

@@ -40,13 +40,27 @@ pub struct Config {
     /// Texts per ONNX Runtime call when embedding many at once.
     pub embed_batch_size: usize,
     pub default_top_k: usize,
+    /// Facts and turns kept per conversation; beyond it the oldest are tombstoned.
     pub max_entries: usize,
     pub mmr_lambda: f32,
     pub recency_weight: f32,
     pub score_threshold: Option<f32>,
     pub enable_summarization: bool,
+    /// The upstream LLM (`http://host:port/v1`); unset: the local LLM.
     pub openai_base_url: Option<String>,
+    /// Bearer key for the upstream LLM (`MNEMO_OPENAI_API_KEY`).
+    pub openai_api_key: Option<String>,
+    /// Model mnemo's own calls (extraction, reconciliation, summary) ask the upstream for.
+    pub llm_model: String,
+    /// Seconds one upstream call may take.
+    pub llm_timeout_secs: u64,
+    /// GGUF of the local LLM, under `models_dir` (or a path); started when no upstream is set.
+    pub local_llm_model: PathBuf,
+    /// CPU threads of the local LLM.
+    pub local_llm_threads: usize,
     pub enable_git_versioning: bool,
+    pub git_author_name: String,
+    pub git_author_email: String,
     pub start_watcher: bool,
     /// How the read path finds and ranks memories (`[retrieval]` table).
     pub retrieval: RetrievalConfig,
@@ -128,7 +142,14 @@ impl Default for Config {
             score_threshold: None,
             enable_summarization: true,
             openai_base_url: None,
+            openai_api_key: None,
+            llm_model: LOCAL_LLM_ALIAS.into(),
+            llm_timeout_secs: 120,
+            local_llm_model: PathBuf::from("qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"),
+            local_llm_threads: 2,
             enable_git_versioning: true,
+            git_author_name: "mnemo".into(),
+            git_author_email: "mnemo@localhost".into(),
             start_watcher: true,
             retrieval: RetrievalConfig::default(),
         }
@@ -144,6 +165,9 @@ fn default_models_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../models")
 }
 
+/// The name the local LLM serves its model under.
+pub const LOCAL_LLM_ALIAS: &str = "qwen2.5-coder-1.5b-instruct";
+
 /// Keys whose environment values are taken verbatim as strings.
 const STRING_KEYS: &[&str] = &[
     "memory_path",
@@ -151,7 +175,15 @@ const STRING_KEYS: &[&str] = &[
     "embedding_model",
     "onnxruntime_library",
     "openai_base_url",
+    "openai_api_key",
+    "llm_model",
+    "local_llm_model",
+    "git_author_name",
+    "git_author_email",
 ];
+
+/// Optional keys: absent from the defaults, but settable.
+const OPTIONAL_KEYS: &[&str] = &["score_threshold", "openai_base_url", "openai_api_key"];
 
 /// Resolved on-disk locations of the models a [`Config`] names.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -159,6 +191,7 @@ pub struct ModelPaths {
     pub onnxruntime_library: PathBuf,
     pub embedding_model_dir: PathBuf,
     pub reranker_model_dir: PathBuf,
+    pub local_llm_model: PathBuf,
 }
 
 impl Config {
@@ -178,7 +211,7 @@ impl Config {
             };
             // Tables (`[retrieval]`) are set in the file only.
             let is_key = known.get(&key).is_some_and(|v| !v.is_table())
-                || matches!(key.as_str(), "score_threshold" | "openai_base_url");
+                || OPTIONAL_KEYS.contains(&key.as_str());
             if !is_key {
                 continue;
             }
@@ -193,17 +226,41 @@ impl Config {
             };
             table.insert(key, parsed);
         }
-        Config::deserialize(toml::Value::Table(table)).map_err(|e| match file {
+        let invalid = |message: String| match file {
             Some(path) => ConfigError::Parse {
                 path: path.to_owned(),
-                message: e.to_string(),
+                message,
             },
             None => ConfigError::Env {
                 var: "MNEMO_*".into(),
                 value: String::new(),
-                message: e.to_string(),
+                message,
             },
-        })
+        };
+        let config =
+            Config::deserialize(toml::Value::Table(table)).map_err(|e| invalid(e.to_string()))?;
+        config.check_ranges().map_err(invalid)?;
+        Ok(config)
+    }
+
+    /// Weights and thresholds must lie in 0..1.
+    fn check_ranges(&self) -> Result<(), String> {
+        let r = &self.retrieval;
+        let weights = [
+            ("mmr_lambda", Some(self.mmr_lambda)),
+            ("recency_weight", Some(self.recency_weight)),
+            ("score_threshold", self.score_threshold),
+            ("retrieval.lexical_weight", Some(r.lexical_weight)),
+        ];
+        for (name, value) in weights {
+            if let Some(v) = value.filter(|v| !(0.0..=1.0).contains(v)) {
+                return Err(format!("{name} must be between 0 and 1, got {v}"));
+            }
+        }
+        if !(r.neighbour_weight >= 0.0 && r.speaker_boost >= 0.0) {
+            return Err("retrieval weights must not be negative".into());
+        }
+        Ok(())
     }
 
     pub fn model_paths(&self) -> ModelPaths {
@@ -218,6 +275,7 @@ impl Config {
             onnxruntime_library: under_models(&self.onnxruntime_library),
             embedding_model_dir: under_models(Path::new(&self.embedding_model)),
             reranker_model_dir: under_models(Path::new(&self.retrieval.reranker_model)),
+            local_llm_model: under_models(&self.local_llm_model),
         }
     }
 }
@@ -292,6 +350,14 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("MNEMO_DEFAULT_TOP_K"), "{err}");
+
+        let err = Config::load(None, env(&[("MNEMO_RECENCY_WEIGHT", "1.5")]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("recency_weight must be between 0 and 1"),
+            "{err}"
+        );
     }
 
     #[test]

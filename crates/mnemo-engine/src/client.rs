@@ -1,14 +1,17 @@
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::fs::File;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, RwLock};
 
 use chrono::Utc;
-use mnemo_core::{Config, ConversationId, MemoryId, MemoryRecord, Role};
+use mnemo_core::{Config, ConversationId, MemoryId, MemoryRecord};
 use mnemo_embed::{Embedder, EmbedderConfig, Reranker, RerankerConfig};
+use mnemo_git::{GitConfig, Versioning};
 use mnemo_index::{EdgeIndex, EdgeIndexOptions, LexicalEncoder, LexicalOptions, VectorIndex};
+use mnemo_llm::{LlmClient, LlmConfig};
 use mnemo_store::{FileStore, StoredMemory};
 use serde::Serialize;
+use tokio_util::task::TaskTracker;
 use tracing::info;
 
 use crate::keys::KeyScheme;
@@ -49,23 +52,31 @@ pub struct Consistency {
 /// The memory engine as a library: cheap to clone, safe to share between tasks.
 #[derive(Clone)]
 pub struct MemoryClient {
-    inner: Arc<Inner>,
+    pub(crate) inner: Arc<Inner>,
 }
 
 pub(crate) struct Inner {
-    config: Config,
+    pub(crate) config: Config,
     pub(crate) store: FileStore,
-    embedder: Embedder,
+    pub(crate) embedder: Embedder,
     lexical: LexicalEncoder,
     /// The cross-encoder, when one is installed.
     reranker: Option<Reranker>,
-    index: EdgeIndex,
+    pub(crate) index: EdgeIndex,
+    /// The upstream LLM, when one is configured.
+    pub(crate) llm: Option<LlmClient>,
+    /// Git versioning of the store, when enabled.
+    pub(crate) git: Option<Versioning>,
     /// Held for the client's life: one process owns an index at a time.
     _lock: File,
     /// Guards every write to the index together with the snapshot that describes it.
-    snapshot: Mutex<Snapshot>,
+    pub(crate) snapshot: Mutex<Snapshot>,
     /// Turn order, rebuilt after writes; searches read it without waiting for writers.
     timeline: RwLock<Arc<Timeline>>,
+    /// One lock per conversation: its write path runs one pass at a time.
+    pub(crate) conversation_locks: Mutex<HashMap<ConversationId, Arc<tokio::sync::Mutex<()>>>>,
+    /// Write-path passes running in the background (waited for on shutdown).
+    pub(crate) background: TaskTracker,
     startup_sync: SyncReport,
 }
 
@@ -115,6 +126,16 @@ impl MemoryClient {
         };
         let startup_sync = indexer.sync(&mut snapshot, &mut report_progress)?;
         let timeline = Timeline::build(&snapshot);
+        let llm = upstream(&config)?;
+        let git = if config.enable_git_versioning {
+            let author = GitConfig {
+                author_name: config.git_author_name.clone(),
+                author_email: config.git_author_email.clone(),
+            };
+            Some(Versioning::open(store.root(), author)?)
+        } else {
+            None
+        };
         Ok(Self {
             inner: Arc::new(Inner {
                 config,
@@ -123,9 +144,13 @@ impl MemoryClient {
                 lexical,
                 reranker,
                 index,
+                llm,
+                git,
                 _lock: lock,
                 snapshot: Mutex::new(snapshot),
                 timeline: RwLock::new(Arc::new(timeline)),
+                conversation_locks: Mutex::new(HashMap::new()),
+                background: TaskTracker::new(),
                 startup_sync,
             }),
         })
@@ -174,28 +199,8 @@ impl MemoryClient {
         watcher::start(self.inner.clone())
     }
 
-    /// Stores each text as a fact of `conversation`, verbatim, and indexes it.
-    /// Returns when every fact is on disk and searchable.
-    pub async fn add(
-        &self,
-        texts: Vec<String>,
-        conversation: &ConversationId,
-    ) -> Result<Vec<StoredMemory>, EngineError> {
-        let records = texts
-            .into_iter()
-            .map(|text| {
-                let text = text.trim().to_owned();
-                if text.is_empty() {
-                    Err(EngineError::InvalidInput("a memory's text is empty".into()))
-                } else {
-                    Ok(MemoryRecord::new(conversation.clone(), Role::Memory, text))
-                }
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        self.add_records(records).await
-    }
-
-    /// Writes fully formed records (any role, any time) and indexes them.
+    /// Writes fully formed records (any role, any time) and indexes them, as they are: no
+    /// reconciliation, summary or commit (see [`MemoryClient::add`] for that).
     pub async fn add_records(
         &self,
         records: Vec<MemoryRecord>,
@@ -236,6 +241,39 @@ impl MemoryClient {
 }
 
 impl Inner {
+    /// Soft-deletes memory files (moving them under `deleted/`, marked with `replaced_by`
+    /// where given) and takes them out of the index. Files already gone are skipped.
+    pub(crate) fn tombstone(
+        &self,
+        files: &[(PathBuf, Option<MemoryId>)],
+    ) -> Result<Vec<PathBuf>, EngineError> {
+        if files.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut snapshot = self.snapshot.lock().unwrap_or_else(|p| p.into_inner());
+        let mut tombstones = Vec::new();
+        let mut ids = Vec::new();
+        let result = (|| {
+            for (path, replaced_by) in files {
+                if !path.is_file() {
+                    continue;
+                }
+                let id = self.store.read(path)?.record.id;
+                tombstones.push(self.store.soft_delete(path, *replaced_by)?);
+                snapshot
+                    .files
+                    .remove(&sync::relative_key(&self.store, path));
+                ids.push(id);
+            }
+            self.index.delete(&ids)?;
+            snapshot.save(self.store.root())?;
+            self.indexer().refresh_keys(&mut snapshot)?;
+            Ok(())
+        })();
+        self.refresh_timeline(&snapshot);
+        result.map(|()| tombstones)
+    }
+
     fn indexer(&self) -> Indexer<'_> {
         let (scheme, scheme_description) = key_scheme(&self.config);
         Indexer {
@@ -261,7 +299,10 @@ impl Inner {
         }
     }
 
-    fn add_records(&self, records: Vec<MemoryRecord>) -> Result<Vec<StoredMemory>, EngineError> {
+    pub(crate) fn add_records(
+        &self,
+        records: Vec<MemoryRecord>,
+    ) -> Result<Vec<StoredMemory>, EngineError> {
         // Held from the first file write, so the watcher sees these files only once they are
         // recorded in the snapshot, and does not index them a second time.
         let mut snapshot = self.snapshot.lock().unwrap_or_else(|p| p.into_inner());
@@ -323,6 +364,7 @@ impl Inner {
         conversation: &ConversationId,
         options: &SearchOptions,
     ) -> Result<Vec<SearchHit>, EngineError> {
+        options.validate()?;
         if options.top_k == 0 || query.trim().is_empty() {
             return Ok(Vec::new());
         }
@@ -362,14 +404,9 @@ impl Inner {
             weight = 0.0;
         }
         let now = options.now.unwrap_or_else(Utc::now);
-        retrieval::blend_recency(&mut candidates, weight.clamp(0.0, 1.0), now);
+        retrieval::blend_recency(&mut candidates, weight, now);
         let lambda = options.mmr_lambda.unwrap_or(self.config.mmr_lambda);
-        let chosen = retrieval::mmr(
-            candidates,
-            lambda.clamp(0.0, 1.0),
-            options.top_k,
-            tuning.mmr_pool,
-        );
+        let chosen = retrieval::mmr(candidates, lambda, options.top_k, tuning.mmr_pool);
         Ok(chosen.into_iter().map(|c| self.search_hit(c)).collect())
     }
 
@@ -513,7 +550,18 @@ fn lock_index(index_dir: &std::path::Path) -> Result<File, EngineError> {
     }
 }
 
-async fn blocking<T: Send + 'static>(
+/// The upstream LLM named by the configuration, if any.
+fn upstream(config: &Config) -> Result<Option<LlmClient>, EngineError> {
+    let Some(base_url) = &config.openai_base_url else {
+        return Ok(None);
+    };
+    let mut llm = LlmConfig::new(base_url.clone(), config.llm_model.clone())?;
+    llm.api_key = config.openai_api_key.clone();
+    llm.request_timeout = std::time::Duration::from_secs(config.llm_timeout_secs.max(1));
+    Ok(Some(LlmClient::new(llm)?))
+}
+
+pub(crate) async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, EngineError> + Send + 'static,
 ) -> Result<T, EngineError> {
     tokio::task::spawn_blocking(f)

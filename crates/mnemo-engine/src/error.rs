@@ -10,6 +10,12 @@ pub enum EngineError {
     Index(#[from] mnemo_index::IndexError),
     #[error("{0}")]
     InvalidInput(String),
+    #[error("upstream LLM: {0}")]
+    Llm(#[from] mnemo_llm::LlmError),
+    #[error("no upstream LLM is configured (set openai_base_url, or run with the local LLM)")]
+    NoUpstream,
+    #[error(transparent)]
+    Git(#[from] mnemo_git::GitError),
     #[error("{path} is in use by another mnemo process")]
     Locked { path: PathBuf },
     #[error("{action} {path}: {source}")]

@@ -51,6 +51,19 @@ impl SearchOptions {
             ..Self::default()
         }
     }
+
+    /// Refuses weights outside 0..1 rather than guessing what was meant.
+    pub fn validate(&self) -> Result<(), crate::EngineError> {
+        let unit = |name: &str, v: Option<f32>| match v {
+            Some(v) if !(0.0..=1.0).contains(&v) => Err(crate::EngineError::InvalidInput(format!(
+                "{name} must be between 0 and 1, got {v}"
+            ))),
+            _ => Ok(()),
+        };
+        unit("recency_weight", self.recency_weight)?;
+        unit("mmr_lambda", self.mmr_lambda)?;
+        unit("score_threshold", self.score_threshold)
+    }
 }
 
 /// What each stage thought of a result.
@@ -403,7 +416,9 @@ pub(crate) fn blend_recency(candidates: &mut [Candidate], weight: f32, now: Date
         c.scores.recency = recency(c.created_at(), now);
         c.scores.combined = (1.0 - weight) * c.relevance + weight * c.scores.recency;
     }
-    candidates.sort_by(|a, b| b.scores.combined.total_cmp(&a.scores.combined));
+    candidates.sort_by(|a, b| {
+        (b.scores.combined.total_cmp(&a.scores.combined)).then(a.hit.id.cmp(&b.hit.id))
+    });
 }
 
 /// Maximal marginal relevance over the best `pool` candidates: repeatedly takes the one
@@ -416,7 +431,9 @@ pub(crate) fn mmr(
     k: usize,
     pool: usize,
 ) -> Vec<Candidate> {
-    candidates.sort_by(|a, b| b.scores.combined.total_cmp(&a.scores.combined));
+    candidates.sort_by(|a, b| {
+        (b.scores.combined.total_cmp(&a.scores.combined)).then(a.hit.id.cmp(&b.hit.id))
+    });
     candidates.truncate(pool.max(k));
     let best = candidates.first().map_or(0.0, |c| c.scores.combined);
     let worst = candidates.last().map_or(0.0, |c| c.scores.combined);
@@ -460,8 +477,9 @@ pub(crate) fn mmr(
     chosen
 }
 
+/// Best first; ties in id order, so that equal stores give equal answers.
 fn sort_by_relevance(candidates: &mut [Candidate]) {
-    candidates.sort_by(|a, b| b.relevance.total_cmp(&a.relevance));
+    candidates.sort_by(|a, b| (b.relevance.total_cmp(&a.relevance)).then(a.hit.id.cmp(&b.hit.id)));
 }
 
 #[cfg(test)]

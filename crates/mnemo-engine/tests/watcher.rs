@@ -193,7 +193,8 @@ async fn bulk_changes_and_the_engine_s_own_writes() {
     let added = client
         .add(vec!["My locker code is 4711.".into()], &conv())
         .await
-        .unwrap();
+        .unwrap()
+        .added;
     tokio::time::sleep(Duration::from_millis(500)).await;
     let hits = contents(&client, "locker code").await;
     assert_eq!(

@@ -29,5 +29,7 @@ mod sse;
 pub use client::{end_to_end_headers, ByteStream, ChatStream, LlmClient};
 pub use config::LlmConfig;
 pub use error::LlmError;
+/// The `http` types of this crate's API (headers, methods, status codes).
+pub use http;
 pub use json::{extract_json, ChatMessage, JsonSchema};
 pub use sse::{DeltaAccumulator, SseEvent, SseParser};

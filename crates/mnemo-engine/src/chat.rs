@@ -1,0 +1,390 @@
+//! A chat completion through memory: what `POST /v1/chat/completions` does.
+//!
+//! 1. The `memory_*` fields are taken out of the request ([`take_memory_fields`]); everything
+//!    else goes upstream untouched.
+//! 2. The memories of the conversation (and `global`) that answer the latest user message are
+//!    retrieved and injected with the rolling summary ([`crate::inject`]).
+//! 3. The user's message is written to disk as a turn — before anything is forwarded.
+//! 4. The request goes to the upstream LLM, streamed or not.
+//! 5. When the answer is complete, the assistant's turn is written and the write path
+//!    ([`crate::write`]) runs in the background, one pass at a time per conversation.
+//!
+//! A client that disconnects in the middle of a stream stops mnemo reading the upstream; the
+//! part of the answer received so far is stored as the assistant's turn, marked
+//! `incomplete: true`, and the write path still runs for the user's message.
+
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use futures_util::Stream;
+use mnemo_core::{ConversationId, MemoryRecord, Role};
+use mnemo_llm::{ByteStream, DeltaAccumulator, LlmError};
+use mnemo_store::StoredMemory;
+use serde_json::{json, Map, Value};
+use tracing::warn;
+
+use crate::{inject, EngineError, MemoryClient, SearchHit, SearchOptions};
+
+/// Largest `memory_top_k` a request may ask for.
+pub const MAX_TOP_K: i64 = 100;
+
+/// The memory settings of one chat request.
+#[derive(Debug, Clone)]
+pub struct MemoryFields {
+    pub conversation: ConversationId,
+    /// Memories to inject; 0 turns retrieval off.
+    pub top_k: usize,
+    pub search: SearchOptions,
+}
+
+const KNOWN_FIELDS: [&str; 5] = [
+    "memory_id",
+    "memory_top_k",
+    "memory_recency_weight",
+    "memory_score_threshold",
+    "memory_filter",
+];
+
+/// Takes the `memory_*` fields out of `body` and checks them. An unknown `memory_*` field is
+/// an error (a typo would otherwise silently do nothing); other fields are the upstream's.
+pub fn take_memory_fields(
+    body: &mut Map<String, Value>,
+    default_top_k: usize,
+) -> Result<MemoryFields, EngineError> {
+    let invalid = |m: String| EngineError::InvalidInput(m);
+    let names: Vec<String> = body
+        .keys()
+        .filter(|k| k.starts_with("memory_"))
+        .cloned()
+        .collect();
+    let mut fields = Map::new();
+    for name in names {
+        if !KNOWN_FIELDS.contains(&name.as_str()) {
+            return Err(invalid(format!(
+                "unknown field {name:?}; mnemo understands {}",
+                KNOWN_FIELDS.join(", ")
+            )));
+        }
+        if let Some(value) = body.remove(&name) {
+            fields.insert(name, value);
+        }
+    }
+    let conversation = match fields.get("memory_id") {
+        None | Some(Value::Null) => ConversationId::default_conversation(),
+        Some(Value::String(id)) => {
+            ConversationId::new(id).map_err(|e| invalid(format!("memory_id: {e}")))?
+        }
+        Some(other) => return Err(invalid(format!("memory_id must be a string, not {other}"))),
+    };
+    let top_k = match fields.get("memory_top_k") {
+        None | Some(Value::Null) => default_top_k,
+        Some(v) => match v.as_i64() {
+            Some(k) if k > MAX_TOP_K => {
+                return Err(invalid(format!(
+                    "memory_top_k may be at most {MAX_TOP_K}, got {k}"
+                )))
+            }
+            Some(k) => k.max(0) as usize,
+            None => return Err(invalid(format!("memory_top_k must be an integer, not {v}"))),
+        },
+    };
+    let number = |name: &str| -> Result<Option<f32>, EngineError> {
+        match fields.get(name) {
+            None | Some(Value::Null) => Ok(None),
+            Some(v) => v
+                .as_f64()
+                .map(|x| Some(x as f32))
+                .ok_or_else(|| invalid(format!("{name} must be a number, not {v}"))),
+        }
+    };
+    let search = SearchOptions {
+        top_k,
+        recency_weight: number("memory_recency_weight")?,
+        score_threshold: number("memory_score_threshold")?,
+        filter: fields
+            .get("memory_filter")
+            .filter(|v| !v.is_null())
+            .cloned(),
+        ..SearchOptions::default()
+    };
+    search
+        .validate()
+        .map_err(|e| invalid(format!("memory_{e}")))?;
+    Ok(MemoryFields {
+        conversation,
+        top_k,
+        search,
+    })
+}
+
+/// A chat request made ready for the upstream: memories injected, the user's turn on disk.
+#[derive(Debug)]
+pub struct PreparedChat {
+    pub conversation: ConversationId,
+    /// The request to send upstream.
+    pub body: Value,
+    /// The memories injected, best first.
+    pub hits: Vec<SearchHit>,
+    pub user_turn: Option<StoredMemory>,
+    pub stream: bool,
+}
+
+/// A streamed answer: the upstream's status and headers, and its body passed through chunk
+/// by chunk while the assistant's words are collected for its turn.
+pub struct ChatStreamReply {
+    pub status: u16,
+    pub headers: mnemo_llm::http::HeaderMap,
+    pub hits: Vec<SearchHit>,
+    pub body: ByteStream,
+}
+
+impl MemoryClient {
+    /// Steps 1-3: memory fields out, memories in, the user's turn written.
+    pub async fn prepare_chat(&self, body: Value) -> Result<PreparedChat, EngineError> {
+        let Value::Object(mut body) = body else {
+            return Err(EngineError::InvalidInput(
+                "the request body must be a JSON object".into(),
+            ));
+        };
+        if !body.get("messages").is_some_and(Value::is_array) {
+            return Err(EngineError::InvalidInput(
+                "\"messages\" must be a list of chat messages".into(),
+            ));
+        }
+        let fields = take_memory_fields(&mut body, self.config().default_top_k)?;
+        let body = Value::Object(body);
+        let stream = body["stream"].as_bool().unwrap_or(false);
+        let user_text = inject::last_user_text(&body).filter(|t| !t.trim().is_empty());
+
+        let hits = match &user_text {
+            Some(text) if fields.top_k > 0 => {
+                self.search(text, &fields.conversation, fields.search.clone())
+                    .await?
+            }
+            _ => Vec::new(),
+        };
+        let summary = {
+            let inner = self.inner.clone();
+            let conversation = fields.conversation.clone();
+            crate::client::blocking(move || Ok(inner.summary(&conversation))).await?
+        };
+        let body = inject::inject(&body, summary.as_deref(), &hits).unwrap_or(body);
+
+        let user_turn = match user_text {
+            Some(text) => {
+                let mut record = MemoryRecord::new(fields.conversation.clone(), Role::User, text);
+                if let Some(name) = last_user_name(&body) {
+                    record
+                        .metadata
+                        .insert(crate::keys::SPEAKER_FIELD.into(), name.into());
+                }
+                self.add_records(vec![record]).await?.pop()
+            }
+            None => None,
+        };
+        Ok(PreparedChat {
+            conversation: fields.conversation,
+            body,
+            hits,
+            user_turn,
+            stream,
+        })
+    }
+
+    /// A non-streamed chat completion through memory. The upstream's answer comes back as it
+    /// was, plus `memory_hits`: the memories that were injected.
+    pub async fn chat(&self, body: Value) -> Result<Value, EngineError> {
+        let prepared = self.prepare_chat(body).await?;
+        let llm = self.inner.llm.as_ref().ok_or(EngineError::NoUpstream)?;
+        let mut answer = llm.chat(&prepared.body).await?;
+        let text = answer["choices"][0]["message"]["content"]
+            .as_str()
+            .map(str::to_owned);
+        if let Value::Object(map) = &mut answer {
+            map.insert("memory_hits".into(), hits_json(&prepared.hits));
+        }
+        self.finish_turn(prepared.conversation, prepared.user_turn, text, false);
+        Ok(answer)
+    }
+
+    /// A streamed chat completion through memory.
+    pub async fn chat_stream(&self, body: Value) -> Result<ChatStreamReply, EngineError> {
+        let prepared = self.prepare_chat(body).await?;
+        let llm = self.inner.llm.as_ref().ok_or(EngineError::NoUpstream)?;
+        let upstream = llm.chat_stream(&prepared.body).await?;
+        let recorder = RecordingStream {
+            inner: upstream.body,
+            words: DeltaAccumulator::new(),
+            finish: Some(TurnEnd {
+                client: self.clone(),
+                conversation: prepared.conversation,
+                user_turn: prepared.user_turn,
+            }),
+        };
+        Ok(ChatStreamReply {
+            status: upstream.status.as_u16(),
+            headers: upstream.headers,
+            hits: prepared.hits,
+            body: Box::pin(recorder),
+        })
+    }
+
+    /// Step 5, in the background: the assistant's turn, then the write path.
+    fn finish_turn(
+        &self,
+        conversation: ConversationId,
+        user_turn: Option<StoredMemory>,
+        assistant_text: Option<String>,
+        incomplete: bool,
+    ) {
+        let client = self.clone();
+        self.inner.background.spawn(async move {
+            let mut turns = usize::from(user_turn.is_some());
+            if let Some(text) = assistant_text.filter(|t| !t.trim().is_empty()) {
+                let mut record = MemoryRecord::new(conversation.clone(), Role::Assistant, text);
+                if incomplete {
+                    record.metadata.insert("incomplete".into(), true.into());
+                }
+                match client.add_records(vec![record]).await {
+                    Ok(_) => turns += 1,
+                    Err(e) => warn!(conversation = %conversation, "cannot store the assistant's turn: {e}"),
+                }
+            }
+            if let Err(e) = client
+                .learn_from_turn(&conversation, user_turn.as_ref(), turns)
+                .await
+            {
+                warn!(conversation = %conversation, "the write path failed: {e}");
+            }
+        });
+    }
+}
+
+/// The name the last user message gives its author, if any (OpenAI's `name` field).
+fn last_user_name(body: &Value) -> Option<String> {
+    body["messages"]
+        .as_array()?
+        .iter()
+        .rev()
+        .find(|m| m["role"] == "user")?
+        .get("name")?
+        .as_str()
+        .map(str::trim)
+        .filter(|n| !n.is_empty())
+        .map(str::to_owned)
+}
+
+/// The injected memories, as a response's `memory_hits`.
+pub fn hits_json(hits: &[SearchHit]) -> Value {
+    Value::Array(
+        hits.iter()
+            .map(|h| {
+                json!({
+                    "id": h.id,
+                    "conversation_id": h.conversation_id,
+                    "role": h.role,
+                    "content": h.content,
+                    "created_at": h.created_at,
+                    "score": h.score,
+                })
+            })
+            .collect(),
+    )
+}
+
+/// What to do when a stream ends, however it ends.
+struct TurnEnd {
+    client: MemoryClient,
+    conversation: ConversationId,
+    user_turn: Option<StoredMemory>,
+}
+
+/// The upstream's stream, passed through while the assistant's words are collected.
+struct RecordingStream {
+    inner: ByteStream,
+    words: DeltaAccumulator,
+    finish: Option<TurnEnd>,
+}
+
+impl RecordingStream {
+    fn end(&mut self, complete: bool) {
+        if let Some(end) = self.finish.take() {
+            let text = self.words.text().to_owned();
+            end.client
+                .finish_turn(end.conversation, end.user_turn, Some(text), !complete);
+        }
+    }
+}
+
+impl Stream for RecordingStream {
+    type Item = Result<Bytes, LlmError>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let polled = self.inner.as_mut().poll_next(cx);
+        match &polled {
+            Poll::Ready(Some(Ok(bytes))) => self.words.feed(bytes),
+            Poll::Ready(None) => {
+                let complete = self.words.is_complete();
+                self.end(complete);
+            }
+            Poll::Ready(Some(Err(_))) => self.end(false),
+            Poll::Pending => {}
+        }
+        polled
+    }
+}
+
+impl Drop for RecordingStream {
+    /// The client went away before the end: keep what was said so far.
+    fn drop(&mut self) {
+        self.end(false);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn body(v: Value) -> Map<String, Value> {
+        v.as_object().unwrap().clone()
+    }
+
+    #[test]
+    fn memory_fields_are_taken_out_and_checked() {
+        let mut b = body(json!({
+            "model": "m", "messages": [], "temperature": 0.1,
+            "memory_id": "trip", "memory_top_k": 3, "memory_recency_weight": 0.5,
+            "memory_filter": {"topic": "food"}
+        }));
+        let f = take_memory_fields(&mut b, 5).unwrap();
+        assert_eq!(f.conversation.as_str(), "trip");
+        assert_eq!(f.top_k, 3);
+        assert_eq!(f.search.recency_weight, Some(0.5));
+        assert!(f.search.filter.is_some());
+        assert_eq!(b.len(), 3, "only the upstream's fields are left: {b:?}");
+
+        let mut b = body(json!({"messages": [], "memory_top_k": -1}));
+        assert_eq!(take_memory_fields(&mut b, 5).unwrap().top_k, 0);
+        let mut b = body(json!({"messages": []}));
+        let f = take_memory_fields(&mut b, 5).unwrap();
+        assert_eq!((f.conversation.as_str(), f.top_k), ("default", 5));
+    }
+
+    #[test]
+    fn bad_memory_fields_say_what_is_wrong() {
+        for (fields, expected) in [
+            (json!({"memory_id": "../etc"}), "memory_id"),
+            (json!({"memory_id": 7}), "must be a string"),
+            (json!({"memory_top_k": "five"}), "must be an integer"),
+            (json!({"memory_top_k": 1000}), "at most 100"),
+            (json!({"memory_recency_weight": 2}), "between 0 and 1"),
+            (json!({"memory_topk": 3}), "unknown field \"memory_topk\""),
+        ] {
+            let mut b = body(fields.clone());
+            let err = take_memory_fields(&mut b, 5).unwrap_err();
+            assert!(err.is_invalid_input(), "{fields}");
+            assert!(err.to_string().contains(expected), "{fields}: {err}");
+        }
+    }
+}

@@ -1,0 +1,295 @@
+//! What mnemo asks the LLM, and how it checks the answers.
+//!
+//! Every call asks for JSON under a schema ([`JsonSchema`]) and every answer is validated
+//! here before the engine acts on it: a small local model does produce the odd invented id or
+//! empty string, and the write path must never act on those.
+
+use mnemo_llm::{ChatMessage, JsonSchema};
+use serde::Deserialize;
+use serde_json::json;
+
+/// At most this many facts come out of one message.
+pub const MAX_FACTS: usize = 3;
+/// Longer "facts" are not facts; they are cut here.
+const MAX_FACT_CHARS: usize = 400;
+
+const EXTRACTION_PROMPT: &str = r#"You extract durable facts about the user from the user's latest message, for a long-term memory.
+
+Return JSON: {"facts": [ ... ]} with at most 3 facts. Each fact is one short, standalone sentence in the third person that makes sense without the conversation, e.g. "The user's wife is Anne." or "The user dislikes pizza."
+
+Only keep what the user states about themselves, their life, preferences, plans, health, work, and the people, pets and things around them. Questions, greetings, thanks, small talk, requests for help, and anything about the assistant give no facts: return {"facts": []}.
+
+Examples:
+"Hi! How are you today?" -> {"facts": []}
+"Can you recommend a good book?" -> {"facts": []}
+"My wife Anne and I just moved to Lyon." -> {"facts": ["The user's wife is Anne.", "The user moved to Lyon."]}
+"I'm vegetarian, so no meat please." -> {"facts": ["The user is vegetarian."]}"#;
+
+const RECONCILE_PROMPT: &str = r#"You maintain a long-term memory of facts about a user. You get the EXISTING memories (numbered) and NEW facts just learned. Decide, for the memory as a whole, what to do:
+
+- ADD: a new fact that no existing memory covers. Give its text; id is -1.
+- UPDATE: a new fact that changes or refines an existing memory (e.g. the user's wife is now Anne, not Jane). Give the existing id and the new, complete text.
+- DELETE: a new fact shows an existing memory is no longer true and nothing replaces it. Give the existing id; text is "".
+- NONE: an existing memory stays as it is. Give its id; text is "".
+
+A new fact already covered by a memory needs no ADD. Use only the ids shown. Return JSON: {"operations": [{"event": "ADD" | "UPDATE" | "DELETE" | "NONE", "id": <number>, "text": "<text>"}]}"#;
+
+const SUMMARY_PROMPT: &str = r#"You keep a short running summary of what is known about a user and what their conversation is about. You get the PREVIOUS summary (possibly empty) and NEW facts. Rewrite the summary so it includes the new facts, drops what they contradict, and stays under 120 words, in plain sentences. If the new facts add nothing, return the previous summary unchanged. Return JSON: {"summary": "<text>"}"#;
+
+/// The extraction call: the system prompt, then the user's message alone.
+pub fn extraction(message: &str) -> (Vec<ChatMessage>, JsonSchema) {
+    let schema = JsonSchema::new(
+        "facts",
+        json!({
+            "type": "object",
+            "properties": {
+                "facts": {"type": "array", "items": {"type": "string"}, "maxItems": MAX_FACTS}
+            },
+            "required": ["facts"],
+            "additionalProperties": false
+        }),
+    );
+    (
+        vec![
+            ChatMessage::system(EXTRACTION_PROMPT),
+            ChatMessage::user(message),
+        ],
+        schema,
+    )
+}
+
+#[derive(Debug, Deserialize)]
+pub struct Extraction {
+    pub facts: Vec<String>,
+}
+
+impl Extraction {
+    /// Trimmed, non-empty, distinct facts; at most [`MAX_FACTS`].
+    pub fn clean(self) -> Vec<String> {
+        let mut facts: Vec<String> = Vec::new();
+        for fact in self.facts {
+            let fact: String = fact.split_whitespace().collect::<Vec<_>>().join(" ");
+            let fact: String = fact.chars().take(MAX_FACT_CHARS).collect();
+            if !fact.is_empty() && !facts.iter().any(|f| f.eq_ignore_ascii_case(&fact)) {
+                facts.push(fact);
+            }
+        }
+        facts.truncate(MAX_FACTS);
+        facts
+    }
+}
+
+/// The reconciliation call. Existing memories are numbered 0.. so the model cannot invent or
+/// garble the real ids.
+pub fn reconciliation(existing: &[&str], new_facts: &[String]) -> (Vec<ChatMessage>, JsonSchema) {
+    let mut listing = String::from("EXISTING memories:\n");
+    for (i, memory) in existing.iter().enumerate() {
+        listing.push_str(&format!("{i}: {memory}\n"));
+    }
+    listing.push_str("\nNEW facts:\n");
+    for fact in new_facts {
+        listing.push_str(&format!("- {fact}\n"));
+    }
+    let schema = JsonSchema::new(
+        "memory_operations",
+        json!({
+            "type": "object",
+            "properties": {
+                "operations": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "properties": {
+                            "event": {"type": "string", "enum": ["ADD", "UPDATE", "DELETE", "NONE"]},
+                            "id": {"type": "integer"},
+                            "text": {"type": "string"}
+                        },
+                        "required": ["event", "id", "text"],
+                        "additionalProperties": false
+                    }
+                }
+            },
+            "required": ["operations"],
+            "additionalProperties": false
+        }),
+    );
+    (
+        vec![
+            ChatMessage::system(RECONCILE_PROMPT),
+            ChatMessage::user(listing),
+        ],
+        schema,
+    )
+}
+
+#[derive(Debug, Deserialize)]
+pub struct Reconciliation {
+    pub operations: Vec<RawOperation>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct RawOperation {
+    pub event: String,
+    #[serde(default)]
+    pub id: Option<i64>,
+    #[serde(default)]
+    pub text: Option<String>,
+}
+
+/// A checked operation; ids index the existing memories shown to the model.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Operation {
+    Add(String),
+    Update(usize, String),
+    Delete(usize),
+}
+
+impl Reconciliation {
+    /// The operations to apply, or why the answer cannot be trusted (then the caller adds the
+    /// new facts as they are). NONE needs no action; one memory gets at most one change.
+    pub fn validate(self, existing: usize) -> Result<Vec<Operation>, String> {
+        let mut operations = Vec::new();
+        let mut touched = std::collections::HashSet::new();
+        for op in self.operations {
+            let text = op
+                .text
+                .map(|t| t.split_whitespace().collect::<Vec<_>>().join(" "))
+                .filter(|t| !t.is_empty());
+            let mut id = || -> Result<usize, String> {
+                let id = op.id.ok_or_else(|| format!("{} without an id", op.event))?;
+                let id = usize::try_from(id)
+                    .ok()
+                    .filter(|&i| i < existing)
+                    .ok_or_else(|| {
+                        format!("{} names memory {id}, which was not shown", op.event)
+                    })?;
+                if !touched.insert(id) {
+                    return Err(format!("memory {id} is changed twice"));
+                }
+                Ok(id)
+            };
+            match op.event.to_ascii_uppercase().as_str() {
+                "ADD" => operations.push(Operation::Add(text.ok_or("ADD without a text")?)),
+                "UPDATE" => {
+                    let id = id()?;
+                    operations.push(Operation::Update(id, text.ok_or("UPDATE without a text")?))
+                }
+                "DELETE" => operations.push(Operation::Delete(id()?)),
+                "NONE" => {}
+                other => return Err(format!("unknown event {other:?}")),
+            }
+        }
+        Ok(operations)
+    }
+}
+
+/// The summary call.
+pub fn summary(previous: Option<&str>, new_facts: &[String]) -> (Vec<ChatMessage>, JsonSchema) {
+    let mut text = format!(
+        "PREVIOUS summary:\n{}\n\nNEW facts:\n",
+        previous.unwrap_or("")
+    );
+    for fact in new_facts {
+        text.push_str(&format!("- {fact}\n"));
+    }
+    let schema = JsonSchema::new(
+        "summary",
+        json!({
+            "type": "object",
+            "properties": {"summary": {"type": "string"}},
+            "required": ["summary"],
+            "additionalProperties": false
+        }),
+    );
+    (
+        vec![ChatMessage::system(SUMMARY_PROMPT), ChatMessage::user(text)],
+        schema,
+    )
+}
+
+#[derive(Debug, Deserialize)]
+pub struct Summary {
+    pub summary: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ops(value: serde_json::Value) -> Reconciliation {
+        serde_json::from_value(value).unwrap()
+    }
+
+    #[test]
+    fn extracted_facts_are_cleaned() {
+        let e = Extraction {
+            facts: vec![
+                "  The user's wife is Anne. ".into(),
+                "".into(),
+                "the user's wife is anne.".into(),
+                "a".into(),
+                "b".into(),
+                "c".into(),
+            ],
+        };
+        assert_eq!(e.clean(), ["The user's wife is Anne.", "a", "b"]);
+    }
+
+    #[test]
+    fn operations_are_checked_against_the_ids_shown() {
+        let good = ops(serde_json::json!({"operations": [
+            {"event": "UPDATE", "id": 0, "text": "The user's wife is Anne."},
+            {"event": "NONE", "id": 1, "text": ""},
+            {"event": "ADD", "id": -1, "text": "The user has a cat."},
+            {"event": "delete", "id": 2}
+        ]}));
+        assert_eq!(
+            good.validate(3).unwrap(),
+            [
+                Operation::Update(0, "The user's wife is Anne.".into()),
+                Operation::Add("The user has a cat.".into()),
+                Operation::Delete(2)
+            ]
+        );
+        for (bad, why) in [
+            (
+                serde_json::json!({"operations": [{"event": "UPDATE", "id": 7, "text": "x"}]}),
+                "not shown",
+            ),
+            (
+                serde_json::json!({"operations": [{"event": "DELETE", "id": -1}]}),
+                "not shown",
+            ),
+            (
+                serde_json::json!({"operations": [{"event": "UPDATE", "id": 0, "text": " "}]}),
+                "without a text",
+            ),
+            (
+                serde_json::json!({"operations": [{"event": "MERGE", "id": 0}]}),
+                "unknown event",
+            ),
+            (
+                serde_json::json!({"operations": [{"event": "DELETE", "id": 0}, {"event": "UPDATE", "id": 0, "text": "y"}]}),
+                "twice",
+            ),
+            (
+                serde_json::json!({"operations": [{"event": "ADD", "id": -1}]}),
+                "ADD without",
+            ),
+        ] {
+            let err = ops(bad.clone()).validate(3).unwrap_err();
+            assert!(err.contains(why), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn the_model_sees_small_numbers_not_ids() {
+        let (messages, schema) = reconciliation(
+            &["The user's wife is Jane."],
+            &["The user's wife is Anne.".into()],
+        );
+        assert!(messages[1].content.contains("0: The user's wife is Jane."));
+        assert!(messages[1].content.contains("- The user's wife is Anne."));
+        assert_eq!(schema.name, "memory_operations");
+    }
+}

@@ -1,0 +1,470 @@
+//! The write path: turning what the user said into durable facts.
+//!
+//! After a turn (in the background) or on [`MemoryClient::add`], for one conversation at a
+//! time:
+//! 1. **Extract** 0-3 standalone facts from the user's message (LLM, JSON schema). Questions
+//!    and chit-chat give none. `add` skips this: its texts are facts already.
+//! 2. **Reconcile** the new facts with the nearest existing facts of the conversation: the LLM
+//!    answers ADD / UPDATE / DELETE / NONE per memory, existing memories numbered 0.. so it
+//!    cannot invent ids ([`crate::prompts`]). UPDATE writes the new fact under a new id and
+//!    tombstones the old file with `replaced_by`; DELETE tombstones. An LLM failure or an
+//!    answer that does not check out ADDs the new facts as they are.
+//! 3. **Summarise**: the rolling summary is rewritten from the previous one plus the changes,
+//!    and not written at all when nothing changed.
+//! 4. **Evict** the oldest facts and turns beyond `max_entries` (summaries are exempt).
+//! 5. **Commit** to git, one commit per pass, naming the conversation and what changed. A
+//!    failed commit is logged; the next commit stages everything, so it carries the changes.
+//!
+//! Nothing here can lose an acknowledged memory: turns are on disk before this runs, new
+//! facts are written before old ones are tombstoned, and tombstones keep every word.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use mnemo_core::{ConversationId, MemoryId, MemoryRecord, Role};
+use mnemo_index::{Condition, Filter, Query, QueryVector, VectorIndex};
+use mnemo_store::StoredMemory;
+use tracing::{info, warn};
+
+use crate::client::{blocking, Inner};
+use crate::prompts::{self, Operation};
+use crate::{EngineError, MemoryClient};
+
+/// Existing facts closer than this (cosine) to a new fact are shown to the reconciler; less
+/// related ones would only tempt a small model into odd deletions.
+const RELATED: f32 = 0.4;
+/// Existing facts considered per new fact, and in all.
+const NEAREST_PER_FACT: usize = 5;
+const NEAREST_IN_ALL: usize = 10;
+
+/// What one pass of the write path did.
+#[derive(Debug, Clone, Default)]
+pub struct WriteReport {
+    pub conversation: String,
+    /// Facts extracted from the message (before reconciliation).
+    pub extracted: Vec<String>,
+    pub added: Vec<StoredMemory>,
+    /// (old id, new id) of updated facts.
+    pub updated: Vec<(MemoryId, MemoryId)>,
+    pub deleted: Vec<MemoryId>,
+    pub evicted: usize,
+    pub summary_updated: bool,
+    /// Why the LLM's answer was not used, when it was not.
+    pub fallback: Option<String>,
+    /// The git commit, when one was made.
+    pub commit: Option<String>,
+    /// Time spent waiting for the LLM, and in the engine itself.
+    pub llm_time: Duration,
+    pub engine_time: Duration,
+}
+
+impl WriteReport {
+    fn changed_facts(&self) -> bool {
+        !self.added.is_empty() || !self.updated.is_empty() || !self.deleted.is_empty()
+    }
+
+    /// "trip-japan: 2 turns, +1 fact, 1 updated, summary" — what a commit says.
+    fn commit_message(&self, turns: usize) -> String {
+        let mut parts = Vec::new();
+        let plural =
+            |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+        if turns > 0 {
+            parts.push(plural(turns, "turn", "turns"));
+        }
+        let new = self.added.len() - self.updated.len();
+        if new > 0 {
+            parts.push(format!("+{}", plural(new, "fact", "facts")));
+        }
+        if !self.updated.is_empty() {
+            parts.push(format!("{} updated", self.updated.len()));
+        }
+        if !self.deleted.is_empty() {
+            parts.push(format!("{} deleted", self.deleted.len()));
+        }
+        if self.evicted > 0 {
+            parts.push(format!("{} evicted", self.evicted));
+        }
+        if self.summary_updated {
+            parts.push("summary".into());
+        }
+        if parts.is_empty() {
+            parts.push("no change".into());
+        }
+        format!("{}: {}", self.conversation, parts.join(", "))
+    }
+}
+
+/// An existing fact shown to the reconciler.
+#[derive(Debug, Clone)]
+struct ExistingFact {
+    id: MemoryId,
+    path: std::path::PathBuf,
+    content: String,
+}
+
+impl MemoryClient {
+    /// Runs the write path for a turn whose messages are already on disk: extraction from
+    /// the user's message, then reconciliation, summary, eviction and a commit.
+    pub async fn learn_from_turn(
+        &self,
+        conversation: &ConversationId,
+        user_turn: Option<&StoredMemory>,
+        turns_written: usize,
+    ) -> Result<WriteReport, EngineError> {
+        let _turn = self
+            .inner
+            .conversation_lock(conversation)
+            .lock_owned()
+            .await;
+        let mut report = WriteReport {
+            conversation: conversation.to_string(),
+            ..WriteReport::default()
+        };
+        let started = Instant::now();
+        if let (Some(llm), Some(turn)) = (&self.inner.llm, user_turn) {
+            let (messages, schema) = prompts::extraction(&turn.record.content);
+            let call = Instant::now();
+            let extracted = llm
+                .complete_json::<prompts::Extraction>(messages, &schema)
+                .await;
+            report.llm_time += call.elapsed();
+            match extracted {
+                Ok(extraction) => report.extracted = extraction.clean(),
+                Err(e) => warn!(conversation = %conversation, "fact extraction failed: {e}"),
+            }
+        }
+        let facts = report.extracted.clone();
+        let source = user_turn.map(|t| t.record.id);
+        self.reconcile_and_apply(conversation, facts, source, &mut report)
+            .await?;
+        self.finish_pass(conversation, turns_written, &mut report, started)
+            .await?;
+        Ok(report)
+    }
+
+    /// Remembers each text as a fact of `conversation`: reconciled with what is already
+    /// known (when an LLM is configured; otherwise added as is), then summary, eviction and a
+    /// commit. Returns when every change is on disk and searchable.
+    pub async fn add(
+        &self,
+        texts: Vec<String>,
+        conversation: &ConversationId,
+    ) -> Result<WriteReport, EngineError> {
+        let facts: Vec<String> = texts.iter().map(|t| t.trim().to_owned()).collect();
+        if facts.iter().any(String::is_empty) {
+            return Err(EngineError::InvalidInput("a memory's text is empty".into()));
+        }
+        let _turn = self
+            .inner
+            .conversation_lock(conversation)
+            .lock_owned()
+            .await;
+        let mut report = WriteReport {
+            conversation: conversation.to_string(),
+            extracted: facts.clone(),
+            ..WriteReport::default()
+        };
+        let started = Instant::now();
+        self.reconcile_and_apply(conversation, facts, None, &mut report)
+            .await?;
+        self.finish_pass(conversation, 0, &mut report, started)
+            .await?;
+        Ok(report)
+    }
+
+    async fn reconcile_and_apply(
+        &self,
+        conversation: &ConversationId,
+        facts: Vec<String>,
+        source: Option<MemoryId>,
+        report: &mut WriteReport,
+    ) -> Result<(), EngineError> {
+        if facts.is_empty() {
+            return Ok(());
+        }
+        let existing = {
+            let inner = self.inner.clone();
+            let (conversation, facts) = (conversation.clone(), facts.clone());
+            blocking(move || inner.nearest_facts(&conversation, &facts)).await?
+        };
+        let operations = match (&self.inner.llm, existing.is_empty()) {
+            (Some(llm), false) => {
+                let shown: Vec<&str> = existing.iter().map(|f| f.content.as_str()).collect();
+                let (messages, schema) = prompts::reconciliation(&shown, &facts);
+                let call = Instant::now();
+                let answer = llm
+                    .complete_json::<prompts::Reconciliation>(messages, &schema)
+                    .await;
+                report.llm_time += call.elapsed();
+                let checked = answer
+                    .map_err(|e| e.to_string())
+                    .and_then(|a| a.validate(existing.len()));
+                match checked {
+                    Ok(ops) => ops,
+                    Err(why) => {
+                        warn!(conversation = %conversation, "reconciliation unusable ({why}); adding the new facts as they are");
+                        report.fallback = Some(why);
+                        facts.iter().cloned().map(Operation::Add).collect()
+                    }
+                }
+            }
+            _ => facts.iter().cloned().map(Operation::Add).collect(),
+        };
+        let inner = self.inner.clone();
+        let conversation = conversation.clone();
+        let applied =
+            blocking(move || inner.apply(&conversation, &existing, operations, source)).await?;
+        report.added.extend(applied.added);
+        report.updated.extend(applied.updated);
+        report.deleted.extend(applied.deleted);
+        Ok(())
+    }
+
+    /// Summary, eviction and commit: the end of every pass.
+    async fn finish_pass(
+        &self,
+        conversation: &ConversationId,
+        turns_written: usize,
+        report: &mut WriteReport,
+        started: Instant,
+    ) -> Result<(), EngineError> {
+        if report.changed_facts() && self.inner.config.enable_summarization {
+            self.update_summary(conversation, report).await?;
+        }
+        let inner = self.inner.clone();
+        let conv = conversation.clone();
+        report.evicted = blocking(move || inner.evict(&conv)).await?;
+        let inner = self.inner.clone();
+        let message = report.commit_message(turns_written);
+        report.commit = blocking(move || Ok(inner.commit(&message))).await?;
+        report.engine_time = started.elapsed().saturating_sub(report.llm_time);
+        info!(
+            conversation = %conversation,
+            added = report.added.len(),
+            updated = report.updated.len(),
+            deleted = report.deleted.len(),
+            evicted = report.evicted,
+            llm_ms = report.llm_time.as_millis() as u64,
+            engine_ms = report.engine_time.as_millis() as u64,
+            "memory updated"
+        );
+        Ok(())
+    }
+
+    async fn update_summary(
+        &self,
+        conversation: &ConversationId,
+        report: &mut WriteReport,
+    ) -> Result<(), EngineError> {
+        let Some(llm) = &self.inner.llm else {
+            return Ok(());
+        };
+        let previous = {
+            let inner = self.inner.clone();
+            let conv = conversation.clone();
+            blocking(move || Ok(inner.summary(&conv))).await?
+        };
+        let mut changes: Vec<String> = report
+            .added
+            .iter()
+            .map(|m| m.record.content.clone())
+            .collect();
+        if !report.deleted.is_empty() {
+            changes.push(format!(
+                "({} earlier facts no longer hold)",
+                report.deleted.len()
+            ));
+        }
+        let (messages, schema) = prompts::summary(previous.as_deref(), &changes);
+        let call = Instant::now();
+        let answer = llm
+            .complete_json::<prompts::Summary>(messages, &schema)
+            .await;
+        report.llm_time += call.elapsed();
+        let text = match answer {
+            Ok(s) => s.summary.trim().to_owned(),
+            Err(e) => {
+                warn!(conversation = %conversation, "summary not updated: {e}");
+                return Ok(());
+            }
+        };
+        if text.is_empty() || previous.as_deref().map(str::trim) == Some(text.as_str()) {
+            return Ok(());
+        }
+        let mut record = MemoryRecord::new(conversation.clone(), Role::Summary, text);
+        record.summary_kind = Some("rolling".into());
+        self.add_records(vec![record]).await?;
+        report.summary_updated = true;
+        Ok(())
+    }
+
+    /// Waits until every write the client has queued in the background is done.
+    pub async fn wait_idle(&self) {
+        let tracker = &self.inner.background;
+        tracker.close();
+        tracker.wait().await;
+        tracker.reopen();
+    }
+}
+
+/// What applying the operations changed.
+struct Applied {
+    added: Vec<StoredMemory>,
+    updated: Vec<(MemoryId, MemoryId)>,
+    deleted: Vec<MemoryId>,
+}
+
+impl Inner {
+    /// The lock that serialises the write path of one conversation.
+    pub(crate) fn conversation_lock(
+        &self,
+        conversation: &ConversationId,
+    ) -> Arc<tokio::sync::Mutex<()>> {
+        let mut locks = self
+            .conversation_locks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        locks.entry(conversation.clone()).or_default().clone()
+    }
+
+    /// The conversation's facts nearest to any of `facts`, best first, without duplicates.
+    fn nearest_facts(
+        &self,
+        conversation: &ConversationId,
+        facts: &[String],
+    ) -> Result<Vec<ExistingFact>, EngineError> {
+        let filter = Filter::all()
+            .must(Condition::equals("conversation_id", conversation.as_str()))
+            .must(Condition::equals("role", Role::Memory.as_str()));
+        let vectors = self.embedder.embed(facts)?;
+        let mut found: HashMap<MemoryId, (f32, ExistingFact)> = HashMap::new();
+        for vector in vectors {
+            let hits = self.index.query(&Query {
+                vector: QueryVector::Dense(vector),
+                filter: filter.clone(),
+                limit: NEAREST_PER_FACT,
+                with_vectors: false,
+            })?;
+            for hit in hits.into_iter().filter(|h| h.score >= RELATED) {
+                let text = |k: &str| {
+                    hit.payload
+                        .get(k)
+                        .and_then(|v| v.as_str())
+                        .unwrap_or_default()
+                        .to_owned()
+                };
+                let fact = ExistingFact {
+                    id: hit.id,
+                    path: self.store.root().join(text("path")),
+                    content: text("content"),
+                };
+                let best = found.entry(hit.id).or_insert((hit.score, fact));
+                best.0 = best.0.max(hit.score);
+            }
+        }
+        let mut facts: Vec<(f32, ExistingFact)> = found.into_values().collect();
+        facts.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.id.cmp(&b.1.id)));
+        facts.truncate(NEAREST_IN_ALL);
+        Ok(facts.into_iter().map(|(_, f)| f).collect())
+    }
+
+    fn apply(
+        &self,
+        conversation: &ConversationId,
+        existing: &[ExistingFact],
+        operations: Vec<Operation>,
+        source: Option<MemoryId>,
+    ) -> Result<Applied, EngineError> {
+        let new_fact = |text: &str| {
+            let mut record = MemoryRecord::new(conversation.clone(), Role::Memory, text);
+            record.source_id = source;
+            record
+        };
+        let mut records = Vec::new();
+        let mut replaced = Vec::new();
+        let mut deleted = Vec::new();
+        for op in &operations {
+            match op {
+                Operation::Add(text) => records.push(new_fact(text)),
+                Operation::Update(i, text) => {
+                    let record = new_fact(text);
+                    replaced.push((existing[*i].clone(), record.id));
+                    records.push(record);
+                }
+                Operation::Delete(i) => deleted.push(existing[*i].clone()),
+            }
+        }
+        // New facts first: a crash in between leaves a duplicate, never a loss.
+        let added = self.add_records(records)?;
+        let mut tombstones: Vec<(std::path::PathBuf, Option<MemoryId>)> = Vec::new();
+        tombstones.extend(
+            replaced
+                .iter()
+                .map(|(old, new)| (old.path.clone(), Some(*new))),
+        );
+        tombstones.extend(deleted.iter().map(|old| (old.path.clone(), None)));
+        self.tombstone(&tombstones)?;
+        Ok(Applied {
+            added,
+            updated: replaced.iter().map(|(old, new)| (old.id, *new)).collect(),
+            deleted: deleted.iter().map(|f| f.id).collect(),
+        })
+    }
+
+    /// The conversation's rolling summary, if it has one.
+    pub(crate) fn summary(&self, conversation: &ConversationId) -> Option<String> {
+        let path = self.store.summary_path(conversation);
+        if !path.is_file() {
+            return None;
+        }
+        match self.store.read(&path) {
+            Ok(memory) => Some(memory.record.content),
+            Err(e) => {
+                warn!("cannot read the summary: {e}");
+                None
+            }
+        }
+    }
+
+    /// Tombstones the oldest facts and turns beyond `max_entries`. Returns how many.
+    fn evict(&self, conversation: &ConversationId) -> Result<usize, EngineError> {
+        let mut entries: Vec<(chrono::DateTime<chrono::Utc>, String)> = {
+            let snapshot = self.snapshot.lock().unwrap_or_else(|p| p.into_inner());
+            snapshot
+                .files
+                .iter()
+                .filter(|(_, e)| {
+                    e.conversation_id == conversation.as_str() && e.role != Role::Summary
+                })
+                .map(|(path, e)| (e.created_at, path.clone()))
+                .collect()
+        };
+        let excess = entries.len().saturating_sub(self.config.max_entries);
+        if excess == 0 {
+            return Ok(0);
+        }
+        entries.sort();
+        let oldest: Vec<_> = entries
+            .into_iter()
+            .take(excess)
+            .map(|(_, path)| (self.store.root().join(path), None))
+            .collect();
+        self.tombstone(&oldest)?;
+        info!(conversation = %conversation, evicted = excess, "evicted the oldest memories");
+        Ok(excess)
+    }
+
+    /// Commits the store to git, when versioning is on. A failure is logged, not returned:
+    /// the files are safe, and the next commit stages them again.
+    fn commit(&self, message: &str) -> Option<String> {
+        let git = self.git.as_ref()?;
+        match git.commit_all(&format!("mnemo: {message}")) {
+            Ok(commit) => commit.map(|c| c.short_id),
+            Err(e) => {
+                warn!("git commit failed ({e}); the next commit will include these changes");
+                None
+            }
+        }
+    }
+}

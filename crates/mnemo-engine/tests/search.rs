@@ -1,0 +1,402 @@
+//! The read path over a real store, the real embedding model and the real embedded index:
+//! scopes, metadata filters, lexical search, neighbour-aware keys, the cross-encoder stage,
+//! recency and per-request knobs.
+
+use std::path::{Path, PathBuf};
+
+use chrono::{Duration, SubsecRound, Utc};
+use mnemo_core::{Config, ConversationId, MemoryRecord, Role};
+use mnemo_engine::{MemoryClient, OpenOptions, SearchHit, SearchOptions};
+use serde_json::json;
+
+fn models() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../models")
+}
+
+fn config(memory_path: &Path) -> Config {
+    let mut config = Config {
+        memory_path: memory_path.to_owned(),
+        models_dir: models(),
+        ..Config::default()
+    };
+    // No cross-encoder unless a test asks for one.
+    config.retrieval.reranker_model = "/nonexistent/cross-encoder".into();
+    config
+}
+
+async fn open_with(config: Config) -> MemoryClient {
+    MemoryClient::open(config, OpenOptions::default())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn conv(id: &str) -> ConversationId {
+    ConversationId::new(id).unwrap()
+}
+
+fn contents(hits: &[SearchHit]) -> Vec<&str> {
+    hits.iter().map(|h| h.content.as_str()).collect()
+}
+
+fn record(conversation: &str, role: Role, content: &str, minutes_ago: i64) -> MemoryRecord {
+    let mut r = MemoryRecord::new(conv(conversation), role, content);
+    r.created_at = (Utc::now() - Duration::minutes(minutes_ago)).trunc_subsecs(3);
+    r
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_conversation_and_global_are_searched_never_others_or_summaries() {
+    let dir = tempfile::tempdir().unwrap();
+    let client = open_with(config(dir.path())).await;
+    client
+        .add_records(vec![
+            record("c1", Role::Memory, "My dog Biscuit loves the beach.", 5),
+            record("global", Role::Memory, "The user's dog is a beagle.", 5),
+            record("c2", Role::Memory, "Another user's dog hates the beach.", 5),
+            record("c1", Role::Summary, "All about the dog and the beach.", 5),
+        ])
+        .await
+        .unwrap();
+    let hits = client
+        .search("dog beach", &conv("c1"), SearchOptions::top_k(10))
+        .await
+        .unwrap();
+    let mut found = contents(&hits);
+    found.sort();
+    assert_eq!(
+        found,
+        [
+            "My dog Biscuit loves the beach.",
+            "The user's dog is a beagle."
+        ]
+    );
+    for hit in &hits {
+        assert!(hit.scores.dense.is_some() || hit.scores.lexical.is_some());
+        assert!((0.0..=1.0).contains(&hit.scores.fused), "{hit:?}");
+        assert!(hit.path.is_file());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn metadata_filters_apply_inside_the_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let client = open_with(config(dir.path())).await;
+    let mut records = Vec::new();
+    for (i, topic) in ["food", "food", "work", "food"].iter().enumerate() {
+        let mut r = record(
+            "c1",
+            Role::Memory,
+            &format!("Note {i} about lunch plans."),
+            5,
+        );
+        r.metadata.insert("topic".into(), json!(topic));
+        r.metadata.insert("weight".into(), json!(i));
+        records.push(r);
+    }
+    client.add_records(records).await.unwrap();
+    let search = |filter: serde_json::Value| {
+        let client = client.clone();
+        async move {
+            let options = SearchOptions {
+                filter: Some(filter),
+                ..SearchOptions::top_k(10)
+            };
+            let mut found: Vec<String> = client
+                .search("lunch plans", &conv("c1"), options)
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|h| h.content)
+                .collect();
+            found.sort();
+            found
+        }
+    };
+    assert_eq!(
+        search(json!({"topic": "food", "weight": {"gte": 1}})).await,
+        ["Note 1 about lunch plans.", "Note 3 about lunch plans."]
+    );
+    assert_eq!(
+        search(json!({"$or": [{"topic": "work"}, {"weight": {"lt": 1}}]})).await,
+        ["Note 0 about lunch plans.", "Note 2 about lunch plans."]
+    );
+    assert_eq!(
+        search(json!({"topic": {"nin": ["food"]}})).await,
+        ["Note 2 about lunch plans."]
+    );
+
+    let options = SearchOptions {
+        filter: Some(json!({"weight": {"around": 2}})),
+        ..SearchOptions::top_k(10)
+    };
+    let err = client
+        .search("lunch", &conv("c1"), options)
+        .await
+        .unwrap_err();
+    assert!(err.is_invalid_input(), "{err}");
+    assert!(err.to_string().contains("\"around\""), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_rare_exact_word_is_found_lexically() {
+    let dir = tempfile::tempdir().unwrap();
+    let client = open_with(config(dir.path())).await;
+    let mut texts: Vec<String> = (0..30)
+        .map(|i| format!("I bought a new gadget in week {i}."))
+        .collect();
+    texts.push("The router's serial number is QX7734.".into());
+    client.add(texts, &conv("c1")).await.unwrap();
+    let hits = client
+        .search("QX7734", &conv("c1"), SearchOptions::top_k(1))
+        .await
+        .unwrap();
+    assert_eq!(contents(&hits), ["The router's serial number is QX7734."]);
+    assert!(hits[0].scores.lexical.is_some());
+}
+
+fn turns(conversation: &str, texts: &[&str]) -> Vec<MemoryRecord> {
+    let start = Utc::now() - Duration::hours(1);
+    texts
+        .iter()
+        .enumerate()
+        .map(|(i, text)| {
+            let role = if i % 2 == 0 {
+                Role::User
+            } else {
+                Role::Assistant
+            };
+            let mut r = MemoryRecord::new(conv(conversation), role, *text);
+            r.created_at = (start + Duration::seconds(i as i64)).trunc_subsecs(3);
+            r
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_answer_is_found_through_the_question_before_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let client = open_with(config(dir.path())).await;
+    client
+        .add_records(turns(
+            "c1",
+            &[
+                "Which instrument did your grandmother teach you?",
+                "The cello, when I was eight.",
+                "Lovely. Any plans for the weekend?",
+                "Groceries and a long walk.",
+            ],
+        ))
+        .await
+        .unwrap();
+    // "instrument" and "grandmother" appear only in the question turn; the answer's key
+    // carries them as its neighbour's words.
+    let hits = client
+        .search(
+            "instrument grandmother taught",
+            &conv("c1"),
+            SearchOptions::top_k(2),
+        )
+        .await
+        .unwrap();
+    let found = contents(&hits);
+    assert!(found.contains(&"The cello, when I was eight."), "{found:?}");
+    let answer = hits
+        .iter()
+        .find(|h| h.content.starts_with("The cello"))
+        .unwrap();
+    assert!(
+        answer.scores.lexical.is_some(),
+        "matched by its neighbour's words"
+    );
+}
+
+async fn answers(client: &MemoryClient, queries: &[&str]) -> Vec<Vec<(String, String)>> {
+    let mut all = Vec::new();
+    for q in queries {
+        let hits = client
+            .search(q, &conv("c1"), SearchOptions::top_k(4))
+            .await
+            .unwrap();
+        all.push(
+            hits.into_iter()
+                .map(|h| (h.id.to_string(), format!("{:.4}", h.score)))
+                .collect(),
+        );
+    }
+    all
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn keys_follow_neighbour_edits_and_match_a_rebuild() {
+    let dir = tempfile::tempdir().unwrap();
+    let texts = [
+        "What did you cook on Sunday?",
+        "A lentil soup with lots of cumin.",
+        "Did the kids like it?",
+        "They asked for seconds.",
+        "What about dessert?",
+        "Baked apples with cinnamon.",
+    ];
+    let queries = [
+        "soup cumin",
+        "kids seconds",
+        "dessert apples",
+        "what did the children think of the curry",
+    ];
+    {
+        let client = open_with(config(dir.path())).await;
+        let all = turns("c1", &texts);
+        // Two writes: the first batch's last turn gains its next neighbour later.
+        client.add_records(all[..3].to_vec()).await.unwrap();
+        client.add_records(all[3..].to_vec()).await.unwrap();
+        let path = client.list(Some(conv("c1"))).await.unwrap()[3].path.clone();
+        drop(client);
+        // A hand edit of a middle turn changes two neighbours' keys.
+        let text = std::fs::read_to_string(&path).unwrap();
+        std::fs::write(&path, text.replace("seconds", "a curry next time")).unwrap();
+    }
+    let client = open_with(config(dir.path())).await;
+    assert_eq!(client.startup_sync().embedded, 1, "only the edited file");
+    let incremental = answers(&client, &queries).await;
+    drop(client);
+
+    let rebuilt = MemoryClient::open(
+        config(dir.path()),
+        OpenOptions {
+            rebuild: true,
+            ..OpenOptions::default()
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(answers(&rebuilt, &queries).await, incremental);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_cross_encoder_decides_the_order_when_installed() {
+    let dir = tempfile::tempdir().unwrap();
+    let tiny = models().join("tiny-cross-encoder");
+    assert!(
+        tiny.join("model.onnx").is_file(),
+        "{} is missing: run `scripts/setup test`",
+        tiny.display()
+    );
+    let mut cfg = config(dir.path());
+    cfg.retrieval.reranker_model = tiny.to_string_lossy().into_owned();
+    let client = open_with(cfg).await;
+    // The tiny model scores apple 3, banana 2, cherry 1, rotten -4 (docs side only).
+    let texts = [
+        "fruit salad with cherry",
+        "fruit: a rotten apple",
+        "fruit: banana",
+        "fruit: apple",
+    ];
+    client
+        .add(texts.iter().map(|t| t.to_string()).collect(), &conv("c1"))
+        .await
+        .unwrap();
+    let options = SearchOptions {
+        mmr_lambda: Some(1.0),
+        ..SearchOptions::top_k(4)
+    };
+    let hits = client.search("fruit", &conv("c1"), options).await.unwrap();
+    assert_eq!(
+        contents(&hits),
+        [
+            "fruit: apple",
+            "fruit: banana",
+            "fruit salad with cherry",
+            "fruit: a rotten apple"
+        ]
+    );
+    assert_eq!(hits[0].scores.rerank, Some(1.0));
+    assert!(hits.iter().all(|h| h.scores.rerank.is_some()));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn recency_speaks_only_for_questions_about_now() {
+    let dir = tempfile::tempdir().unwrap();
+    let client = open_with(config(dir.path())).await;
+    client
+        .add_records(vec![
+            record(
+                "c1",
+                Role::Memory,
+                "I work at the bakery on Elm Street.",
+                60 * 24 * 300,
+            ),
+            record(
+                "c1",
+                Role::Memory,
+                "I work at the bookshop by the station.",
+                10,
+            ),
+        ])
+        .await
+        .unwrap();
+    let top = |query: &'static str, weight: f32| {
+        let client = client.clone();
+        async move {
+            let options = SearchOptions {
+                recency_weight: Some(weight),
+                mmr_lambda: Some(1.0),
+                ..SearchOptions::top_k(2)
+            };
+            let hits = client.search(query, &conv("c1"), options).await.unwrap();
+            (hits[0].content.clone(), hits[1].scores.recency)
+        }
+    };
+    let (now, _) = top("Where do I work now? bakery", 0.9).await;
+    assert_eq!(now, "I work at the bookshop by the station.");
+    let (past, _) = top("Where did I work? bakery", 0.9).await;
+    assert_eq!(
+        past, "I work at the bakery on Elm Street.",
+        "no cue: no recency"
+    );
+    let (off, _) = top("Where do I work now? bakery", 0.0).await;
+    assert_eq!(
+        off, "I work at the bakery on Elm Street.",
+        "weight 0 per request"
+    );
+
+    let bad = SearchOptions {
+        recency_weight: Some(1.5),
+        ..SearchOptions::top_k(2)
+    };
+    let err = client.search("work", &conv("c1"), bad).await.unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("recency_weight must be between 0 and 1"),
+        "{err}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_threshold_drops_weak_matches_and_top_k_zero_retrieves_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let client = open_with(config(dir.path())).await;
+    client
+        .add(
+            vec![
+                "My sister lives in Lisbon.".into(),
+                "The printer needs new toner.".into(),
+            ],
+            &conv("c1"),
+        )
+        .await
+        .unwrap();
+    let options = SearchOptions {
+        score_threshold: Some(0.5),
+        ..SearchOptions::top_k(5)
+    };
+    let hits = client
+        .search("where does my sister live", &conv("c1"), options)
+        .await
+        .unwrap();
+    assert_eq!(contents(&hits), ["My sister lives in Lisbon."]);
+    let none = client
+        .search("sister", &conv("c1"), SearchOptions::top_k(0))
+        .await
+        .unwrap();
+    assert!(none.is_empty());
+}

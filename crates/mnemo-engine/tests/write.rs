@@ -1,0 +1,415 @@
+//! The write path against a scripted OpenAI-compatible server (real HTTP, deterministic
+//! answers, injected faults), a real store, the real embedding model, index and git.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use mnemo_core::{Config, ConversationId};
+use mnemo_engine::{EngineError, MemoryClient, OpenOptions};
+use mnemo_scripted_llm::{ChatRequest, Reply, ScriptedLlm};
+use serde_json::{json, Value};
+
+fn config(memory_path: &Path, llm: &ScriptedLlm) -> Config {
+    let mut config = Config {
+        memory_path: memory_path.to_owned(),
+        models_dir: PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../models"),
+        openai_base_url: Some(llm.base_url()),
+        llm_timeout_secs: 2,
+        start_watcher: false,
+        ..Config::default()
+    };
+    config.retrieval.reranker_model = "/nonexistent".into();
+    config
+}
+
+async fn open(memory_path: &Path, llm: &ScriptedLlm) -> MemoryClient {
+    MemoryClient::open(config(memory_path, llm), OpenOptions::default())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn conv(id: &str) -> ConversationId {
+    ConversationId::new(id).unwrap()
+}
+
+/// A model that extracts "The user's wife is X." from "my wife is X", answers questions with
+/// no facts, replaces the first existing memory when one is shown, and keeps a summary.
+fn spouse_model(request: &ChatRequest) -> Reply {
+    let message = request.last_user_message().unwrap_or_default();
+    match request.schema_name() {
+        Some("facts") => {
+            let facts: Vec<String> = message
+                .strip_prefix("My wife is ")
+                .map(|name| format!("The user's wife is {}", name.trim_end_matches('.')))
+                .into_iter()
+                .collect();
+            Reply::Json(json!({ "facts": facts }))
+        }
+        Some("memory_operations") => {
+            let new = message
+                .lines()
+                .find_map(|l| l.strip_prefix("- "))
+                .unwrap_or_default()
+                .to_owned();
+            Reply::Json(json!({"operations": [{"event": "UPDATE", "id": 0, "text": new}]}))
+        }
+        Some("summary") => Reply::Json(json!({"summary": "The user talks about family."})),
+        _ => Reply::text("Noted."),
+    }
+}
+
+/// A reconciler that adds every new fact.
+fn add_all(request: &ChatRequest) -> Reply {
+    let message = request.last_user_message().unwrap_or_default();
+    let ops: Vec<Value> = message
+        .lines()
+        .filter_map(|l| l.strip_prefix("- "))
+        .map(|fact| json!({"event": "ADD", "id": -1, "text": fact}))
+        .collect();
+    Reply::Json(json!({ "operations": ops }))
+}
+
+fn user(text: &str, conversation: &str) -> Value {
+    json!({
+        "model": "m",
+        "memory_id": conversation,
+        "messages": [{"role": "user", "content": text}]
+    })
+}
+
+fn files(dir: &Path, conversation: &str, folder: &str) -> Vec<String> {
+    let path = dir.join("entries").join(conversation).join(folder);
+    let Ok(entries) = std::fs::read_dir(path) else {
+        return Vec::new();
+    };
+    let mut texts: Vec<String> = entries
+        .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
+        .collect();
+    texts.sort();
+    texts
+}
+
+fn git_log(dir: &Path) -> String {
+    let out = std::process::Command::new("git")
+        .args(["log", "--format=%s"])
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_new_wife_replaces_the_old_fact_and_keeps_a_tombstone() {
+    let llm = ScriptedLlm::with_handler(spouse_model).await;
+    let dir = tempfile::tempdir().unwrap();
+    let client = open(dir.path(), &llm).await;
+    // Back to back: the second pass must wait for the first to see its fact.
+    let first = client
+        .chat(user("My wife is Jane.", "family"))
+        .await
+        .unwrap();
+    assert_eq!(first["choices"][0]["message"]["content"], "Noted.");
+    client
+        .chat(user("My wife is Anne.", "family"))
+        .await
+        .unwrap();
+    client.wait_idle().await;
+
+    let facts = files(dir.path(), "family", "facts");
+    assert_eq!(facts.len(), 1, "{facts:?}");
+    assert!(facts[0].contains("The user's wife is Anne"), "{}", facts[0]);
+    let new_id = facts[0]
+        .lines()
+        .find_map(|l| l.strip_prefix("id: "))
+        .unwrap()
+        .to_owned();
+    let tombstones = files(dir.path(), "family", "deleted/facts");
+    assert_eq!(tombstones.len(), 1);
+    assert!(tombstones[0].contains("The user's wife is Jane"));
+    assert!(
+        tombstones[0].contains(&format!("replaced_by: {new_id}")),
+        "{}",
+        tombstones[0]
+    );
+    assert!(
+        facts[0].contains("source_id: "),
+        "facts name the turn they came from"
+    );
+    assert_eq!(files(dir.path(), "family", "turns/user").len(), 2);
+    assert_eq!(files(dir.path(), "family", "turns/assistant").len(), 2);
+    assert!(files(dir.path(), "family", "summaries")[0].contains("talks about family"));
+
+    let log = git_log(dir.path());
+    assert!(
+        log.contains("mnemo: family: 2 turns, +1 fact, summary"),
+        "{log}"
+    );
+    assert!(log.contains("mnemo: family: 2 turns, 1 updated"), "{log}");
+
+    let verify = client.verify().await.unwrap();
+    assert!(
+        verify.missing.is_empty() && verify.orphans.is_empty(),
+        "{verify:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn memories_are_injected_and_reported_and_memory_fields_stripped() {
+    let llm = ScriptedLlm::with_handler(spouse_model).await;
+    let dir = tempfile::tempdir().unwrap();
+    let client = open(dir.path(), &llm).await;
+    client
+        .add(vec!["The user's wife is Anne.".into()], &conv("family"))
+        .await
+        .unwrap();
+    let mut request = user("Who is my wife?", "family");
+    request["memory_top_k"] = json!(3);
+    request["temperature"] = json!(0.3);
+    let answer = client.chat(request).await.unwrap();
+    let hits = answer["memory_hits"].as_array().unwrap();
+    assert_eq!(hits[0]["content"], "The user's wife is Anne.");
+
+    let sent = llm
+        .requests()
+        .into_iter()
+        .filter_map(|r| r.body)
+        .find(|b| b["temperature"] == 0.3)
+        .expect("the chat request reached the upstream");
+    assert!(sent.get("memory_id").is_none() && sent.get("memory_top_k").is_none());
+    let content = sent["messages"][0]["content"].as_str().unwrap();
+    assert!(content.contains("The user's wife is Anne."), "{content}");
+    assert!(
+        content.ends_with("Current message:\nWho is my wife?"),
+        "{content}"
+    );
+    client.wait_idle().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_question_creates_no_fact() {
+    let llm = ScriptedLlm::with_handler(spouse_model).await;
+    let dir = tempfile::tempdir().unwrap();
+    let client = open(dir.path(), &llm).await;
+    client
+        .chat(user("What should I cook tonight?", "c1"))
+        .await
+        .unwrap();
+    client.wait_idle().await;
+    assert!(files(dir.path(), "c1", "facts").is_empty());
+    assert_eq!(files(dir.path(), "c1", "turns/user").len(), 1);
+    assert!(git_log(dir.path()).contains("mnemo: c1: 2 turns\n"));
+}
+
+/// Extraction always says "The user likes tea."; the other calls are answered by `faulty`.
+fn with_faulty_reconciler(faulty: Reply) -> impl Fn(&ChatRequest) -> Reply + Send + Sync {
+    move |request: &ChatRequest| match request.schema_name() {
+        Some("facts") => Reply::Json(json!({"facts": ["The user likes tea."]})),
+        Some("memory_operations") => faulty.clone(),
+        Some("summary") => Reply::Json(json!({"summary": "Tea."})),
+        _ => Reply::text("ok"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_reconciler_that_fails_or_talks_nonsense_means_add() {
+    let dir = tempfile::tempdir().unwrap();
+    let faults = [
+        Reply::status(500, "overloaded"),
+        Reply::Malformed("{\"operations\": [".into()),
+        Reply::Json(json!({"operations": [{"event": "DELETE", "id": 42, "text": ""}]})),
+        Reply::Json(json!({"operations": [{"event": "MERGE", "id": 0, "text": "x"}]})),
+        Reply::Hang,
+    ];
+    let llm = ScriptedLlm::start().await;
+    let client = open(dir.path(), &llm).await;
+    client
+        .add(vec!["The user likes tea a lot.".into()], &conv("c1"))
+        .await
+        .unwrap();
+    for (i, fault) in faults.into_iter().enumerate() {
+        llm.set_handler(with_faulty_reconciler(fault.clone()));
+        let report = client
+            .add(vec![format!("The user likes tea, note {i}.")], &conv("c1"))
+            .await;
+        let report = report.unwrap_or_else(|e| panic!("{fault:?}: {e}"));
+        assert_eq!(
+            report.added.len(),
+            1,
+            "{fault:?}: the fact is added as it is"
+        );
+        assert!(report.fallback.is_some(), "{fault:?}");
+    }
+    let facts = files(dir.path(), "c1", "facts");
+    assert_eq!(facts.len(), 6, "nothing lost, nothing deleted");
+    assert!(files(dir.path(), "c1", "deleted/facts").is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_failure_of_the_llm_keeps_the_turn_on_disk() {
+    let dir = tempfile::tempdir().unwrap();
+    let llm = ScriptedLlm::start().await;
+    let client = open(dir.path(), &llm).await;
+    // The extraction fails; the chat itself succeeds.
+    llm.set_handler(|r: &ChatRequest| match r.schema_name() {
+        Some(_) => Reply::status(500, "boom"),
+        None => Reply::text("fine"),
+    });
+    client.chat(user("I moved to Porto.", "c1")).await.unwrap();
+    client.wait_idle().await;
+    assert_eq!(files(dir.path(), "c1", "turns/user").len(), 1);
+    assert_eq!(files(dir.path(), "c1", "turns/assistant").len(), 1);
+    assert!(files(dir.path(), "c1", "facts").is_empty());
+
+    // The upstream is down for the chat: an error, and the user's words are still kept.
+    llm.set_handler(|_: &ChatRequest| Reply::status(503, "down"));
+    let err = client
+        .chat(user("I adopted a cat.", "c1"))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, EngineError::Llm(_)), "{err}");
+    assert!(err.to_string().contains("503"), "{err}");
+    let turns = files(dir.path(), "c1", "turns/user");
+    assert!(
+        turns.iter().any(|t| t.contains("I adopted a cat.")),
+        "{turns:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_oldest_memories_are_evicted_beyond_max_entries() {
+    let dir = tempfile::tempdir().unwrap();
+    let llm = ScriptedLlm::with_handler(|r: &ChatRequest| match r.schema_name() {
+        Some("memory_operations") => add_all(r),
+        Some("summary") => Reply::Json(json!({"summary": "Hobbies."})),
+        _ => Reply::text("ok"),
+    })
+    .await;
+    let mut cfg = config(dir.path(), &llm);
+    cfg.max_entries = 3;
+    let client = MemoryClient::open(cfg, OpenOptions::default())
+        .await
+        .unwrap();
+    let hobbies = ["chess", "climbing", "pottery", "sailing", "baking"];
+    for hobby in hobbies {
+        let report = client
+            .add(vec![format!("The user's hobby: {hobby}.")], &conv("c1"))
+            .await
+            .unwrap();
+        assert!(report.fallback.is_none());
+    }
+    let live = files(dir.path(), "c1", "facts");
+    assert_eq!(live.len(), 3, "{live:?}");
+    for kept in ["pottery", "sailing", "baking"] {
+        assert!(live.iter().any(|f| f.contains(kept)), "{kept} kept");
+    }
+    assert_eq!(files(dir.path(), "c1", "deleted/facts").len(), 2);
+    assert_eq!(
+        files(dir.path(), "c1", "summaries").len(),
+        1,
+        "summaries are exempt"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_unchanged_summary_is_not_rewritten() {
+    let dir = tempfile::tempdir().unwrap();
+    let summaries = Arc::new(Mutex::new(0));
+    let seen = summaries.clone();
+    let llm = ScriptedLlm::with_handler(move |r: &ChatRequest| match r.schema_name() {
+        Some("summary") => {
+            *seen.lock().unwrap() += 1;
+            Reply::Json(json!({"summary": "The user likes tea."}))
+        }
+        Some("memory_operations") => add_all(r),
+        _ => Reply::text("ok"),
+    })
+    .await;
+    let client = open(dir.path(), &llm).await;
+    client
+        .add(vec!["The user likes tea.".into()], &conv("c1"))
+        .await
+        .unwrap();
+    let path = dir.path().join("entries/c1/summaries/summary.md");
+    let written = std::fs::metadata(&path).unwrap().modified().unwrap();
+    let report = client
+        .add(vec!["The user likes green tea.".into()], &conv("c1"))
+        .await
+        .unwrap();
+    assert_eq!(*summaries.lock().unwrap(), 2, "asked twice");
+    assert!(!report.summary_updated);
+    assert_eq!(
+        std::fs::metadata(&path).unwrap().modified().unwrap(),
+        written
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stream_is_passed_through_and_its_turn_stored_even_when_cut() {
+    let dir = tempfile::tempdir().unwrap();
+    let llm = ScriptedLlm::with_handler(|r: &ChatRequest| match r.schema_name() {
+        Some("facts") => Reply::Json(json!({"facts": []})),
+        _ => Reply::Chunks(vec![
+            (Duration::from_millis(0), "Hello".into()),
+            (Duration::from_millis(10), ", there".into()),
+            (Duration::from_millis(10), "!".into()),
+        ]),
+    })
+    .await;
+    let client = open(dir.path(), &llm).await;
+    let mut request = user("Say hello.", "c1");
+    request["stream"] = json!(true);
+    let reply = client.chat_stream(request.clone()).await.unwrap();
+    assert_eq!(reply.status, 200);
+    let chunks: Vec<_> = reply.body.collect().await;
+    assert!(chunks.len() >= 3, "passed on chunk by chunk");
+    client.wait_idle().await;
+    let turns = files(dir.path(), "c1", "turns/assistant");
+    assert!(turns[0].contains("Hello, there!"), "{turns:?}");
+    assert!(!turns[0].contains("incomplete"));
+
+    // The client reads one chunk and goes away.
+    llm.set_handler(|r: &ChatRequest| match r.schema_name() {
+        Some("facts") => Reply::Json(json!({"facts": []})),
+        _ => Reply::Chunks(vec![
+            (Duration::from_millis(0), "Partial".into()),
+            (Duration::from_secs(30), " never sent".into()),
+        ]),
+    });
+    request["messages"][0]["content"] = json!("Say more.");
+    let mut reply = client.chat_stream(request).await.unwrap();
+    let mut got = String::new();
+    while !got.contains("Partial") {
+        let chunk = reply.body.next().await.unwrap().unwrap();
+        got.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    drop(reply);
+    client.wait_idle().await;
+    let turns = files(dir.path(), "c1", "turns/assistant");
+    let cut = turns
+        .iter()
+        .find(|t| t.contains("Partial"))
+        .expect("stored");
+    assert!(cut.contains("incomplete: true"), "{cut}");
+    assert_eq!(files(dir.path(), "c1", "turns/user").len(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn bad_requests_are_refused_before_anything_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let llm = ScriptedLlm::start().await;
+    let client = open(dir.path(), &llm).await;
+    for (body, why) in [
+        (json!([1, 2]), "JSON object"),
+        (json!({"model": "m"}), "\"messages\""),
+        (user("hi", "../../etc"), "memory_id"),
+        (json!({"messages": [], "memory_k": 1}), "unknown field"),
+    ] {
+        let err = client.chat(body.clone()).await.unwrap_err();
+        assert!(err.is_invalid_input(), "{body}: {err}");
+        assert!(err.to_string().contains(why), "{body}: {err}");
+    }
+    assert_eq!(llm.chat_calls(), 0);
+    assert!(!dir.path().join("entries/default").exists());
+}
