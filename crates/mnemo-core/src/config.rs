@@ -192,6 +192,8 @@ pub struct ModelPaths {
     pub embedding_model_dir: PathBuf,
     pub reranker_model_dir: PathBuf,
     pub local_llm_model: PathBuf,
+    /// The Python of set-up's virtual environment, which runs the local LLM.
+    pub python: PathBuf,
 }
 
 impl Config {
@@ -276,6 +278,7 @@ impl Config {
             embedding_model_dir: under_models(Path::new(&self.embedding_model)),
             reranker_model_dir: under_models(Path::new(&self.retrieval.reranker_model)),
             local_llm_model: under_models(&self.local_llm_model),
+            python: self.models_dir.join("python/bin/python"),
         }
     }
 }

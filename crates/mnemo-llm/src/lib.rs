@@ -18,12 +18,16 @@
 //! - [`extract_json`]: find the one JSON value in a model's reply, fences and prose around it
 //!   tolerated.
 //!
+//! - [`LocalLlm`]: the local LLM (llama.cpp through `xllamacpp`), started as a child process
+//!   when no upstream is configured.
+//!
 //! Every error is one line naming the URL, the status and what came back.
 
 mod client;
 mod config;
 mod error;
 mod json;
+mod local;
 mod sse;
 
 pub use client::{end_to_end_headers, ByteStream, ChatStream, LlmClient};
@@ -32,4 +36,5 @@ pub use error::LlmError;
 /// The `http` types of this crate's API (headers, methods, status codes).
 pub use http;
 pub use json::{extract_json, ChatMessage, JsonSchema};
+pub use local::{LocalLlm, LocalLlmOptions};
 pub use sse::{DeltaAccumulator, SseEvent, SseParser};
