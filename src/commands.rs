@@ -26,7 +26,7 @@ pub struct Failure {
 }
 
 impl Failure {
-    fn invalid(error: impl Into<anyhow::Error>) -> Self {
+    pub fn invalid(error: impl Into<anyhow::Error>) -> Self {
         Self {
             error: error.into(),
             code: 2,
@@ -58,7 +58,7 @@ impl From<EngineError> for Failure {
     }
 }
 
-type CommandResult = Result<(), Failure>;
+pub type CommandResult = Result<(), Failure>;
 
 /// Memories written and indexed per step of `mnemo add`.
 const ADD_CHUNK: usize = 16;
@@ -132,7 +132,7 @@ pub struct StatusArgs {
     json: bool,
 }
 
-fn load_config(global: &GlobalArgs) -> Result<Config, Failure> {
+pub fn load_config(global: &GlobalArgs) -> Result<Config, Failure> {
     let file = global
         .config
         .clone()
@@ -150,12 +150,16 @@ fn conversation(raw: &str) -> Result<ConversationId, Failure> {
     ConversationId::new(raw).map_err(|e| Failure::invalid(anyhow!(e)))
 }
 
-async fn open_client(global: &GlobalArgs) -> Result<MemoryClient, Failure> {
+pub async fn open_client(global: &GlobalArgs) -> Result<MemoryClient, Failure> {
     open_client_with(global, false).await
 }
 
 async fn open_client_with(global: &GlobalArgs, rebuild: bool) -> Result<MemoryClient, Failure> {
-    let config = load_config(global)?;
+    open_with_config(load_config(global)?, rebuild).await
+}
+
+/// Opens a client on `config`, with a progress bar while the index catches up.
+pub async fn open_with_config(config: Config, rebuild: bool) -> Result<MemoryClient, Failure> {
     let bar = ProgressBar::hidden();
     let shown = bar.clone();
     let on_progress = Box::new(move |p: mnemo_engine::SyncProgress| {
@@ -420,7 +424,7 @@ impl<'a> From<&'a StoredMemory> for MemoryView<'a> {
     }
 }
 
-fn print_json<T: Serialize + ?Sized>(value: &T) -> CommandResult {
+pub fn print_json<T: Serialize + ?Sized>(value: &T) -> CommandResult {
     let text = serde_json::to_string_pretty(value).context("cannot serialise output")?;
     println!("{text}");
     Ok(())
@@ -507,6 +511,7 @@ pub async fn eval(global: &GlobalArgs, args: EvalArgs) -> CommandResult {
         .clone()
         .unwrap_or_else(|| scratch.path().join("store"));
     config.start_watcher = false;
+    config.enable_git_versioning = false;
     let client = MemoryClient::open(config, OpenOptions::default()).await?;
 
     let ingest_started = std::time::Instant::now();

@@ -6,6 +6,8 @@
 mod commands;
 mod input;
 mod locomo;
+mod models;
+mod serve;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -34,6 +36,9 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Run the memory proxy (OpenAI-compatible API + REST API for memories); starts the local
+    /// LLM when no upstream (openai_base_url) is configured
+    Serve(serve::ServeArgs),
     /// Store memories verbatim: texts as arguments, from a file (-f), or from stdin;
     /// plain lines (list markers stripped) or a JSON list of strings or {content, conversation_id}
     Add(commands::AddArgs),
@@ -49,6 +54,12 @@ enum Command {
     Watch,
     /// Measure retrieval quality on a benchmark (LoCoMo)
     Eval(commands::EvalArgs),
+    /// The git history of the memories (of one conversation with -c)
+    Log(serve::LogArgs),
+    /// A commit, or a memory file as it was: `mnemo show REV[:PATH]`
+    Show(serve::ShowArgs),
+    /// Which models are installed; --fetch-reranker downloads the cross-encoder from the hub
+    Models(models::ModelsArgs),
 }
 
 fn main() -> ExitCode {
@@ -77,6 +88,10 @@ fn main() -> ExitCode {
             Command::Status(args) => commands::status(&global, args).await,
             Command::Watch => commands::watch(&global).await,
             Command::Eval(args) => commands::eval(&global, args).await,
+            Command::Serve(args) => serve::serve(&global, args).await,
+            Command::Log(args) => serve::log(&global, args).await,
+            Command::Show(args) => serve::show(&global, args).await,
+            Command::Models(args) => models::models(&global, args).await,
         }
     });
     match result {

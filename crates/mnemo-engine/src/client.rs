@@ -568,3 +568,125 @@ pub(crate) async fn blocking<T: Send + 'static>(
         .await
         .map_err(|e| EngineError::Task(e.to_string()))?
 }
+
+/// Looking up, deleting and browsing the history of single memories.
+impl MemoryClient {
+    /// The live memory with this id, if there is one.
+    pub async fn get(&self, id: MemoryId) -> Result<Option<StoredMemory>, EngineError> {
+        let inner = self.inner.clone();
+        blocking(move || {
+            let Some(path) = inner.path_of(id) else {
+                return Ok(None);
+            };
+            match inner.store.read(&path) {
+                Ok(memory) => Ok(Some(memory)),
+                // Gone since the snapshot was written: the watcher will catch up.
+                Err(mnemo_store::StoreError::Io { source, .. })
+                    if source.kind() == std::io::ErrorKind::NotFound =>
+                {
+                    Ok(None)
+                }
+                Err(e) => Err(e.into()),
+            }
+        })
+        .await
+    }
+
+    /// Soft-deletes a memory (its file moves under `deleted/`) and commits. Returns the
+    /// tombstone's path, or `None` when no live memory has this id.
+    pub async fn delete(&self, id: MemoryId) -> Result<Option<PathBuf>, EngineError> {
+        let Some(memory) = self.get(id).await? else {
+            return Ok(None);
+        };
+        let conversation = memory.record.conversation_id.clone();
+        let _turn = self
+            .inner
+            .conversation_lock(&conversation)
+            .lock_owned()
+            .await;
+        let inner = self.inner.clone();
+        blocking(move || {
+            let tombstone = inner.tombstone(&[(memory.path, None)])?.pop();
+            inner.commit(&format!("{conversation}: 1 deleted on request"));
+            Ok(tombstone)
+        })
+        .await
+    }
+
+    /// Every version of one memory in git, newest first (empty without git versioning).
+    pub async fn history(
+        &self,
+        id: MemoryId,
+        limit: usize,
+    ) -> Result<Vec<mnemo_git::MemoryVersion>, EngineError> {
+        let inner = self.inner.clone();
+        blocking(move || match &inner.git {
+            Some(git) => Ok(git.history_of(id, limit)?),
+            None => Ok(Vec::new()),
+        })
+        .await
+    }
+
+    /// The store's git history (of one conversation, if given), newest first.
+    pub async fn log(
+        &self,
+        conversation: Option<ConversationId>,
+        limit: usize,
+    ) -> Result<Vec<mnemo_git::CommitInfo>, EngineError> {
+        let inner = self.inner.clone();
+        blocking(move || {
+            let git = inner.git.as_ref().ok_or_else(no_git)?;
+            let prefix = conversation
+                .map(|c| PathBuf::from(mnemo_store::layout::ENTRIES_DIR).join(c.as_str()));
+            Ok(git.log(prefix.as_deref(), limit)?)
+        })
+        .await
+    }
+
+    /// A commit, or a file as it was at a revision.
+    pub async fn show(
+        &self,
+        rev: String,
+        path: Option<PathBuf>,
+    ) -> Result<mnemo_git::Shown, EngineError> {
+        let inner = self.inner.clone();
+        blocking(move || {
+            let git = inner.git.as_ref().ok_or_else(no_git)?;
+            Ok(git.show(&rev, path.as_deref())?)
+        })
+        .await
+    }
+
+    /// Points in the index.
+    pub async fn index_size(&self) -> Result<usize, EngineError> {
+        let inner = self.inner.clone();
+        blocking(move || Ok(inner.index.count(&mnemo_index::Filter::all())?)).await
+    }
+
+    /// Whether a cross-encoder is loaded, and whether an upstream LLM is configured.
+    pub fn has_reranker(&self) -> bool {
+        self.inner.reranker.is_some()
+    }
+
+    pub fn upstream(&self) -> Option<&LlmClient> {
+        self.inner.llm.as_ref()
+    }
+}
+
+fn no_git() -> EngineError {
+    EngineError::InvalidInput(
+        "git versioning is off for this store (enable_git_versioning = false)".into(),
+    )
+}
+
+impl Inner {
+    /// The file of the live memory with this id, from the snapshot.
+    fn path_of(&self, id: MemoryId) -> Option<PathBuf> {
+        let snapshot = self.snapshot.lock().unwrap_or_else(|p| p.into_inner());
+        snapshot
+            .files
+            .iter()
+            .find(|(_, e)| e.id == id)
+            .map(|(path, _)| self.store.root().join(path))
+    }
+}

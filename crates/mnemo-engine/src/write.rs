@@ -457,7 +457,7 @@ impl Inner {
 
     /// Commits the store to git, when versioning is on. A failure is logged, not returned:
     /// the files are safe, and the next commit stages them again.
-    fn commit(&self, message: &str) -> Option<String> {
+    pub(crate) fn commit(&self, message: &str) -> Option<String> {
         let git = self.git.as_ref()?;
         match git.commit_all(&format!("mnemo: {message}")) {
             Ok(commit) => commit.map(|c| c.short_id),

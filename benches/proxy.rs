@@ -1,0 +1,238 @@
+//! What mnemo's proxy adds to a chat request, with a store of 10k memories and the scripted
+//! upstream (so the LLM does not dominate), against calling the upstream directly in the same
+//! run; and sustained requests/s with 16 concurrent clients.
+//!
+//! `cargo bench --bench proxy [-- --json] [-- --quick]`. The cross-encoder is off.
+
+use std::time::{Duration, Instant};
+
+use futures_util::StreamExt;
+use mnemo_core::{Config, ConversationId, MemoryRecord, Role};
+use mnemo_engine::{MemoryClient, OpenOptions};
+use mnemo_scripted_llm::ScriptedLlm;
+use mnemo_server::ServerOptions;
+use serde_json::{json, Value};
+
+const MEMORIES: usize = 10_000;
+const CONVERSATIONS: usize = 50;
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let json_out = args.iter().any(|a| a == "--json");
+    let quick = args.iter().any(|a| a == "--quick");
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    let report = runtime.block_on(run(quick));
+    if json_out {
+        println!("{}", serde_json::to_string_pretty(&report).unwrap());
+    } else {
+        println!("{report:#}");
+    }
+}
+
+fn topics(i: usize) -> String {
+    let subjects = [
+        "My sister",
+        "The landlord",
+        "Our team lead",
+        "Grandpa",
+        "The dog",
+    ];
+    let verbs = [
+        "moved to",
+        "talks about",
+        "bought tickets to",
+        "is allergic to",
+        "loves",
+    ];
+    let objects = [
+        "Lisbon",
+        "sourdough",
+        "the jazz festival",
+        "peanuts",
+        "the bike lane",
+    ];
+    format!(
+        "{} {} {} (note {i}).",
+        subjects[i % 5],
+        verbs[(i / 5) % 5],
+        objects[(i / 25) % 5]
+    )
+}
+
+async fn run(quick: bool) -> Value {
+    let upstream = ScriptedLlm::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = Config {
+        memory_path: dir.path().to_owned(),
+        models_dir: std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("models"),
+        openai_base_url: Some(upstream.base_url()),
+        start_watcher: false,
+        ..Config::default()
+    };
+    config.retrieval.reranker_model = "/nonexistent".into();
+    let client = MemoryClient::open(config, OpenOptions::default())
+        .await
+        .unwrap();
+    let started = Instant::now();
+    let records: Vec<MemoryRecord> = (0..MEMORIES)
+        .map(|i| {
+            let conversation = ConversationId::new(&format!("c{}", i % CONVERSATIONS)).unwrap();
+            MemoryRecord::new(conversation, Role::Memory, topics(i))
+        })
+        .collect();
+    for chunk in records.chunks(500) {
+        client.add_records(chunk.to_vec()).await.unwrap();
+    }
+    eprintln!(
+        "store of {MEMORIES} memories built in {:.0} s",
+        started.elapsed().as_secs_f64()
+    );
+
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let mnemo = format!("http://{}", listener.local_addr().unwrap());
+    let server_client = client.clone();
+    tokio::spawn(async move {
+        mnemo_server::serve(
+            listener,
+            server_client,
+            ServerOptions::default(),
+            std::future::pending(),
+        )
+        .await
+    });
+    let http = reqwest::Client::builder().no_proxy().build().unwrap();
+    let direct = upstream.base_url();
+    let rounds = if quick { 40 } else { 200 };
+
+    let body = |i: usize, stream: bool| {
+        json!({
+            "model": "scripted",
+            "stream": stream,
+            "memory_id": format!("c{}", i % CONVERSATIONS),
+            "messages": [{"role": "user", "content": format!("What does my sister love? ({i})")}]
+        })
+    };
+    // Warm-up.
+    for i in 0..10 {
+        chat(&http, &format!("{mnemo}/v1"), body(i, false)).await;
+        chat(&http, &direct, body(i, false)).await;
+    }
+    let (mut via, mut plain) = (Vec::new(), Vec::new());
+    let (mut via_ttft, mut plain_ttft) = (Vec::new(), Vec::new());
+    for i in 0..rounds {
+        // Interleaved, so both see the same machine.
+        plain.push(chat(&http, &direct, body(i, false)).await);
+        via.push(chat(&http, &format!("{mnemo}/v1"), body(i, false)).await);
+        plain_ttft.push(first_chunk(&http, &direct, body(i, true)).await);
+        via_ttft.push(first_chunk(&http, &format!("{mnemo}/v1"), body(i, true)).await);
+    }
+    client.wait_idle().await;
+
+    let seconds = if quick { 5 } else { 15 };
+    let (requests, errors) = load(&http, &mnemo, 16, Duration::from_secs(seconds)).await;
+    client.wait_idle().await;
+
+    let (p50_via, p50_plain) = (percentile(&mut via, 0.5), percentile(&mut plain, 0.5));
+    json!({
+        "memories": MEMORIES,
+        "non_streaming_ms": {
+            "direct_p50": p50_plain, "direct_p99": percentile(&mut plain, 0.99),
+            "via_mnemo_p50": p50_via, "via_mnemo_p99": percentile(&mut via, 0.99),
+            "added_p50": round(p50_via - p50_plain),
+        },
+        "time_to_first_token_ms": {
+            "direct_p50": percentile(&mut plain_ttft, 0.5),
+            "via_mnemo_p50": percentile(&mut via_ttft, 0.5),
+            "via_mnemo_p99": percentile(&mut via_ttft, 0.99),
+        },
+        "throughput_16_clients": {
+            "seconds": seconds,
+            "requests": requests,
+            "requests_per_s": round(requests as f64 / seconds as f64),
+            "errors": errors,
+        },
+    })
+}
+
+async fn chat(http: &reqwest::Client, base: &str, body: Value) -> f64 {
+    let started = Instant::now();
+    let response = http
+        .post(format!("{base}/chat/completions"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert!(response.status().is_success(), "{}", response.status());
+    response.bytes().await.unwrap();
+    started.elapsed().as_secs_f64() * 1000.0
+}
+
+async fn first_chunk(http: &reqwest::Client, base: &str, body: Value) -> f64 {
+    let started = Instant::now();
+    let response = http
+        .post(format!("{base}/chat/completions"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let mut stream = response.bytes_stream();
+    stream.next().await.unwrap().unwrap();
+    let elapsed = started.elapsed().as_secs_f64() * 1000.0;
+    while stream.next().await.is_some() {}
+    elapsed
+}
+
+/// `clients` loops sending chat requests through mnemo for `duration`.
+async fn load(
+    http: &reqwest::Client,
+    mnemo: &str,
+    clients: usize,
+    duration: Duration,
+) -> (usize, usize) {
+    let deadline = Instant::now() + duration;
+    let tasks: Vec<_> = (0..clients)
+        .map(|c| {
+            let http = http.clone();
+            let url = format!("{mnemo}/v1/chat/completions");
+            tokio::spawn(async move {
+                let (mut ok, mut failed) = (0, 0);
+                let mut i = 0;
+                while Instant::now() < deadline {
+                    let body = json!({
+                        "model": "scripted",
+                        "memory_id": format!("load{c}"),
+                        "messages": [{"role": "user", "content": format!("Message {i} from client {c}.")}]
+                    });
+                    match http.post(&url).json(&body).send().await {
+                        Ok(r) if r.status().is_success() => {
+                            let _ = r.bytes().await;
+                            ok += 1
+                        }
+                        _ => failed += 1,
+                    }
+                    i += 1;
+                }
+                (ok, failed)
+            })
+        })
+        .collect();
+    let mut totals = (0, 0);
+    for task in tasks {
+        let (ok, failed) = task.await.unwrap();
+        totals.0 += ok;
+        totals.1 += failed;
+    }
+    totals
+}
+
+fn percentile(v: &mut [f64], q: f64) -> f64 {
+    v.sort_by(f64::total_cmp);
+    round(v[((v.len() - 1) as f64 * q).round() as usize])
+}
+
+fn round(x: f64) -> f64 {
+    (x * 100.0).round() / 100.0
+}

@@ -1,0 +1,431 @@
+//! The HTTP API over real sockets: mnemo's server in front of a scripted upstream, a real
+//! store, model, index and git.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use mnemo_core::Config;
+use mnemo_engine::{MemoryClient, OpenOptions};
+use mnemo_scripted_llm::{ChatRequest, Reply, ScriptedLlm};
+use mnemo_server::ServerOptions;
+use serde_json::{json, Value};
+use tokio::sync::oneshot;
+
+struct Server {
+    url: String,
+    stop: Option<oneshot::Sender<()>>,
+    done: tokio::task::JoinHandle<std::io::Result<()>>,
+    dir: tempfile::TempDir,
+    root: PathBuf,
+}
+
+impl Server {
+    async fn start(upstream: Option<String>) -> Self {
+        Self::start_with(upstream, ServerOptions::default(), |_| {}).await
+    }
+
+    async fn start_with(
+        upstream: Option<String>,
+        options: ServerOptions,
+        tune: impl FnOnce(&mut Config),
+    ) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = Config {
+            memory_path: dir.path().to_owned(),
+            models_dir: PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../models"),
+            openai_base_url: upstream,
+            llm_timeout_secs: 1,
+            start_watcher: false,
+            ..Config::default()
+        };
+        config.retrieval.reranker_model = "/nonexistent".into();
+        tune(&mut config);
+        let client = MemoryClient::open(config, OpenOptions::default())
+            .await
+            .unwrap();
+        let root = client.store().root().to_owned();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let (stop, stopped) = oneshot::channel::<()>();
+        let done = tokio::spawn(mnemo_server::serve(listener, client, options, async {
+            let _ = stopped.await;
+        }));
+        Self {
+            url,
+            stop: Some(stop),
+            done,
+            dir,
+            root,
+        }
+    }
+
+    /// Stops the server; the store stays until the returned folder is dropped.
+    async fn shutdown(mut self) -> (tempfile::TempDir, PathBuf) {
+        self.stop.take().unwrap().send(()).unwrap();
+        (&mut self.done).await.unwrap().unwrap();
+        (self.dir, self.root)
+    }
+}
+
+fn http() -> reqwest::Client {
+    reqwest::Client::builder().no_proxy().build().unwrap()
+}
+
+async fn post(url: &str, body: Value) -> (u16, Value) {
+    let response = http().post(url).json(&body).send().await.unwrap();
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+fn model(request: &ChatRequest) -> Reply {
+    match request.schema_name() {
+        Some("facts") => Reply::Json(json!({"facts": []})),
+        Some(_) => Reply::Json(json!({"operations": [], "summary": ""})),
+        None => Reply::text(format!(
+            "You said: {}",
+            request.last_user_message().unwrap_or_default()
+        )),
+    }
+}
+
+fn chat(text: &str) -> Value {
+    json!({"model": "m", "memory_id": "c1", "messages": [{"role": "user", "content": text}]})
+}
+
+fn error_message(body: &Value) -> &str {
+    body["error"]["message"].as_str().unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn chat_answers_with_memory_hits_and_strips_memory_fields() {
+    let llm = ScriptedLlm::with_handler(model).await;
+    let server = Server::start(Some(llm.base_url())).await;
+    let (status, _) = post(
+        &format!("{}/v1/memories", server.url),
+        json!({"content": "The user's favourite colour is teal.", "conversation_id": "c1"}),
+    )
+    .await;
+    assert_eq!(status, 201);
+    let mut request = chat("What is my favourite colour?");
+    request["memory_top_k"] = json!(2);
+    let (status, body) = post(&format!("{}/v1/chat/completions", server.url), request).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body["choices"][0]["message"]["content"]
+        .as_str()
+        .unwrap()
+        .contains("teal"));
+    assert_eq!(
+        body["memory_hits"][0]["content"],
+        "The user's favourite colour is teal."
+    );
+    let forwarded = llm
+        .requests()
+        .into_iter()
+        .filter_map(|r| r.body)
+        .find(|b| b.get("response_format").is_none())
+        .unwrap();
+    assert!(forwarded
+        .as_object()
+        .unwrap()
+        .keys()
+        .all(|k| !k.starts_with("memory_")));
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn streams_pass_through_as_server_sent_events() {
+    let llm = ScriptedLlm::with_handler(|r: &ChatRequest| match r.schema_name() {
+        Some(_) => Reply::Json(json!({"facts": []})),
+        None => Reply::Chunks(vec![
+            (Duration::ZERO, "one ".into()),
+            (Duration::from_millis(20), "two".into()),
+        ]),
+    })
+    .await;
+    let server = Server::start(Some(llm.base_url())).await;
+    let mut request = chat("Count.");
+    request["stream"] = json!(true);
+    let response = http()
+        .post(format!("{}/v1/chat/completions", server.url))
+        .json(&request)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert!(response.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("text/event-stream"));
+    let text = response.text().await.unwrap();
+    assert!(
+        text.contains("\"one \"") && text.contains("\"two\""),
+        "{text}"
+    );
+    assert!(text.trim_end().ends_with("data: [DONE]"), "{text}");
+    let (_store, root) = server.shutdown().await;
+    let turns = std::fs::read_dir(root.join("entries/c1/turns/assistant")).unwrap();
+    let turn = std::fs::read_to_string(turns.into_iter().next().unwrap().unwrap().path()).unwrap();
+    assert!(turn.contains("one two"), "{turn}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn other_paths_go_to_the_upstream_unchanged() {
+    let llm = ScriptedLlm::start().await;
+    let server = Server::start(Some(llm.base_url())).await;
+    let models: Value = http()
+        .get(format!("{}/v1/models", server.url))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(models["data"].is_array(), "{models}");
+    let response = http()
+        .post(format!("{}/v1/embeddings?dimensions=8", server.url))
+        .header("x-custom", "kept")
+        .json(&json!({"input": "hello"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let echo: Value = response.json().await.unwrap();
+    assert_eq!(echo["path"], "/v1/embeddings");
+    assert_eq!(echo["method"], "POST");
+    assert_eq!(echo["query"], "dimensions=8");
+    assert_eq!(echo["body"]["input"], "hello");
+    let recorded = llm.requests();
+    let last = recorded.last().unwrap();
+    assert_eq!(last.header("x-custom"), Some("kept"));
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn bad_requests_get_precise_errors_and_the_server_stays_up() {
+    let llm = ScriptedLlm::with_handler(model).await;
+    let options = ServerOptions {
+        max_body_bytes: 4096,
+        ..ServerOptions::default()
+    };
+    let server = Server::start_with(Some(llm.base_url()), options, |_| {}).await;
+    let url = format!("{}/v1/chat/completions", server.url);
+    let raw = http()
+        .post(&url)
+        .header("content-type", "application/json")
+        .body("{\"messages\": [")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(raw.status(), 400);
+    let body: Value = raw.json().await.unwrap();
+    assert!(error_message(&body).contains("not valid JSON"), "{body}");
+    assert_eq!(body["error"]["type"], "invalid_request_error");
+
+    for (request, expected) in [
+        (
+            json!({"messages": [], "memory_tpo_k": 3}),
+            "unknown field \"memory_tpo_k\"",
+        ),
+        (json!({"model": "m"}), "\"messages\""),
+        (
+            json!({"messages": [], "memory_id": "../../etc/passwd"}),
+            "memory_id",
+        ),
+        (
+            json!({"messages": [], "memory_id": "a\nb"}),
+            "control character",
+        ),
+        (json!({"messages": [], "memory_top_k": "all"}), "integer"),
+    ] {
+        let (status, body) = post(&url, request.clone()).await;
+        assert_eq!(status, 400, "{request}: {body}");
+        assert!(error_message(&body).contains(expected), "{request}: {body}");
+    }
+
+    let huge = json!({"messages": [{"role": "user", "content": "x".repeat(10_000)}]});
+    let (status, body) = post(&url, huge).await;
+    assert_eq!(status, 413, "{body}");
+    assert!(
+        error_message(&body).contains("larger than 4096 bytes"),
+        "{body}"
+    );
+
+    let (status, body) = post(
+        &format!("{}/v1/memories", server.url),
+        json!({"content": "x", "colour": 1}),
+    )
+    .await;
+    assert_eq!(status, 400);
+    assert!(
+        error_message(&body).contains("unknown field `colour`"),
+        "{body}"
+    );
+    for bad_id in ["not-a-uuid", "..%2F..%2Fetc", "%00"] {
+        let response = http()
+            .get(format!("{}/v1/memories/{bad_id}", server.url))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 400, "{bad_id}");
+    }
+
+    // Still serving.
+    let (status, _) = post(&url, chat("Still there?")).await;
+    assert_eq!(status, 200);
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_upstream_that_is_down_slow_or_failing_is_a_clear_gateway_error() {
+    let llm = ScriptedLlm::start().await;
+    let server = Server::start(Some(llm.base_url())).await;
+    let url = format!("{}/v1/chat/completions", server.url);
+
+    llm.set_handler(|_: &ChatRequest| Reply::status(500, "upstream exploded"));
+    let (status, body) = post(&url, chat("hello")).await;
+    assert_eq!(status, 502, "{body}");
+    assert!(error_message(&body).contains("500"), "{body}");
+    assert_eq!(body["error"]["type"], "upstream_error");
+
+    llm.set_handler(|_: &ChatRequest| Reply::status(400, "no such model"));
+    let (status, body) = post(&url, chat("hello")).await;
+    assert_eq!(
+        status, 400,
+        "the upstream's refusal is the caller's: {body}"
+    );
+
+    llm.set_handler(|_: &ChatRequest| Reply::Hang);
+    let (status, body) = post(&url, chat("hello")).await;
+    assert_eq!(status, 504, "{body}");
+
+    let (_store, root) = server.shutdown().await;
+    drop(llm);
+    // Every user turn was kept, whatever the upstream did.
+    let turns = std::fs::read_dir(root.join("entries/c1/turns/user"))
+        .unwrap()
+        .count();
+    assert_eq!(turns, 3);
+
+    let dead = Server::start(Some("http://127.0.0.1:9/v1".into())).await;
+    let (status, body) = post(&format!("{}/v1/chat/completions", dead.url), chat("hi")).await;
+    assert_eq!(status, 502, "{body}");
+    assert!(error_message(&body).contains("127.0.0.1:9"), "{body}");
+    let health: Value = http()
+        .get(format!("{}/health", dead.url))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(health["status"], "degraded");
+    assert_eq!(health["upstream"]["reachable"], false);
+    dead.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_memory_api_adds_searches_lists_gets_deletes_and_shows_history() {
+    let llm = ScriptedLlm::with_handler(model).await;
+    let server = Server::start(Some(llm.base_url())).await;
+    let base = format!("{}/v1/memories", server.url);
+    let (status, added) = post(
+        &base,
+        json!({"texts": ["I keep bees.", "My bike is red.", "I live in Ghent."], "conversation_id": "c1"}),
+    )
+    .await;
+    assert_eq!(status, 201, "{added}");
+    assert_eq!(added["added"].as_array().unwrap().len(), 3);
+    assert!(added["commit"].is_string());
+
+    let (status, found) = post(
+        &format!("{base}/search"),
+        json!({"query": "what colour is my bicycle", "conversation_id": "c1", "top_k": 1}),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(found["hits"][0]["content"], "My bike is red.");
+    assert!(found["hits"][0]["scores"]["fused"].is_number());
+
+    let page: Value = http()
+        .get(format!("{base}?conversation_id=c1&limit=2&offset=1"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(page["total"], 3);
+    assert_eq!(page["items"].as_array().unwrap().len(), 2);
+
+    let id = found["hits"][0]["id"].as_str().unwrap().to_owned();
+    let one: Value = http()
+        .get(format!("{base}/{id}"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(one["content"], "My bike is red.");
+    assert!(Path::new(one["path"].as_str().unwrap()).starts_with("entries/c1/facts"));
+
+    let deleted = http().delete(format!("{base}/{id}")).send().await.unwrap();
+    assert_eq!(deleted.status(), 200);
+    let gone = http().get(format!("{base}/{id}")).send().await.unwrap();
+    assert_eq!(gone.status(), 404);
+    let again = http().delete(format!("{base}/{id}")).send().await.unwrap();
+    assert_eq!(again.status(), 404);
+
+    let history: Value = http()
+        .get(format!("{base}/{id}/history"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let versions = history["versions"].as_array().unwrap();
+    assert_eq!(versions.len(), 2, "added, then deleted: {history}");
+    assert!(versions[0]["content"]
+        .as_str()
+        .unwrap()
+        .contains("deleted_at"));
+
+    let spec: Value = http()
+        .get(format!("{}/openapi.json", server.url))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(spec["openapi"], "3.1.0");
+    let (_store, root) = server.shutdown().await;
+    assert!(root.join("entries/c1/deleted/facts").is_dir());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn shutdown_finishes_queued_memory_writes() {
+    let llm = ScriptedLlm::with_handler(|r: &ChatRequest| match r.schema_name() {
+        Some("facts") => Reply::delay(
+            Duration::from_millis(300),
+            Reply::Json(json!({"facts": ["The user has a cat named Miso."]})),
+        ),
+        Some("summary") => Reply::Json(json!({"summary": "Cat owner."})),
+        Some(_) => Reply::Json(json!({"operations": []})),
+        None => Reply::text("Nice!"),
+    })
+    .await;
+    let server = Server::start(Some(llm.base_url())).await;
+    let (status, _) = post(
+        &format!("{}/v1/chat/completions", server.url),
+        chat("I have a cat named Miso."),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let (_store, root) = server.shutdown().await;
+    let facts: Vec<_> = std::fs::read_dir(root.join("entries/c1/facts"))
+        .expect("the fact was written before shutdown returned")
+        .collect();
+    assert_eq!(facts.len(), 1);
+}

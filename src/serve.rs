@@ -1,0 +1,202 @@
+//! `mnemo serve`: the memory proxy, with the local LLM when no upstream is configured; and
+//! `mnemo log` / `mnemo show`, the git history of memories.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use anyhow::{anyhow, Context};
+use clap::Args;
+use mnemo_core::LOCAL_LLM_ALIAS;
+use mnemo_git::Shown;
+use mnemo_llm::{LocalLlm, LocalLlmOptions};
+use mnemo_server::ServerOptions;
+use tracing::{info, warn};
+
+use crate::commands::{self, CommandResult, Failure, GlobalArgs};
+
+#[derive(Args)]
+pub struct ServeArgs {
+    /// Address to listen on
+    #[arg(long, default_value = "127.0.0.1")]
+    host: String,
+    /// Port to listen on (0 = any free port)
+    #[arg(long, default_value_t = 8100)]
+    port: u16,
+    /// Largest request body accepted, in MiB
+    #[arg(long, default_value_t = 8)]
+    max_body_mib: usize,
+    /// Do not start the local LLM when no upstream is configured (chat answers 503)
+    #[arg(long)]
+    no_local_llm: bool,
+}
+
+pub async fn serve(global: &GlobalArgs, args: ServeArgs) -> CommandResult {
+    let mut config = commands::load_config(global)?;
+    let address: SocketAddr = format!("{}:{}", args.host, args.port)
+        .parse()
+        .or_else(|_| format!("[{}]:{}", args.host, args.port).parse())
+        .map_err(|_| Failure::invalid(anyhow!("--host {} is not an IP address", args.host)))?;
+    if !address.ip().is_loopback() {
+        warn!("listening on {address}: anyone who can reach it can read and write these memories");
+    }
+
+    let local = match (&config.openai_base_url, args.no_local_llm) {
+        (None, false) => {
+            let paths = config.model_paths();
+            let mut options =
+                LocalLlmOptions::new(paths.python, paths.local_llm_model, LOCAL_LLM_ALIAS);
+            options.threads = config.local_llm_threads;
+            eprintln!("starting the local LLM ({LOCAL_LLM_ALIAS}) ...");
+            let llm = LocalLlm::start(&options).await.map_err(|e| Failure {
+                error: anyhow!(e),
+                code: 3,
+            })?;
+            config.openai_base_url = Some(llm.base_url().to_owned());
+            config.llm_model = LOCAL_LLM_ALIAS.to_owned();
+            Some(llm)
+        }
+        _ => None,
+    };
+    let upstream_label = match (&local, &config.openai_base_url) {
+        (Some(_), _) => format!("local LLM {LOCAL_LLM_ALIAS}"),
+        (None, Some(url)) => url.clone(),
+        (None, None) => "none".into(),
+    };
+
+    let start_watcher = config.start_watcher;
+    let client = commands::open_with_config(config, false).await?;
+    let _watcher = if start_watcher {
+        Some(client.start_watcher()?)
+    } else {
+        None
+    };
+    let listener = tokio::net::TcpListener::bind(address)
+        .await
+        .with_context(|| format!("cannot listen on {address}"))?;
+    let bound = listener
+        .local_addr()
+        .context("cannot read the bound address")?;
+    print_banner(bound, client.store().root(), &upstream_label);
+
+    let options = ServerOptions {
+        max_body_bytes: args.max_body_mib.max(1) << 20,
+        upstream_label,
+    };
+    mnemo_server::serve(listener, client, options, shutdown_signal())
+        .await
+        .context("the server stopped")?;
+    if let Some(llm) = local {
+        llm.stop().await;
+    }
+    info!("stopped");
+    Ok(())
+}
+
+fn print_banner(address: SocketAddr, store: &std::path::Path, upstream: &str) {
+    println!("mnemo listening on http://{address}");
+    println!("  store     {}", store.display());
+    println!("  upstream  {upstream}");
+    println!("  API       http://{address}/openapi.json");
+    println!();
+    println!("Try it:");
+    println!(
+        r#"  curl -s http://{address}/v1/chat/completions -H 'content-type: application/json' \
+    -d '{{"model": "{LOCAL_LLM_ALIAS}", "memory_id": "demo", "messages": [{{"role": "user", "content": "My wife is Anne and I dislike pizza."}}]}}'"#
+    );
+}
+
+/// Ctrl-C or SIGTERM.
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+    eprintln!("shutting down: finishing requests and queued memory writes ...");
+}
+
+#[derive(Args)]
+pub struct LogArgs {
+    /// Only changes to this conversation
+    #[arg(short, long)]
+    conversation: Option<String>,
+    /// How many commits
+    #[arg(short = 'n', long, default_value_t = 20)]
+    limit: usize,
+    /// Print the commits as JSON
+    #[arg(long)]
+    json: bool,
+}
+
+pub async fn log(global: &GlobalArgs, args: LogArgs) -> CommandResult {
+    let conversation = args
+        .conversation
+        .as_deref()
+        .map(|c| mnemo_core::ConversationId::new(c).map_err(|e| Failure::invalid(anyhow!(e))))
+        .transpose()?;
+    let client = commands::open_client(global).await?;
+    let commits = client.log(conversation, args.limit).await?;
+    if args.json {
+        return commands::print_json(&commits);
+    }
+    for commit in &commits {
+        println!(
+            "{}  {}  {}",
+            commit.short_id,
+            commit.time.format("%Y-%m-%d %H:%M:%S"),
+            commit.message.lines().next().unwrap_or_default()
+        );
+        for change in &commit.changes {
+            println!("    {:?}  {}", change.status, change.path.display());
+        }
+    }
+    Ok(())
+}
+
+#[derive(Args)]
+pub struct ShowArgs {
+    /// A revision (hash, HEAD~2, ...), optionally with a file: REV:entries/conv/facts/x.md
+    target: String,
+    /// Print as JSON
+    #[arg(long)]
+    json: bool,
+}
+
+pub async fn show(global: &GlobalArgs, args: ShowArgs) -> CommandResult {
+    let (rev, path) = match args.target.split_once(':') {
+        Some((rev, path)) => (rev.to_owned(), Some(PathBuf::from(path))),
+        None => (args.target.clone(), None),
+    };
+    let client = commands::open_client(global).await?;
+    let shown = client
+        .show(rev, path)
+        .await
+        .map_err(|e| Failure::invalid(anyhow!(e)))?;
+    if args.json {
+        return commands::print_json(&shown);
+    }
+    match shown {
+        Shown::Commit(commit) => {
+            println!("commit {}", commit.id);
+            println!("Author: {}", commit.author);
+            println!("Date:   {}", commit.time.to_rfc3339());
+            println!("\n    {}\n", commit.message.trim());
+            for change in &commit.changes {
+                println!("{:?}  {}", change.status, change.path.display());
+            }
+        }
+        Shown::File { content, .. } => print!("{content}"),
+    }
+    Ok(())
+}
