@@ -64,6 +64,7 @@ pub async fn serve(global: &GlobalArgs, args: ServeArgs) -> CommandResult {
     };
 
     let start_watcher = config.start_watcher;
+    let model = config.llm_model.clone();
     let client = commands::open_with_config(config, false).await?;
     let _watcher = if start_watcher {
         Some(client.start_watcher()?)
@@ -76,7 +77,7 @@ pub async fn serve(global: &GlobalArgs, args: ServeArgs) -> CommandResult {
     let bound = listener
         .local_addr()
         .context("cannot read the bound address")?;
-    print_banner(bound, client.store().root(), &upstream_label);
+    print_banner(bound, client.store().root(), &upstream_label, &model);
 
     let options = ServerOptions {
         max_body_bytes: args.max_body_mib.max(1) << 20,
@@ -92,7 +93,7 @@ pub async fn serve(global: &GlobalArgs, args: ServeArgs) -> CommandResult {
     Ok(())
 }
 
-fn print_banner(address: SocketAddr, store: &std::path::Path, upstream: &str) {
+fn print_banner(address: SocketAddr, store: &std::path::Path, upstream: &str, model: &str) {
     println!("mnemo listening on http://{address}");
     println!("  store     {}", store.display());
     println!("  upstream  {upstream}");
@@ -101,7 +102,7 @@ fn print_banner(address: SocketAddr, store: &std::path::Path, upstream: &str) {
     println!("Try it:");
     println!(
         r#"  curl -s http://{address}/v1/chat/completions -H 'content-type: application/json' \
-    -d '{{"model": "{LOCAL_LLM_ALIAS}", "memory_id": "demo", "messages": [{{"role": "user", "content": "My wife is Anne and I dislike pizza."}}]}}'"#
+    -d '{{"model": "{model}", "memory_id": "demo", "messages": [{{"role": "user", "content": "My wife is Anne and I dislike pizza."}}]}}'"#
     );
 }
 

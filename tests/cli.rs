@@ -419,3 +419,102 @@ fn watch_indexes_hand_edits_and_holds_the_store() {
         "the watcher had already indexed the edit"
     );
 }
+
+/// A model hub on loopback serving the tiny cross-encoder under the real one's hub paths;
+/// requests for `missing` answer 404. Returns the hub's URL.
+fn loopback_hub(missing: Option<&'static str>) -> String {
+    use std::io::{BufRead, BufReader, Write};
+    let models = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/tiny-cross-encoder");
+    assert!(
+        models.join("model.onnx").is_file(),
+        "{} is missing: run `scripts/setup test` to generate the tiny cross-encoder",
+        models.display()
+    );
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut request_line = String::new();
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            reader.read_line(&mut request_line).unwrap_or_default();
+            // Drain the headers.
+            let mut line = String::new();
+            while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
+                line.clear();
+            }
+            let path = request_line.split_whitespace().nth(1).unwrap_or("");
+            let file = path
+                .strip_prefix("/cross-encoder/ms-marco-MiniLM-L-6-v2/resolve/main/")
+                .filter(|f| Some(*f) != missing)
+                .map(|f| models.join(f.strip_prefix("onnx/").unwrap_or(f)))
+                .and_then(|p| std::fs::read(p).ok());
+            let (status, body) = match file {
+                Some(bytes) => ("200 OK", bytes),
+                None => ("404 Not Found", b"not found".to_vec()),
+            };
+            let head = format!(
+                "HTTP/1.1 {status}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                body.len()
+            );
+            let _ = stream.write_all(head.as_bytes());
+            let _ = stream.write_all(&body);
+        }
+    });
+    url
+}
+
+fn fetch_reranker(hub: &str, reranker_dir: &Path, config: &Path) -> Output {
+    std::fs::write(
+        config,
+        format!(
+            "[retrieval]\nreranker_model = {:?}\n",
+            reranker_dir.display().to_string()
+        ),
+    )
+    .unwrap();
+    Command::new(env!("CARGO_BIN_EXE_mnemo"))
+        .args([
+            "models",
+            "--json",
+            "--fetch-reranker",
+            "--hub-url",
+            hub,
+            "--config",
+        ])
+        .arg(config)
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn the_reranker_is_fetched_checked_and_installed_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let reranker = dir.path().join("reranker");
+    let config = dir.path().join("mnemo.toml");
+
+    let out = fetch_reranker(&loopback_hub(None), &reranker, &config);
+    assert_success(&out);
+    let status: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(status["reranker"]["installed"], true, "{status}");
+    let sums = std::fs::read_to_string(reranker.join("SHA256SUMS")).unwrap();
+    assert_eq!(sums.lines().count(), 5, "{sums}");
+    assert!(sums.contains("  model.onnx"), "{sums}");
+
+    // A hub that lacks one file leaves nothing half-installed.
+    std::fs::remove_dir_all(&reranker).unwrap();
+    let out = fetch_reranker(&loopback_hub(Some("tokenizer.json")), &reranker, &config);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("resolve/main/tokenizer.json answered 404"),
+        "{stderr}"
+    );
+    assert!(!reranker.exists(), "no partial model folder");
+    let leftovers: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(leftovers.len(), 1, "only the config is left: {leftovers:?}");
+}

@@ -49,7 +49,7 @@ pub struct Config {
     /// The upstream LLM (`http://host:port/v1`); unset: the local LLM.
     pub openai_base_url: Option<String>,
     /// Bearer key for the upstream LLM (`MNEMO_OPENAI_API_KEY`).
-    pub openai_api_key: Option<String>,
+    pub openai_api_key: Option<ApiKey>,
     /// Model mnemo's own calls (extraction, reconciliation, summary) ask the upstream for.
     pub llm_model: String,
     /// Seconds one upstream call may take.
@@ -163,6 +163,23 @@ fn default_models_dir() -> PathBuf {
         return local;
     }
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../models")
+}
+
+/// A secret that `{:?}` never prints, so a logged configuration does not leak it.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct ApiKey(pub String);
+
+impl ApiKey {
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("<redacted>")
+    }
 }
 
 /// The name the local LLM serves its model under.
@@ -327,6 +344,7 @@ mod tests {
                 ("MNEMO_DEFAULT_TOP_K", "9"),
                 ("MNEMO_SCORE_THRESHOLD", "0.5"),
                 ("MNEMO_OPENAI_BASE_URL", "http://127.0.0.1:8080/v1"),
+                ("MNEMO_OPENAI_API_KEY", "sk-secret"),
                 ("UNRELATED", "x"),
             ]),
         )
@@ -339,6 +357,11 @@ mod tests {
             Some("http://127.0.0.1:8080/v1")
         );
         assert_eq!(cfg.max_entries, 500);
+        assert_eq!(
+            cfg.openai_api_key.as_ref().map(ApiKey::expose),
+            Some("sk-secret")
+        );
+        assert!(!format!("{cfg:?}").contains("sk-secret"));
     }
 
     #[test]

@@ -13,6 +13,6 @@ mod config;
 mod ids;
 mod record;
 
-pub use config::{Config, ConfigError, ModelPaths, RetrievalConfig, LOCAL_LLM_ALIAS};
+pub use config::{ApiKey, Config, ConfigError, ModelPaths, RetrievalConfig, LOCAL_LLM_ALIAS};
 pub use ids::{ConversationId, IdError, MemoryId};
 pub use record::{MemoryRecord, Metadata, Role, RoleParseError};

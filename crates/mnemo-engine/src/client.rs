@@ -556,7 +556,10 @@ fn upstream(config: &Config) -> Result<Option<LlmClient>, EngineError> {
         return Ok(None);
     };
     let mut llm = LlmConfig::new(base_url.clone(), config.llm_model.clone())?;
-    llm.api_key = config.openai_api_key.clone();
+    llm.api_key = config
+        .openai_api_key
+        .as_ref()
+        .map(|k| k.expose().to_owned());
     llm.request_timeout = std::time::Duration::from_secs(config.llm_timeout_secs.max(1));
     Ok(Some(LlmClient::new(llm)?))
 }

@@ -1,10 +1,20 @@
-//! The memory engine: what `mnemo` does with the store, the embedder and the index together.
+//! The memory engine: what `mnemo` does with the store, the embedder, the index and the LLM
+//! together.
 //!
-//! [`MemoryClient`] is the library entry point (`add`, `search`, `list`). Opening one loads
-//! the embedding model, opens the vector index under `<memory_path>/index/` and runs a
-//! [`sync`] pass that brings the index in step with the Markdown files, which are the source
-//! of truth: new or changed files are embedded, points whose files are gone are deleted, and
-//! `memory_index.json` records what the index holds.
+//! [`MemoryClient`] is the library entry point. Opening one loads the embedding model (and the
+//! cross-encoder when installed), opens the vector index under `<memory_path>/index/` and runs
+//! a [`sync`] pass that brings the index in step with the Markdown files, which are the source
+//! of truth; [`watcher`] keeps it in step with hand edits afterwards.
+//!
+//! - Read path ([`retrieval`]): dense and BM25 candidates from the conversation and `global`
+//!   ([`keys`] builds what each memory is indexed under, [`timeline`] finds its neighbouring
+//!   turns, [`filter`] turns metadata filters into index filters), fused, reranked, blended
+//!   with recency and diversified with MMR.
+//! - Chat ([`chat`]): a chat request with memories injected ([`inject`]), forwarded to the
+//!   upstream LLM, its turns stored.
+//! - Write path (`write`, through `MemoryClient::add` and after every chat turn): fact
+//!   extraction, ADD/UPDATE/DELETE reconciliation ([`prompts`]), the rolling summary,
+//!   eviction and one git commit per pass.
 
 pub mod chat;
 mod client;

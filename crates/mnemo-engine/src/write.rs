@@ -37,6 +37,8 @@ const RELATED: f32 = 0.4;
 /// Existing facts considered per new fact, and in all.
 const NEAREST_PER_FACT: usize = 5;
 const NEAREST_IN_ALL: usize = 10;
+/// Waits before the second and third try of a git commit.
+const COMMIT_RETRIES: [Duration; 2] = [Duration::from_millis(100), Duration::from_millis(500)];
 
 /// What one pass of the write path did.
 #[derive(Debug, Clone, Default)]
@@ -455,15 +457,25 @@ impl Inner {
         Ok(excess)
     }
 
-    /// Commits the store to git, when versioning is on. A failure is logged, not returned:
-    /// the files are safe, and the next commit stages them again.
+    /// Commits the store to git, when versioning is on, trying again after a short wait
+    /// (another git process may hold the index lock). A failure is logged, not returned: the
+    /// files are safe, and the next commit stages them again.
     pub(crate) fn commit(&self, message: &str) -> Option<String> {
         let git = self.git.as_ref()?;
-        match git.commit_all(&format!("mnemo: {message}")) {
-            Ok(commit) => commit.map(|c| c.short_id),
-            Err(e) => {
-                warn!("git commit failed ({e}); the next commit will include these changes");
-                None
+        let message = format!("mnemo: {message}");
+        let mut attempt = 0;
+        loop {
+            match git.commit_all(&message) {
+                Ok(commit) => return commit.map(|c| c.short_id),
+                Err(e) if attempt < COMMIT_RETRIES.len() => {
+                    warn!("git commit failed ({e}); trying again");
+                    std::thread::sleep(COMMIT_RETRIES[attempt]);
+                    attempt += 1;
+                }
+                Err(e) => {
+                    warn!("git commit failed ({e}); the next commit will include these changes");
+                    return None;
+                }
             }
         }
     }

@@ -156,6 +156,46 @@ async fn a_new_wife_replaces_the_old_fact_and_keeps_a_tombstone() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_failed_git_commit_loses_nothing_and_the_next_commit_carries_it() {
+    let llm = ScriptedLlm::with_handler(spouse_model).await;
+    let dir = tempfile::tempdir().unwrap();
+    let client = open(dir.path(), &llm).await;
+    // Another git process holds the index: every try of the first pass fails.
+    let lock = dir.path().join(".git/index.lock");
+    std::fs::write(&lock, "").unwrap();
+    client
+        .chat(user("My wife is Jane.", "family"))
+        .await
+        .unwrap();
+    client.wait_idle().await;
+    assert_eq!(files(dir.path(), "family", "facts").len(), 1);
+    assert!(
+        !git_log(dir.path()).contains("family"),
+        "no commit while locked"
+    );
+
+    std::fs::remove_file(&lock).unwrap();
+    client
+        .add(vec!["The user likes tea.".to_owned()], &conv("family"))
+        .await
+        .unwrap();
+    let out = std::process::Command::new("git")
+        .args(["show", "--name-only", "--format=%s", "HEAD"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let head = String::from_utf8(out.stdout).unwrap();
+    assert!(head.contains("turns/user"), "the first pass's turn: {head}");
+    assert!(head.contains("summaries/summary.md"), "{head}");
+    let status = std::process::Command::new("git")
+        .args(["status", "--porcelain"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(status.stdout.is_empty(), "everything committed: {status:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn memories_are_injected_and_reported_and_memory_fields_stripped() {
     let llm = ScriptedLlm::with_handler(spouse_model).await;
     let dir = tempfile::tempdir().unwrap();

@@ -8,7 +8,7 @@ pub enum Condition {
     /// `key` equals one of `values`.
     AnyOf { key: String, values: Vec<Value> },
     /// `key` lies in a range: numbers, or RFC 3339 times (then compared as times).
-    Range { key: String, bounds: Bounds },
+    Range { key: String, bounds: Box<Bounds> },
     /// At least one of these filters holds.
     Either(Vec<Filter>),
 }
@@ -43,7 +43,7 @@ impl Condition {
     pub fn range(key: impl Into<String>, bounds: Bounds) -> Self {
         Condition::Range {
             key: key.into(),
-            bounds,
+            bounds: Box::new(bounds),
         }
     }
 
