@@ -12,11 +12,11 @@ use mnemo_llm::{LlmClient, LlmConfig};
 use mnemo_store::{FileStore, StoredMemory};
 use serde::Serialize;
 use tokio_util::task::TaskTracker;
-use tracing::info;
+use tracing::{info, warn};
 
 use crate::keys::KeyScheme;
 use crate::retrieval::{self, Candidate, Retriever, SearchHit, SearchOptions};
-use crate::sync::{self, Indexer, Snapshot, SyncProgress, SyncReport};
+use crate::sync::{self, Indexer, Snapshot, SnapshotCell, SyncProgress, SyncReport};
 use crate::timeline::Timeline;
 use crate::watcher::{self, WatcherHandle};
 use crate::EngineError;
@@ -70,7 +70,7 @@ pub(crate) struct Inner {
     /// Held for the client's life: one process owns an index at a time.
     _lock: File,
     /// Guards every write to the index together with the snapshot that describes it.
-    pub(crate) snapshot: Mutex<Snapshot>,
+    pub(crate) snapshot: Arc<SnapshotCell>,
     /// Turn order, rebuilt after writes; searches read it without waiting for writers.
     timeline: RwLock<Arc<Timeline>>,
     /// One lock per conversation: its write path runs one pass at a time.
@@ -126,6 +126,9 @@ impl MemoryClient {
         };
         let startup_sync = indexer.sync(&mut snapshot, &mut report_progress)?;
         let timeline = Timeline::build(&snapshot);
+        let snapshot = Arc::new(SnapshotCell::new(store.root(), snapshot));
+        snapshot.flush()?;
+        SnapshotCell::spawn_flusher(&snapshot);
         let llm = upstream(&config)?;
         let git = if config.enable_git_versioning {
             let author = GitConfig {
@@ -147,7 +150,7 @@ impl MemoryClient {
                 llm,
                 git,
                 _lock: lock,
-                snapshot: Mutex::new(snapshot),
+                snapshot,
                 timeline: RwLock::new(Arc::new(timeline)),
                 conversation_locks: Mutex::new(HashMap::new()),
                 background: TaskTracker::new(),
@@ -174,7 +177,7 @@ impl MemoryClient {
     pub async fn verify(&self) -> Result<Consistency, EngineError> {
         let inner = self.inner.clone();
         blocking(move || {
-            let _writes = inner.snapshot.lock().unwrap_or_else(|p| p.into_inner());
+            let _writes = inner.snapshot.lock();
             let scan = inner.store.scan();
             let files: HashSet<MemoryId> = scan.memories.iter().map(|m| m.record.id).collect();
             let points: HashSet<MemoryId> = inner.index.ids()?.into_iter().collect();
@@ -240,6 +243,16 @@ impl MemoryClient {
     }
 }
 
+impl Drop for Inner {
+    fn drop(&mut self) {
+        if let Err(e) = self.snapshot.flush() {
+            warn!(
+                "cannot write the index snapshot on close: {e}; the next start re-checks the files"
+            );
+        }
+    }
+}
+
 impl Inner {
     /// Soft-deletes memory files (moving them under `deleted/`, marked with `replaced_by`
     /// where given) and takes them out of the index. Files already gone are skipped.
@@ -250,7 +263,7 @@ impl Inner {
         if files.is_empty() {
             return Ok(Vec::new());
         }
-        let mut snapshot = self.snapshot.lock().unwrap_or_else(|p| p.into_inner());
+        let mut snapshot = self.snapshot.lock();
         let mut tombstones = Vec::new();
         let mut ids = Vec::new();
         let result = (|| {
@@ -266,7 +279,7 @@ impl Inner {
                 ids.push(id);
             }
             self.index.delete(&ids)?;
-            snapshot.save(self.store.root())?;
+            snapshot.mark_changed();
             self.indexer().refresh_keys(&mut snapshot)?;
             Ok(())
         })();
@@ -305,7 +318,7 @@ impl Inner {
     ) -> Result<Vec<StoredMemory>, EngineError> {
         // Held from the first file write, so the watcher sees these files only once they are
         // recorded in the snapshot, and does not index them a second time.
-        let mut snapshot = self.snapshot.lock().unwrap_or_else(|p| p.into_inner());
+        let mut snapshot = self.snapshot.lock();
         let mut written = Vec::with_capacity(records.len());
         for record in records {
             let path = self.store.write(&record)?;
@@ -331,7 +344,7 @@ impl Inner {
         paths: &BTreeSet<PathBuf>,
         rescan: bool,
     ) -> Result<(), EngineError> {
-        let mut snapshot = self.snapshot.lock().unwrap_or_else(|p| p.into_inner());
+        let mut snapshot = self.snapshot.lock();
         let result = self.sync_paths(&mut snapshot, paths, rescan);
         self.refresh_timeline(&snapshot);
         result
@@ -685,7 +698,7 @@ fn no_git() -> EngineError {
 impl Inner {
     /// The file of the live memory with this id, from the snapshot.
     fn path_of(&self, id: MemoryId) -> Option<PathBuf> {
-        let snapshot = self.snapshot.lock().unwrap_or_else(|p| p.into_inner());
+        let snapshot = self.snapshot.lock();
         snapshot
             .files
             .iter()

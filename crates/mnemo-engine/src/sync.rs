@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use chrono::{DateTime, Utc};
 use mnemo_core::{MemoryId, MemoryRecord, Role};
 use mnemo_embed::Embedder;
-use mnemo_index::{Filter, LexicalEncoder, Payload, Point, VectorIndex};
+use mnemo_index::{LexicalEncoder, Payload, Point, VectorIndex};
 use mnemo_store::{FileStore, StoredMemory};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -71,9 +71,12 @@ pub struct Snapshot {
     #[serde(default)]
     pub key_scheme: String,
     pub files: BTreeMap<String, SnapshotEntry>,
-    /// Bumped by every save: lets derived views (the turn timeline) know they are stale.
+    /// Bumped by every change: lets derived views (the turn timeline) know they are stale.
     #[serde(skip)]
     pub generation: u64,
+    /// Changed since last written to disk.
+    #[serde(skip)]
+    dirty: bool,
 }
 
 impl Snapshot {
@@ -95,25 +98,89 @@ impl Snapshot {
         }
     }
 
-    pub fn save(&mut self, root: &Path) -> Result<(), EngineError> {
+    /// Records that the snapshot changed; [`SnapshotCell`] writes it to disk soon after.
+    pub fn mark_changed(&mut self) {
         self.generation += 1;
+        self.dirty = true;
+    }
+
+    /// Writes the snapshot to `<root>/memory_index.json`, atomically.
+    pub fn write(mut self, root: &Path) -> Result<(), EngineError> {
         let path = root.join(SNAPSHOT_FILE);
-        let mut snapshot = self.clone();
-        snapshot.version = SNAPSHOT_VERSION;
-        let bytes = serde_json::to_vec_pretty(&snapshot).expect("snapshot serialises");
+        self.version = SNAPSHOT_VERSION;
+        let bytes = serde_json::to_vec_pretty(&self).expect("snapshot serialises");
         mnemo_store::atomic::write_atomic(&path, &bytes).map_err(|source| EngineError::Io {
             action: "cannot write",
             path,
             source,
         })
     }
+}
 
-    fn distinct_ids(&self) -> usize {
-        self.files
-            .values()
-            .map(|e| e.id)
-            .collect::<HashSet<_>>()
-            .len()
+/// The live snapshot of an open store, and its deferred writing to disk.
+///
+/// Writing `memory_index.json` costs time in proportion to the store (4 MB at 10k files),
+/// so changes only mark it dirty and [`SnapshotCell::flush`] writes it: a background
+/// thread every [`FLUSH_INTERVAL`], [`crate::MemoryClient::wait_idle`], and closing the
+/// client. A crash can thus leave the file a moment behind the index, never ahead of it,
+/// and the next start-up sync re-embeds the few files it lacks (the index itself is what
+/// [`Indexer::sync`] trusts).
+pub struct SnapshotCell {
+    root: PathBuf,
+    live: std::sync::Mutex<Snapshot>,
+    /// Serialises writers, so an older copy never overwrites a newer one.
+    writer: std::sync::Mutex<()>,
+}
+
+/// How long a change may wait before the snapshot is written.
+pub const FLUSH_INTERVAL: std::time::Duration = std::time::Duration::from_millis(500);
+
+impl SnapshotCell {
+    pub fn new(root: &Path, snapshot: Snapshot) -> Self {
+        Self {
+            root: root.to_owned(),
+            live: std::sync::Mutex::new(snapshot),
+            writer: std::sync::Mutex::new(()),
+        }
+    }
+
+    /// The live snapshot. Holding it also guards every write to the index.
+    pub fn lock(&self) -> std::sync::MutexGuard<'_, Snapshot> {
+        self.live.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Writes the snapshot if it changed since it was last written.
+    pub fn flush(&self) -> Result<(), EngineError> {
+        let _writer = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        let copy = {
+            let mut live = self.lock();
+            if !live.dirty {
+                return Ok(());
+            }
+            live.dirty = false;
+            live.clone()
+        };
+        copy.write(&self.root)
+            .inspect_err(|_| self.lock().dirty = true)
+    }
+
+    /// Starts the thread that flushes every [`FLUSH_INTERVAL`] until only it holds `cell`.
+    pub fn spawn_flusher(cell: &std::sync::Arc<SnapshotCell>) {
+        let cell = cell.clone();
+        let spawned = std::thread::Builder::new()
+            .name("mnemo-snapshot".into())
+            .spawn(move || loop {
+                std::thread::sleep(FLUSH_INTERVAL);
+                if let Err(e) = cell.flush() {
+                    warn!("cannot write the index snapshot: {e}; trying again");
+                }
+                if std::sync::Arc::strong_count(&cell) == 1 {
+                    return;
+                }
+            });
+        if let Err(e) = spawned {
+            warn!("no snapshot thread ({e}); the snapshot is written when the client closes");
+        }
     }
 }
 
@@ -228,7 +295,7 @@ impl Indexer<'_> {
                     SnapshotEntry::of(&memory.record, sha256.clone()),
                 );
             }
-            snapshot.save(store.root())?;
+            snapshot.mark_changed();
             done += batch.len();
             progress(SyncProgress {
                 embedded: done,
@@ -248,12 +315,9 @@ impl Indexer<'_> {
         progress: &mut dyn FnMut(SyncProgress),
     ) -> Result<SyncReport, EngineError> {
         let (store, index) = (self.store, self.index);
-        if index.count(&Filter::all())? != snapshot.distinct_ids() {
-            if !snapshot.files.is_empty() {
-                warn!("the index and memory_index.json disagree; re-embedding every file");
-            }
-            snapshot.files.clear();
-        }
+        // The snapshot on disk may lag the index (it is written shortly after each change), or
+        // the index may have lost points: what counts is what the index holds now.
+        let indexed: HashSet<MemoryId> = index.ids()?.into_iter().collect();
         if snapshot.files.is_empty() {
             // Everything is about to be keyed with the current scheme.
             snapshot.key_scheme = self.scheme_description.clone();
@@ -278,7 +342,10 @@ impl Indexer<'_> {
             };
             let key = relative_key(store, &path);
             let sha256 = sha256_hex(&bytes);
-            let known = snapshot.files.get(&key).filter(|e| e.sha256 == sha256);
+            let known = snapshot
+                .files
+                .get(&key)
+                .filter(|e| e.sha256 == sha256 && indexed.contains(&e.id));
             let record_id = match known {
                 Some(entry) => entry.id,
                 None => match store.parse(&path, &bytes) {
@@ -315,27 +382,19 @@ impl Indexer<'_> {
             .filter(|k| !live_paths.contains(*k))
             .cloned()
             .collect();
-        let mut stale_ids: Vec<MemoryId> = Vec::new();
         for key in &gone {
-            if let Some(entry) = snapshot.files.remove(key) {
-                if !seen_ids.contains_key(&entry.id) {
-                    stale_ids.push(entry.id);
-                }
-            }
+            snapshot.files.remove(key);
         }
-        // A file whose id was edited leaves its old point behind.
-        for (memory, _) in &to_embed {
-            let key = relative_key(store, &memory.path);
-            if let Some(old) = snapshot.files.get(&key) {
-                if old.id != memory.record.id && !seen_ids.contains_key(&old.id) {
-                    stale_ids.push(old.id);
-                }
-            }
-        }
+        // Points of files that are gone, of ids edited away, or that the snapshot never saw.
+        let stale_ids: Vec<MemoryId> = indexed
+            .iter()
+            .filter(|id| !seen_ids.contains_key(id))
+            .copied()
+            .collect();
         index.delete(&stale_ids)?;
         report.deleted = stale_ids.len();
         if !gone.is_empty() || !stale_ids.is_empty() {
-            snapshot.save(store.root())?;
+            snapshot.mark_changed();
         }
 
         report.embedded = to_embed.len();
@@ -408,14 +467,14 @@ impl Indexer<'_> {
                         path.display(),
                         other.0
                     );
-                    snapshot.save(store.root())?;
+                    snapshot.mark_changed();
                     return Ok(PathChange::Ignored);
                 }
                 self.index_memories(snapshot, &[memory], &mut |_| {})?;
                 Ok(PathChange::Indexed)
             }
             None => {
-                snapshot.save(store.root())?;
+                snapshot.mark_changed();
                 Ok(if old.is_some() {
                     PathChange::Removed
                 } else {
@@ -495,11 +554,11 @@ impl Indexer<'_> {
                     entry.key_context = expected.clone();
                 }
             }
-            snapshot.save(store.root())?;
+            snapshot.mark_changed();
         }
         if rebuild_all {
             snapshot.key_scheme = self.scheme_description.clone();
-            snapshot.save(store.root())?;
+            snapshot.mark_changed();
         }
         Ok(stale.len())
     }

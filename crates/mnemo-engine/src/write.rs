@@ -307,6 +307,10 @@ impl MemoryClient {
         tracker.close();
         tracker.wait().await;
         tracker.reopen();
+        let snapshot = self.inner.snapshot.clone();
+        if let Err(e) = blocking(move || snapshot.flush()).await {
+            warn!("cannot write the index snapshot: {e}; trying again later");
+        }
     }
 }
 
@@ -432,7 +436,7 @@ impl Inner {
     /// Tombstones the oldest facts and turns beyond `max_entries`. Returns how many.
     fn evict(&self, conversation: &ConversationId) -> Result<usize, EngineError> {
         let mut entries: Vec<(chrono::DateTime<chrono::Utc>, String)> = {
-            let snapshot = self.snapshot.lock().unwrap_or_else(|p| p.into_inner());
+            let snapshot = self.snapshot.lock();
             snapshot
                 .files
                 .iter()
