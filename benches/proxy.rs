@@ -94,7 +94,7 @@ async fn run(quick: bool) -> Value {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let mnemo = format!("http://{}", listener.local_addr().unwrap());
     let server_client = client.clone();
-    tokio::spawn(async move {
+    let server = tokio::spawn(async move {
         mnemo_server::serve(
             listener,
             server_client,
@@ -135,6 +135,11 @@ async fn run(quick: bool) -> Value {
     let (requests, errors) = load(&http, &mnemo, 16, Duration::from_secs(seconds)).await;
     client.wait_idle().await;
 
+    // The store's folder must outlive the index that the server's client holds.
+    server.abort();
+    let _ = server.await;
+    drop(client);
+    drop(dir);
     let (p50_via, p50_plain) = (percentile(&mut via, 0.5), percentile(&mut plain, 0.5));
     json!({
         "memories": MEMORIES,
