@@ -13,7 +13,12 @@ use serde_json::Value;
 
 fn mnemo(root: &Path) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_mnemo"));
-    cmd.arg("--memory-path").arg(root).env_remove("RUST_LOG");
+    // Six rounds can write more than the default 500 memories, and eviction of the oldest
+    // would then look like loss; this test is about crashes, so nothing is evicted here.
+    cmd.arg("--memory-path")
+        .arg(root)
+        .env_remove("RUST_LOG")
+        .env("MNEMO_MAX_ENTRIES", "100000");
     cmd
 }
 
