@@ -1,8 +1,10 @@
 //! What mnemo's proxy adds to a chat request, with a store of 10k memories and the scripted
 //! upstream (so the LLM does not dominate), against calling the upstream directly in the same
-//! run; and sustained requests/s with 16 concurrent clients.
+//! run; and sustained requests/s with 16 concurrent clients. Latency is measured twice: with
+//! the background work of the previous turn drained first (`idle`, what an agent sees when
+//! its turns are LLM-seconds apart) and with requests back to back.
 //!
-//! `cargo bench --bench proxy [-- --json] [-- --quick]`. The cross-encoder is off.
+//! `cargo bench --workspace --bench proxy [-- --json] [-- --quick]`. The cross-encoder is off.
 
 use std::time::{Duration, Instant};
 
@@ -20,6 +22,11 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     let json_out = args.iter().any(|a| a == "--json");
     let quick = args.iter().any(|a| a == "--quick");
+    // RUST_LOG=mnemo_engine=debug shows where each request's time goes.
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_writer(std::io::stderr)
+        .init();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -120,16 +127,49 @@ async fn run(quick: bool) -> Value {
         chat(&http, &format!("{mnemo}/v1"), body(i, false)).await;
         chat(&http, &direct, body(i, false)).await;
     }
-    let (mut via, mut plain) = (Vec::new(), Vec::new());
-    let (mut via_ttft, mut plain_ttft) = (Vec::new(), Vec::new());
-    for i in 0..rounds {
-        // Interleaved, so both see the same machine.
-        plain.push(chat(&http, &direct, body(i, false)).await);
-        via.push(chat(&http, &format!("{mnemo}/v1"), body(i, false)).await);
-        plain_ttft.push(first_chunk(&http, &direct, body(i, true)).await);
-        via_ttft.push(first_chunk(&http, &format!("{mnemo}/v1"), body(i, true)).await);
+    // Idle: background work drained before each request, as when turns are seconds of LLM
+    // time apart. Back to back: the next request arrives while the previous turn is still
+    // being indexed and learnt from, competing for the same cores.
+    let mut modes = serde_json::Map::new();
+    for (mode, drain) in [("idle", true), ("back_to_back", false)] {
+        let (mut via, mut plain) = (Vec::new(), Vec::new());
+        let (mut via_ttft, mut plain_ttft) = (Vec::new(), Vec::new());
+        for i in 0..rounds {
+            // Interleaved, so both see the same machine.
+            plain.push(chat(&http, &direct, body(i, false)).await);
+            if drain {
+                client.wait_idle().await;
+            }
+            via.push(chat(&http, &format!("{mnemo}/v1"), body(i, false)).await);
+            plain_ttft.push(first_chunk(&http, &direct, body(i, true)).await);
+            if drain {
+                client.wait_idle().await;
+            }
+            via_ttft.push(first_chunk(&http, &format!("{mnemo}/v1"), body(i, true)).await);
+        }
+        client.wait_idle().await;
+        let (p50_via, p50_plain) = (percentile(&mut via, 0.5), percentile(&mut plain, 0.5));
+        let (ttft_via, ttft_plain) = (
+            percentile(&mut via_ttft, 0.5),
+            percentile(&mut plain_ttft, 0.5),
+        );
+        modes.insert(
+            mode.to_owned(),
+            json!({
+                "non_streaming_ms": {
+                    "direct_p50": p50_plain, "direct_p99": percentile(&mut plain, 0.99),
+                    "via_mnemo_p50": p50_via, "via_mnemo_p99": percentile(&mut via, 0.99),
+                    "added_p50": round(p50_via - p50_plain),
+                },
+                "time_to_first_token_ms": {
+                    "direct_p50": ttft_plain,
+                    "via_mnemo_p50": ttft_via,
+                    "via_mnemo_p99": percentile(&mut via_ttft, 0.99),
+                    "added_p50": round(ttft_via - ttft_plain),
+                },
+            }),
+        );
     }
-    client.wait_idle().await;
 
     let seconds = if quick { 5 } else { 15 };
     let (requests, errors) = load(&http, &mnemo, 16, Duration::from_secs(seconds)).await;
@@ -140,19 +180,11 @@ async fn run(quick: bool) -> Value {
     let _ = server.await;
     drop(client);
     drop(dir);
-    let (p50_via, p50_plain) = (percentile(&mut via, 0.5), percentile(&mut plain, 0.5));
     json!({
         "memories": MEMORIES,
-        "non_streaming_ms": {
-            "direct_p50": p50_plain, "direct_p99": percentile(&mut plain, 0.99),
-            "via_mnemo_p50": p50_via, "via_mnemo_p99": percentile(&mut via, 0.99),
-            "added_p50": round(p50_via - p50_plain),
-        },
-        "time_to_first_token_ms": {
-            "direct_p50": percentile(&mut plain_ttft, 0.5),
-            "via_mnemo_p50": percentile(&mut via_ttft, 0.5),
-            "via_mnemo_p99": percentile(&mut via_ttft, 0.99),
-        },
+        "rounds": rounds,
+        "idle": modes["idle"],
+        "back_to_back": modes["back_to_back"],
         "throughput_16_clients": {
             "seconds": seconds,
             "requests": requests,

@@ -206,7 +206,8 @@ pub async fn add(global: &GlobalArgs, args: AddArgs) -> CommandResult {
     let mut added = Vec::new();
     for (conv, texts) in by_conversation {
         // In chunks, printing each as soon as it is durable: a line on stdout is an
-        // acknowledgement that the memory is on disk and in the index.
+        // acknowledgement that the memory is on disk and searchable (should the process die
+        // before the index is flushed, the next start indexes the file again).
         for chunk in texts.chunks(ADD_CHUNK) {
             let stored = client.add(chunk.to_vec(), &conv).await?.added;
             if !args.json {

@@ -4,7 +4,8 @@
 //!    else goes upstream untouched.
 //! 2. The memories of the conversation (and `global`) that answer the latest user message are
 //!    retrieved and injected with the rolling summary ([`crate::inject`]).
-//! 3. The user's message is written to disk as a turn — before anything is forwarded.
+//! 3. The user's message is written to disk as a turn — before anything is forwarded; it is
+//!    indexed in the background, so the request waits for the file, not the embedding.
 //! 4. The request goes to the upstream LLM, streamed or not.
 //! 5. When the answer is complete, the assistant's turn is written and the write path
 //!    ([`crate::write`]) runs in the background, one pass at a time per conversation.
@@ -22,7 +23,7 @@ use mnemo_core::{ConversationId, MemoryRecord, Role};
 use mnemo_llm::{ByteStream, DeltaAccumulator, LlmError};
 use mnemo_store::StoredMemory;
 use serde_json::{json, Map, Value};
-use tracing::warn;
+use tracing::{debug, warn};
 
 use crate::{inject, EngineError, MemoryClient, SearchHit, SearchOptions};
 
@@ -157,6 +158,7 @@ impl MemoryClient {
         let stream = body["stream"].as_bool().unwrap_or(false);
         let user_text = inject::last_user_text(&body).filter(|t| !t.trim().is_empty());
 
+        let started = std::time::Instant::now();
         let hits = match &user_text {
             Some(text) if fields.top_k > 0 => {
                 self.search(text, &fields.conversation, fields.search.clone())
@@ -170,6 +172,7 @@ impl MemoryClient {
             crate::client::blocking(move || Ok(inner.summary(&conversation))).await?
         };
         let body = inject::inject(&body, summary.as_deref(), &hits).unwrap_or(body);
+        let retrieved = started.elapsed();
 
         let user_turn = match user_text {
             Some(text) => {
@@ -179,10 +182,15 @@ impl MemoryClient {
                         .metadata
                         .insert(crate::keys::SPEAKER_FIELD.into(), name.into());
                 }
-                self.add_records(vec![record]).await?.pop()
+                Some(self.write_then_index(record).await?)
             }
             None => None,
         };
+        debug!(
+            retrieval_ms = retrieved.as_secs_f64() * 1e3,
+            user_turn_ms = (started.elapsed() - retrieved).as_secs_f64() * 1e3,
+            "chat request prepared"
+        );
         Ok(PreparedChat {
             conversation: fields.conversation,
             body,

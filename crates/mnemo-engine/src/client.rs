@@ -16,7 +16,7 @@ use tracing::{info, warn};
 
 use crate::keys::KeyScheme;
 use crate::retrieval::{self, Candidate, Retriever, SearchHit, SearchOptions};
-use crate::sync::{self, Indexer, Snapshot, SnapshotCell, SyncProgress, SyncReport};
+use crate::sync::{self, Flusher, Indexer, Snapshot, SnapshotCell, SyncProgress, SyncReport};
 use crate::timeline::Timeline;
 use crate::watcher::{self, WatcherHandle};
 use crate::EngineError;
@@ -62,15 +62,18 @@ pub(crate) struct Inner {
     lexical: LexicalEncoder,
     /// The cross-encoder, when one is installed.
     reranker: Option<Reranker>,
-    pub(crate) index: EdgeIndex,
+    pub(crate) index: Arc<EdgeIndex>,
     /// The upstream LLM, when one is configured.
     pub(crate) llm: Option<LlmClient>,
     /// Git versioning of the store, when enabled.
     pub(crate) git: Option<Versioning>,
-    /// Held for the client's life: one process owns an index at a time.
-    _lock: File,
+    /// Flushes the index and the snapshot in the background; stopped first on drop.
+    flusher: Option<Flusher>,
     /// Guards every write to the index together with the snapshot that describes it.
     pub(crate) snapshot: Arc<SnapshotCell>,
+    /// Held for the client's life: one process owns an index at a time. Declared after
+    /// everything that holds the index, so it is released last.
+    _lock: File,
     /// Turn order, rebuilt after writes; searches read it without waiting for writers.
     timeline: RwLock<Arc<Timeline>>,
     /// One lock per conversation: its write path runs one pass at a time.
@@ -106,7 +109,10 @@ impl MemoryClient {
         if options.rebuild {
             wipe_index(&index_dir, store.root())?;
         }
-        let index = EdgeIndex::open(&index_dir, &EdgeIndexOptions::new(embedder.dimension()))?;
+        let index = Arc::new(EdgeIndex::open(
+            &index_dir,
+            &EdgeIndexOptions::new(embedder.dimension()),
+        )?);
         let mut snapshot = Snapshot::load(store.root());
         let mut progress = options.on_progress.take();
         let mut report_progress = |p: SyncProgress| {
@@ -119,16 +125,16 @@ impl MemoryClient {
             store: &store,
             embedder: &embedder,
             lexical: &lexical,
-            index: &index,
+            index: index.as_ref(),
             scheme,
             scheme_description,
             batch_size: config.embed_batch_size,
         };
         let startup_sync = indexer.sync(&mut snapshot, &mut report_progress)?;
         let timeline = Timeline::build(&snapshot);
-        let snapshot = Arc::new(SnapshotCell::new(store.root(), snapshot));
+        let snapshot = Arc::new(SnapshotCell::new(store.root(), snapshot, index.clone()));
         snapshot.flush()?;
-        SnapshotCell::spawn_flusher(&snapshot);
+        let flusher = SnapshotCell::spawn_flusher(&snapshot);
         let llm = upstream(&config)?;
         let git = if config.enable_git_versioning {
             let author = GitConfig {
@@ -149,8 +155,9 @@ impl MemoryClient {
                 index,
                 llm,
                 git,
-                _lock: lock,
+                flusher,
                 snapshot,
+                _lock: lock,
                 timeline: RwLock::new(Arc::new(timeline)),
                 conversation_locks: Mutex::new(HashMap::new()),
                 background: TaskTracker::new(),
@@ -212,6 +219,31 @@ impl MemoryClient {
         blocking(move || inner.add_records(records)).await
     }
 
+    /// Writes one record to disk now and indexes it in the background: a chat request waits
+    /// for the user's turn to be durable, not for its embedding. Should the process die
+    /// first, the next start-up sync indexes the file.
+    pub(crate) async fn write_then_index(
+        &self,
+        record: MemoryRecord,
+    ) -> Result<StoredMemory, EngineError> {
+        let inner = self.inner.clone();
+        let memory = blocking(move || {
+            let path = inner.store.write(&record)?;
+            inner.note_for_git([&path]);
+            Ok(StoredMemory { record, path })
+        })
+        .await?;
+        let inner = self.inner.clone();
+        let paths = BTreeSet::from([memory.path.clone()]);
+        self.inner.background.spawn(async move {
+            // The watcher may have indexed it already; then this finds it unchanged.
+            if let Err(e) = blocking(move || inner.apply_file_changes(&paths, false)).await {
+                warn!("cannot index a turn now ({e}); the next start indexes it");
+            }
+        });
+        Ok(memory)
+    }
+
     /// The memories of `conversation` and of `global` that best answer `query`, best first
     /// (see [`crate::retrieval`] for the stages). Summaries are not searched.
     pub async fn search(
@@ -245,6 +277,7 @@ impl MemoryClient {
 
 impl Drop for Inner {
     fn drop(&mut self) {
+        drop(self.flusher.take());
         if let Err(e) = self.snapshot.flush() {
             warn!(
                 "cannot write the index snapshot on close: {e}; the next start re-checks the files"
@@ -272,7 +305,9 @@ impl Inner {
                     continue;
                 }
                 let id = self.store.read(path)?.record.id;
-                tombstones.push(self.store.soft_delete(path, *replaced_by)?);
+                let tombstone = self.store.soft_delete(path, *replaced_by)?;
+                self.note_for_git([path, &tombstone]);
+                tombstones.push(tombstone);
                 snapshot
                     .files
                     .remove(&sync::relative_key(&self.store, path));
@@ -280,11 +315,19 @@ impl Inner {
             }
             self.index.delete(&ids)?;
             snapshot.mark_changed();
-            self.indexer().refresh_keys(&mut snapshot)?;
+            let timeline = self.refresh_timeline(&snapshot);
+            self.indexer().refresh_keys(&mut snapshot, &timeline)?;
             Ok(())
         })();
         self.refresh_timeline(&snapshot);
         result.map(|()| tombstones)
+    }
+
+    /// Files the next commit must stage (see [`Versioning::commit_noted`]).
+    fn note_for_git<'p>(&self, paths: impl IntoIterator<Item = &'p PathBuf>) {
+        if let Some(git) = &self.git {
+            git.note_changed(paths);
+        }
     }
 
     fn indexer(&self) -> Indexer<'_> {
@@ -293,23 +336,26 @@ impl Inner {
             store: &self.store,
             embedder: &self.embedder,
             lexical: &self.lexical,
-            index: &self.index,
+            index: self.index.as_ref(),
             scheme,
             scheme_description,
             batch_size: self.config.embed_batch_size,
         }
     }
 
-    /// Rebuilds the turn timeline if the snapshot changed since it was built.
-    fn refresh_timeline(&self, snapshot: &Snapshot) {
-        let stale = self
+    /// The turn timeline of `snapshot`, rebuilt if the snapshot changed since it was built.
+    fn refresh_timeline(&self, snapshot: &Snapshot) -> Arc<Timeline> {
+        let current = self
             .timeline
             .read()
-            .map_or(true, |t| t.generation != snapshot.generation);
-        if stale {
-            let timeline = Arc::new(Timeline::build(snapshot));
-            *self.timeline.write().unwrap_or_else(|p| p.into_inner()) = timeline;
+            .map(|t| Arc::clone(&t))
+            .unwrap_or_default();
+        if current.generation == snapshot.generation {
+            return current;
         }
+        let timeline = Arc::new(Timeline::build(snapshot));
+        *self.timeline.write().unwrap_or_else(|p| p.into_inner()) = Arc::clone(&timeline);
+        timeline
     }
 
     pub(crate) fn add_records(
@@ -322,6 +368,7 @@ impl Inner {
         let mut written = Vec::with_capacity(records.len());
         for record in records {
             let path = self.store.write(&record)?;
+            self.note_for_git([&path]);
             let bytes = std::fs::read(&path).map_err(|source| EngineError::Io {
                 action: "cannot read back",
                 path: path.clone(),
@@ -332,7 +379,10 @@ impl Inner {
         let indexer = self.indexer();
         let indexed = indexer
             .index_memories(&mut snapshot, &written, &mut |_| {})
-            .and_then(|()| indexer.refresh_keys(&mut snapshot));
+            .and_then(|()| {
+                let timeline = self.refresh_timeline(&snapshot);
+                indexer.refresh_keys(&mut snapshot, &timeline)
+            });
         self.refresh_timeline(&snapshot);
         indexed?;
         Ok(written.into_iter().map(|(m, _)| m).collect())
@@ -344,6 +394,11 @@ impl Inner {
         paths: &BTreeSet<PathBuf>,
         rescan: bool,
     ) -> Result<(), EngineError> {
+        match &self.git {
+            Some(git) if rescan => git.note_everything(),
+            Some(git) => git.note_changed(paths),
+            None => {}
+        }
         let mut snapshot = self.snapshot.lock();
         let result = self.sync_paths(&mut snapshot, paths, rescan);
         self.refresh_timeline(&snapshot);
@@ -367,7 +422,8 @@ impl Inner {
                 info!(file = %path.display(), ?change, "index follows a file change");
             }
         }
-        indexer.refresh_keys(snapshot)?;
+        let timeline = self.refresh_timeline(snapshot);
+        indexer.refresh_keys(snapshot, &timeline)?;
         Ok(())
     }
 

@@ -7,6 +7,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
+use std::sync::mpsc::RecvTimeoutError;
 
 use chrono::{DateTime, Utc};
 use mnemo_core::{MemoryId, MemoryRecord, Role};
@@ -98,9 +99,15 @@ impl Snapshot {
         }
     }
 
-    /// Records that the snapshot changed; [`SnapshotCell`] writes it to disk soon after.
+    /// Records that files were added, removed or changed; [`SnapshotCell`] writes the
+    /// snapshot to disk soon after, and views built from it (the timeline) are stale.
     pub fn mark_changed(&mut self) {
         self.generation += 1;
+        self.dirty = true;
+    }
+
+    /// Records a change that leaves the turn order as it was (lexical key bookkeeping).
+    fn mark_keys_changed(&mut self) {
         self.dirty = true;
     }
 
@@ -120,14 +127,17 @@ impl Snapshot {
 /// The live snapshot of an open store, and its deferred writing to disk.
 ///
 /// Writing `memory_index.json` costs time in proportion to the store (4 MB at 10k files),
-/// so changes only mark it dirty and [`SnapshotCell::flush`] writes it: a background
-/// thread every [`FLUSH_INTERVAL`], [`crate::MemoryClient::wait_idle`], and closing the
-/// client. A crash can thus leave the file a moment behind the index, never ahead of it,
-/// and the next start-up sync re-embeds the few files it lacks (the index itself is what
-/// [`Indexer::sync`] trusts).
+/// and so does making the index durable (a flush syncs every segment file), so changes only
+/// mark the snapshot dirty and [`SnapshotCell::flush`] does both: a background thread every
+/// [`FLUSH_INTERVAL`], [`crate::MemoryClient::wait_idle`], and closing the client. The index
+/// is flushed first, so the file never claims more than the index durably holds. A crash
+/// loses at most the index writes of the last interval, never a memory file: the next
+/// start-up sync ([`Indexer::sync`], which checks the index's own point ids) re-indexes them.
 pub struct SnapshotCell {
     root: PathBuf,
     live: std::sync::Mutex<Snapshot>,
+    /// The index the snapshot describes.
+    index: std::sync::Arc<dyn VectorIndex>,
     /// Serialises writers, so an older copy never overwrites a newer one.
     writer: std::sync::Mutex<()>,
 }
@@ -136,10 +146,11 @@ pub struct SnapshotCell {
 pub const FLUSH_INTERVAL: std::time::Duration = std::time::Duration::from_millis(500);
 
 impl SnapshotCell {
-    pub fn new(root: &Path, snapshot: Snapshot) -> Self {
+    pub fn new(root: &Path, snapshot: Snapshot, index: std::sync::Arc<dyn VectorIndex>) -> Self {
         Self {
             root: root.to_owned(),
             live: std::sync::Mutex::new(snapshot),
+            index,
             writer: std::sync::Mutex::new(()),
         }
     }
@@ -149,9 +160,12 @@ impl SnapshotCell {
         self.live.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Writes the snapshot if it changed since it was last written.
+    /// Makes the index durable and writes the snapshot, if it changed since it was last
+    /// written.
     pub fn flush(&self) -> Result<(), EngineError> {
         let _writer = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        // Index writes happen under the live lock, so every write this copy describes was
+        // applied before it was taken, and the flush below makes it durable.
         let copy = {
             let mut live = self.lock();
             if !live.dirty {
@@ -160,26 +174,55 @@ impl SnapshotCell {
             live.dirty = false;
             live.clone()
         };
-        copy.write(&self.root)
+        self.index
+            .flush()
+            .map_err(EngineError::from)
+            .and_then(|()| copy.write(&self.root))
             .inspect_err(|_| self.lock().dirty = true)
     }
 
-    /// Starts the thread that flushes every [`FLUSH_INTERVAL`] until only it holds `cell`.
-    pub fn spawn_flusher(cell: &std::sync::Arc<SnapshotCell>) {
-        let cell = cell.clone();
+    /// Starts the thread that flushes every [`FLUSH_INTERVAL`]; it stops when the handle
+    /// is dropped. `None` (and a warning) when no thread can be started: the snapshot is
+    /// then written on `wait_idle` and on close only.
+    pub fn spawn_flusher(cell: &std::sync::Arc<SnapshotCell>) -> Option<Flusher> {
+        let (stop, stopped) = std::sync::mpsc::channel::<()>();
+        // Weak: the thread must not keep the index open after the client is gone.
+        let cell = std::sync::Arc::downgrade(cell);
         let spawned = std::thread::Builder::new()
             .name("mnemo-snapshot".into())
-            .spawn(move || loop {
-                std::thread::sleep(FLUSH_INTERVAL);
-                if let Err(e) = cell.flush() {
-                    warn!("cannot write the index snapshot: {e}; trying again");
-                }
-                if std::sync::Arc::strong_count(&cell) == 1 {
-                    return;
+            .spawn(move || {
+                while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(FLUSH_INTERVAL) {
+                    let Some(cell) = cell.upgrade() else { return };
+                    if let Err(e) = cell.flush() {
+                        warn!("cannot write the index snapshot: {e}; trying again");
+                    }
                 }
             });
-        if let Err(e) = spawned {
-            warn!("no snapshot thread ({e}); the snapshot is written when the client closes");
+        match spawned {
+            Ok(thread) => Some(Flusher {
+                stop: Some(stop),
+                thread: Some(thread),
+            }),
+            Err(e) => {
+                warn!("no snapshot thread ({e}); the snapshot is written when the client closes");
+                None
+            }
+        }
+    }
+}
+
+/// The background flushing thread of a [`SnapshotCell`]; dropping it stops the thread and
+/// waits for a flush in progress to end.
+pub struct Flusher {
+    stop: Option<std::sync::mpsc::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for Flusher {
+    fn drop(&mut self) {
+        drop(self.stop.take());
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
         }
     }
 }
@@ -399,7 +442,7 @@ impl Indexer<'_> {
 
         report.embedded = to_embed.len();
         self.index_memories(snapshot, &to_embed, progress)?;
-        self.refresh_keys(snapshot)?;
+        self.refresh_keys(snapshot, &Timeline::build(snapshot))?;
         report.seconds = started.elapsed().as_secs_f64();
         if report.embedded > 0 || report.deleted > 0 {
             info!(
@@ -488,41 +531,46 @@ impl Indexer<'_> {
 impl Indexer<'_> {
     /// Rebuilds the lexical vectors whose key context is out of date: turns whose neighbours
     /// changed (added, edited, removed), turns indexed from their file alone, and every
-    /// memory when the key scheme changed. Returns how many were rebuilt.
-    pub fn refresh_keys(&self, snapshot: &mut Snapshot) -> Result<usize, EngineError> {
+    /// memory when the key scheme changed. Returns how many were rebuilt. `timeline` must be
+    /// built from `snapshot` as it is (this changes nothing it depends on).
+    pub(crate) fn refresh_keys(
+        &self,
+        snapshot: &mut Snapshot,
+        timeline: &Timeline,
+    ) -> Result<usize, EngineError> {
         let rebuild_all = snapshot.key_scheme != self.scheme_description;
-        let timeline = Timeline::build(snapshot);
-        let sha_of: HashMap<MemoryId, &str> = snapshot
-            .files
-            .values()
-            .map(|e| (e.id, e.sha256.as_str()))
-            .collect();
-        let path_of: HashMap<MemoryId, &str> = snapshot
+        debug_assert_eq!(timeline.generation, snapshot.generation);
+        // Runs after every write: one pass over the entries, allocating only for stale ones.
+        let file_of: HashMap<MemoryId, (&str, &str)> = snapshot
             .files
             .iter()
-            .map(|(path, e)| (e.id, path.as_str()))
+            .map(|(path, e)| (e.id, (path.as_str(), e.sha256.as_str())))
             .collect();
+        let file = |id: Option<MemoryId>| id.and_then(|id| file_of.get(&id)).copied();
         let mut stale: Vec<(String, Option<KeyContext>, [Option<String>; 2])> = Vec::new();
         for (path, entry) in &snapshot.files {
-            let (expected, neighbour_paths) = if entry.is_turn() && self.scheme.neighbours {
-                let n = timeline.neighbours(entry.id);
-                let sha =
-                    |id: Option<MemoryId>| id.and_then(|id| sha_of.get(&id)).map(|s| s.to_string());
-                let path = |id: Option<MemoryId>| {
-                    id.and_then(|id| path_of.get(&id)).map(|s| s.to_string())
+            if !(entry.is_turn() && self.scheme.neighbours) {
+                if rebuild_all || entry.key_context.is_some() {
+                    stale.push((path.clone(), None, [None, None]));
+                }
+                continue;
+            }
+            let n = timeline.neighbours(entry.id);
+            let (previous, next) = (file(n.previous), file(n.next));
+            let current = entry.key_context.as_ref().is_some_and(|c| {
+                c.previous.as_deref() == previous.map(|(_, sha)| sha)
+                    && c.next.as_deref() == next.map(|(_, sha)| sha)
+            });
+            if rebuild_all || !current {
+                let expected = KeyContext {
+                    previous: previous.map(|(_, sha)| sha).map(str::to_owned),
+                    next: next.map(|(_, sha)| sha).map(str::to_owned),
                 };
-                (
-                    Some(KeyContext {
-                        previous: sha(n.previous),
-                        next: sha(n.next),
-                    }),
-                    [path(n.previous), path(n.next)],
-                )
-            } else {
-                (None, [None, None])
-            };
-            if rebuild_all || entry.key_context != expected {
-                stale.push((path.clone(), expected, neighbour_paths));
+                let paths = [
+                    previous.map(|(path, _)| path.to_owned()),
+                    next.map(|(path, _)| path.to_owned()),
+                ];
+                stale.push((path.clone(), Some(expected), paths));
             }
         }
         let store = self.store;
@@ -554,11 +602,11 @@ impl Indexer<'_> {
                     entry.key_context = expected.clone();
                 }
             }
-            snapshot.mark_changed();
+            snapshot.mark_keys_changed();
         }
         if rebuild_all {
             snapshot.key_scheme = self.scheme_description.clone();
-            snapshot.mark_changed();
+            snapshot.mark_keys_changed();
         }
         Ok(stale.len())
     }

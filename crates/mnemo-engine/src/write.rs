@@ -469,7 +469,7 @@ impl Inner {
         let message = format!("mnemo: {message}");
         let mut attempt = 0;
         loop {
-            match git.commit_all(&message) {
+            match git.commit_noted(&message) {
                 Ok(commit) => return commit.map(|c| c.short_id),
                 Err(e) if attempt < COMMIT_RETRIES.len() => {
                     warn!("git commit failed ({e}); trying again");

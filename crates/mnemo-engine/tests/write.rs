@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use mnemo_core::{Config, ConversationId};
-use mnemo_engine::{EngineError, MemoryClient, OpenOptions};
+use mnemo_engine::{EngineError, MemoryClient, OpenOptions, SearchOptions};
 use mnemo_scripted_llm::{ChatRequest, Reply, ScriptedLlm};
 use serde_json::{json, Value};
 
@@ -100,6 +100,15 @@ fn git_log(dir: &Path) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
+fn git_status(dir: &Path) -> String {
+    let out = std::process::Command::new("git")
+        .args(["status", "--porcelain"])
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    String::from_utf8(out.stdout).unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_new_wife_replaces_the_old_fact_and_keeps_a_tombstone() {
     let llm = ScriptedLlm::with_handler(spouse_model).await;
@@ -147,6 +156,9 @@ async fn a_new_wife_replaces_the_old_fact_and_keeps_a_tombstone() {
         "{log}"
     );
     assert!(log.contains("mnemo: family: 2 turns, 1 updated"), "{log}");
+    // Commits stage the files each pass noted: none may be missed (turns, the tombstone,
+    // the summary).
+    assert_eq!(git_status(dir.path()), "", "everything committed");
 
     let verify = client.verify().await.unwrap();
     assert!(
@@ -187,12 +199,7 @@ async fn a_failed_git_commit_loses_nothing_and_the_next_commit_carries_it() {
     let head = String::from_utf8(out.stdout).unwrap();
     assert!(head.contains("turns/user"), "the first pass's turn: {head}");
     assert!(head.contains("summaries/summary.md"), "{head}");
-    let status = std::process::Command::new("git")
-        .args(["status", "--porcelain"])
-        .current_dir(dir.path())
-        .output()
-        .unwrap();
-    assert!(status.stdout.is_empty(), "everything committed: {status:?}");
+    assert_eq!(git_status(dir.path()), "", "everything committed");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -315,6 +322,22 @@ async fn every_failure_of_the_llm_keeps_the_turn_on_disk() {
         turns.iter().any(|t| t.contains("I adopted a cat.")),
         "{turns:?}"
     );
+    // The turn is indexed in the background even though no answer came.
+    client.wait_idle().await;
+    let verify = client.verify().await.unwrap();
+    assert_eq!((verify.files, verify.points), (3, 3), "{verify:?}");
+    let hits = client
+        .search(
+            "adopted a cat",
+            &conv("c1"),
+            SearchOptions {
+                top_k: 3,
+                ..SearchOptions::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert!(hits[0].content.contains("I adopted a cat."), "{hits:?}");
 }
 
 #[tokio::test(flavor = "multi_thread")]

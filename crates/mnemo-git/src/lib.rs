@@ -3,8 +3,10 @@
 //! The store's root is the work tree of its own repository (never a parent's, even when the
 //! store lies inside another repository). [`Versioning::open`] creates it with a `.gitignore`
 //! that keeps out what is rebuildable or temporary ([`IGNORED`]: the vector index,
-//! `memory_index.json`, temporary and editor files); [`Versioning::commit_all`] commits whatever
-//! changed in the store. The read side ([`Versioning::log`], [`Versioning::show`],
+//! `memory_index.json`, temporary and editor files). Writers note the files they touched
+//! ([`Versioning::note_changed`]) and [`Versioning::commit_noted`] stages just those, so a
+//! commit costs what changed, not the size of the store; [`Versioning::commit_all`] commits
+//! whatever changed. The read side ([`Versioning::log`], [`Versioning::show`],
 //! [`Versioning::history_of`]) answers "what changed, when" for the store, a conversation, a
 //! file or one memory.
 //!

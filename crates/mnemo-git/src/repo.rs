@@ -1,4 +1,4 @@
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashSet};
 use std::fs;
 use std::io;
 use std::path::{Component, Path, PathBuf};
@@ -47,6 +47,17 @@ pub struct Versioning {
     config: GitConfig,
     // `Repository` is `Send` but not `Sync`.
     repo: Mutex<Repository>,
+    /// What the next commit stages.
+    pending: Mutex<Pending>,
+}
+
+/// Changes noted since the last successful commit.
+#[derive(Debug, Clone, Default)]
+struct Pending {
+    /// Git paths of files that changed.
+    paths: BTreeSet<String>,
+    /// Stage every change in the store (its paths are not all known).
+    everything: bool,
 }
 
 impl std::fmt::Debug for Versioning {
@@ -64,7 +75,7 @@ impl Versioning {
     /// Without a `root/.git`, creates one (even when `root` lies inside another repository),
     /// writes a `.gitignore` and commits whatever the store already holds. With one, adds any
     /// missing ignore lines to its `.gitignore` and stops tracking files those lines ignore;
-    /// both changes go into the next [`commit_all`](Self::commit_all).
+    /// both changes, and whatever else is uncommitted, go into the first commit.
     pub fn open(root: &Path, config: GitConfig) -> Result<Self, GitError> {
         fs::create_dir_all(root).map_err(io_err("cannot create", root))?;
         let root = root
@@ -91,6 +102,7 @@ impl Versioning {
             root,
             config,
             repo: Mutex::new(repo),
+            pending: Mutex::default(),
         };
         versioning.ensure_ignore_file()?;
         if fresh {
@@ -98,6 +110,10 @@ impl Versioning {
             versioning.commit_all(INITIAL_MESSAGE)?;
         } else {
             versioning.untrack_ignored()?;
+            // Changes made while mnemo was not running (or that a failed commit left behind)
+            // go into the first commit; finding them costs a walk of the store, which only
+            // a process that commits pays.
+            versioning.note_everything();
         }
         Ok(versioning)
     }
@@ -107,15 +123,65 @@ impl Versioning {
         &self.root
     }
 
-    /// Stages every change in the store (new, modified, deleted and moved files, minus what
-    /// `.gitignore` excludes) and commits it. `Ok(None)` when the tree equals `HEAD`'s: no
-    /// empty commits.
+    /// Notes files that changed (written, moved away, removed; absolute inside the store or
+    /// relative to it): the next [`commit_noted`](Self::commit_noted) stages exactly these.
+    /// A folder, or a path outside the store, makes it stage everything instead.
+    pub fn note_changed<P: AsRef<Path>>(&self, paths: impl IntoIterator<Item = P>) {
+        let mut pending = self.pending();
+        for path in paths {
+            let path = path.as_ref();
+            match self.git_path(path) {
+                Ok(git_path) if !self.root.join(&git_path).is_dir() => {
+                    pending.paths.insert(git_path);
+                }
+                _ => {
+                    debug!(path = %path.display(), "not a file of the store; the next commit stages everything");
+                    pending.everything = true;
+                }
+            }
+        }
+    }
+
+    /// Makes the next [`commit_noted`](Self::commit_noted) stage every change in the store,
+    /// e.g. after changes whose paths are not known.
+    pub fn note_everything(&self) {
+        self.pending().everything = true;
+    }
+
+    /// Stages the noted changes and commits them. `Ok(None)` when the tree equals `HEAD`'s:
+    /// no empty commits.
     ///
-    /// Because it stages everything rather than a list of files, a commit that failed (a lock
-    /// held by another git process, a full disk) is retried by the next call, which commits
-    /// the earlier changes along with its own.
-    pub fn commit_all(&self, message: &str) -> Result<Option<CommitInfo>, GitError> {
+    /// Staging a list of files keeps a commit's cost in proportion to what changed, not to
+    /// the store (walking 10k files took about 250 ms). What a failed commit noted (a lock
+    /// held by another git process, a full disk) stays noted, so the next call commits it
+    /// along with its own changes.
+    pub fn commit_noted(&self, message: &str) -> Result<Option<CommitInfo>, GitError> {
         let repo = self.lock();
+        // Taken under the repository lock, so a commit queued behind this one stages only
+        // what this one left, not the same files again.
+        let taken = self.pending().clone();
+        let committed = self.stage_and_commit(&repo, &taken, message)?;
+        let mut pending = self.pending();
+        for path in &taken.paths {
+            pending.paths.remove(path);
+        }
+        pending.everything &= !taken.everything;
+        Ok(committed)
+    }
+
+    /// Stages every change in the store (new, modified, deleted and moved files, minus what
+    /// `.gitignore` excludes) and commits it; see [`commit_noted`](Self::commit_noted).
+    pub fn commit_all(&self, message: &str) -> Result<Option<CommitInfo>, GitError> {
+        self.note_everything();
+        self.commit_noted(message)
+    }
+
+    fn stage_and_commit(
+        &self,
+        repo: &Repository,
+        changes: &Pending,
+        message: &str,
+    ) -> Result<Option<CommitInfo>, GitError> {
         let mut index = repo
             .index()
             .map_err(self.git_err("cannot open the git index"))?;
@@ -123,16 +189,22 @@ impl Versioning {
         index
             .read(false)
             .map_err(self.git_err("cannot read the git index"))?;
-        index
-            .add_all(["*"], IndexAddOption::DEFAULT, None)
-            .map_err(self.git_err("cannot stage the store's files"))?;
-        index
-            .update_all(["*"], None)
-            .map_err(self.git_err("cannot stage removed files"))?;
+        if changes.everything {
+            index
+                .add_all(["*"], IndexAddOption::DEFAULT, None)
+                .map_err(self.git_err("cannot stage the store's files"))?;
+            index
+                .update_all(["*"], None)
+                .map_err(self.git_err("cannot stage removed files"))?;
+        } else {
+            for path in &changes.paths {
+                self.stage_path(repo, &mut index, path)?;
+            }
+        }
         let tree_id = index
             .write_tree()
             .map_err(self.git_err("cannot write the staged tree"))?;
-        let parent = head_commit(&repo).map_err(self.git_err("cannot read HEAD"))?;
+        let parent = head_commit(repo).map_err(self.git_err("cannot read HEAD"))?;
         if parent.as_ref().is_some_and(|p| p.tree_id() == tree_id) {
             return Ok(None);
         }
@@ -160,11 +232,34 @@ impl Versioning {
         let commit = repo
             .find_commit(id)
             .map_err(self.git_err(format!("cannot read the new commit {id}")))?;
-        let changes = commit_changes(&repo, &commit, |_| true)
+        let changes = commit_changes(repo, &commit, |_| true)
             .map_err(self.git_err(format!("cannot diff commit {id}")))?;
         let info = commit_info(&commit, changes.into_iter().map(|(c, _)| c).collect());
         debug!(commit = %info.short_id, files = info.changes.len(), "committed the store");
         Ok(Some(info))
+    }
+
+    /// Stages one file as it is now: added or updated when it exists (and is not ignored),
+    /// removed from the index otherwise.
+    fn stage_path(
+        &self,
+        repo: &Repository,
+        index: &mut git2::Index,
+        path: &str,
+    ) -> Result<(), GitError> {
+        let relative = Path::new(path);
+        let ignored = repo
+            .is_path_ignored(relative)
+            .map_err(self.git_err(format!("cannot check whether {path} is ignored")))?;
+        if self.root.join(relative).is_file() && !ignored {
+            index
+                .add_path(relative)
+                .map_err(self.git_err(format!("cannot stage {path}")))
+        } else {
+            index
+                .remove_path(relative)
+                .map_err(self.git_err(format!("cannot unstage {path}")))
+        }
     }
 
     /// Whether the store holds changes [`commit_all`](Self::commit_all) would commit
@@ -243,6 +338,10 @@ impl Versioning {
             );
         }
         Ok(())
+    }
+
+    fn pending(&self) -> MutexGuard<'_, Pending> {
+        self.pending.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     pub(crate) fn lock(&self) -> MutexGuard<'_, Repository> {

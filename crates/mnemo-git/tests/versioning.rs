@@ -558,3 +558,54 @@ fn threads_share_one_versioning() {
         .sum();
     assert_eq!(files, 20 + 1);
 }
+
+#[test]
+fn commit_noted_stages_only_the_noted_files_and_keeps_them_noted_after_a_failure() {
+    let (dir, versioning) = new_store();
+    let root = dir.path();
+    let (a, b, c) = (MemoryId::random(), MemoryId::random(), MemoryId::random());
+    write(root, &fact_path("c", a), &fact(a, "noted"));
+    write(
+        root,
+        &fact_path("c", b),
+        &fact(b, "edited by hand, not noted"),
+    );
+    fs::write(root.join("entries/c/facts/.mnemo-tmp-x"), "half").unwrap();
+    versioning.note_changed([
+        root.join(fact_path("c", a)),
+        root.join("entries/c/facts/.mnemo-tmp-x"),
+    ]);
+    let commit = versioning.commit_noted("one fact").unwrap().unwrap();
+    assert_eq!(
+        changes(&commit),
+        vec![(ChangeStatus::Added, fact_path("c", a))],
+        "only the noted file, never an ignored one"
+    );
+    assert!(versioning.has_uncommitted_changes().unwrap(), "b waits");
+
+    // A failed commit keeps what it was to stage; the next one carries it.
+    fs::remove_file(root.join(fact_path("c", a))).unwrap();
+    write(root, &fact_path("c", c), &fact(c, "third"));
+    versioning.note_changed([PathBuf::from(fact_path("c", a))]);
+    versioning.note_changed([root.join(fact_path("c", c))]);
+    let lock = root.join(".git/index.lock");
+    fs::write(&lock, "").unwrap();
+    versioning.commit_noted("blocked").unwrap_err();
+    fs::remove_file(&lock).unwrap();
+    versioning.commit_noted("retry").unwrap().unwrap();
+    let tracked = git(root, &["ls-tree", "-r", "--name-only", "HEAD"]);
+    assert!(!tracked.contains(&fact_path("c", a)), "{tracked}");
+    assert!(tracked.contains(&fact_path("c", c)), "{tracked}");
+    assert!(!tracked.contains(&fact_path("c", b)), "{tracked}");
+    assert_eq!(versioning.commit_noted("nothing noted").unwrap(), None);
+
+    // A reopened repository stages everything once: what changed while it was closed.
+    drop(versioning);
+    let reopened = open(root);
+    let commit = reopened.commit_noted("catch up").unwrap().unwrap();
+    assert_eq!(
+        changes(&commit),
+        vec![(ChangeStatus::Added, fact_path("c", b))]
+    );
+    assert!(!reopened.has_uncommitted_changes().unwrap());
+}

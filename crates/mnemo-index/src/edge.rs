@@ -1,8 +1,10 @@
 //! The embedded backend on `qdrant-edge` (Qdrant's in-process engine).
 //!
 //! Three properties of qdrant-edge 0.7.2 shape this file:
-//! - loading a shard does not replay its write-ahead log, so every write is followed by a
-//!   flush before it is acknowledged;
+//! - loading a shard does not replay its write-ahead log, so a write is durable only after a
+//!   flush ([`VectorIndex::flush`], or dropping the index). Flushing syncs every segment
+//!   file, so writes do not flush one by one: mnemo flushes before it records what the index
+//!   holds (`memory_index.json`), and the start-up sync re-indexes anything a crash lost;
 //! - `flush()` panics if another thread is inside `update()`, so updates and flushes go
 //!   through one writer lock;
 //! - `EdgeShard::new` does not create its directory.
@@ -129,18 +131,17 @@ impl EdgeIndex {
         Ok(())
     }
 
-    /// Applies one update and flushes it to disk, under the writer lock.
+    /// Applies one update, under the writer lock.
     fn apply(&self, op: UpdateOperation) -> Result<(), IndexError> {
         self.apply_all(vec![op])
     }
 
-    /// Applies updates in order, then flushes once, under the writer lock.
+    /// Applies updates in order, under the writer lock.
     fn apply_all(&self, ops: Vec<UpdateOperation>) -> Result<(), IndexError> {
         let _writer = self.writer.lock();
         for op in ops {
             self.shard.update(op).map_err(backend)?;
         }
-        self.shard.flush();
         Ok(())
     }
 }
@@ -226,6 +227,12 @@ fn payload_map(payload: Option<EdgePayload>) -> Payload {
 }
 
 impl VectorIndex for EdgeIndex {
+    fn flush(&self) -> Result<(), IndexError> {
+        let _writer = self.writer.lock();
+        self.shard.flush();
+        Ok(())
+    }
+
     fn upsert(&self, points: Vec<Point>) -> Result<(), IndexError> {
         if points.is_empty() {
             return Ok(());

@@ -99,8 +99,11 @@ pub enum IndexError {
     Backend(String),
 }
 
-/// What mnemo needs from a vector index. Writes are durable when the call returns.
+/// What mnemo needs from a vector index. Writes are visible to queries when the call
+/// returns, and durable once [`flush`](VectorIndex::flush) returns (or the index is closed).
 pub trait VectorIndex: Send + Sync {
+    /// Makes every write so far durable.
+    fn flush(&self) -> Result<(), IndexError>;
     fn upsert(&self, points: Vec<Point>) -> Result<(), IndexError>;
     fn delete(&self, ids: &[MemoryId]) -> Result<(), IndexError>;
     /// Replaces the lexical vectors of existing points, keeping their dense vectors and
