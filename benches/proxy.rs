@@ -31,7 +31,11 @@ fn main() {
         .enable_all()
         .build()
         .expect("a tokio runtime");
-    let report = runtime.block_on(run(quick));
+    let (report, store) = runtime.block_on(run(quick));
+    // The store's folder must outlive every clone of the client, and connection tasks still
+    // hold some until the runtime shuts down.
+    drop(runtime);
+    drop(store);
     if json_out {
         println!("{}", serde_json::to_string_pretty(&report).unwrap());
     } else {
@@ -69,7 +73,7 @@ fn topics(i: usize) -> String {
     )
 }
 
-async fn run(quick: bool) -> Value {
+async fn run(quick: bool) -> (Value, tempfile::TempDir) {
     let upstream = ScriptedLlm::start().await;
     let dir = tempfile::tempdir().unwrap();
     let mut config = Config {
@@ -175,12 +179,9 @@ async fn run(quick: bool) -> Value {
     let (requests, errors) = load(&http, &mnemo, 16, Duration::from_secs(seconds)).await;
     client.wait_idle().await;
 
-    // The store's folder must outlive the index that the server's client holds.
     server.abort();
     let _ = server.await;
-    drop(client);
-    drop(dir);
-    json!({
+    let report = json!({
         "memories": MEMORIES,
         "rounds": rounds,
         "idle": modes["idle"],
@@ -191,7 +192,8 @@ async fn run(quick: bool) -> Value {
             "requests_per_s": round(requests as f64 / seconds as f64),
             "errors": errors,
         },
-    })
+    });
+    (report, dir)
 }
 
 async fn chat(http: &reqwest::Client, base: &str, body: Value) -> f64 {
