@@ -223,3 +223,41 @@ async fn bulk_changes_and_the_engine_s_own_writes() {
     assert_consistent(&client).await;
     assert_eq!(client.verify().await.unwrap().points, 299);
 }
+
+fn git(root: &Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .arg("-C")
+        .arg(root)
+        .args(args)
+        .output()
+        .unwrap();
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn hand_edits_the_watcher_saw_go_into_the_next_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let client = MemoryClient::open(config(dir.path()), OpenOptions::default())
+        .await
+        .unwrap();
+    let _watch = client.start_watcher().unwrap();
+    let facts = dir.path().join("entries/notes/facts");
+    fs::create_dir_all(&facts).unwrap();
+    fs::write(
+        facts.join("by-hand.md"),
+        "The spare key hangs behind the bird house.\n",
+    )
+    .unwrap();
+    eventually(&client, "where is the spare key", "the hand edit", |got| {
+        got.iter().any(|c| c.contains("bird house"))
+    })
+    .await;
+
+    client
+        .add(vec!["The user bakes bread on Sundays.".into()], &conv())
+        .await
+        .unwrap();
+    let head = git(dir.path(), &["show", "--name-only", "--format=%s", "HEAD"]);
+    assert!(head.contains("entries/notes/facts/by-hand.md"), "{head}");
+    assert_eq!(git(dir.path(), &["status", "--porcelain"]), "");
+}
