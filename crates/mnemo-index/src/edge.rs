@@ -9,7 +9,9 @@
 //!   through one writer lock;
 //! - `EdgeShard::new` does not create its directory.
 
+use std::mem::ManuallyDrop;
 use std::num::NonZeroUsize;
+use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
 
 use mnemo_core::MemoryId;
@@ -55,7 +57,8 @@ impl EdgeIndexOptions {
 
 /// A persistent in-process vector index in one directory.
 pub struct EdgeIndex {
-    shard: EdgeShard,
+    /// Dropped by hand (see `Drop`), because dropping a shard flushes it and may panic.
+    shard: ManuallyDrop<EdgeShard>,
     path: PathBuf,
     dimension: usize,
     /// Serialises update + flush (see module docs).
@@ -100,7 +103,7 @@ impl EdgeIndex {
             )));
         }
         let index = Self {
-            shard,
+            shard: ManuallyDrop::new(shard),
             path: path.to_owned(),
             dimension,
             writer: Mutex::new(()),
@@ -144,6 +147,29 @@ impl EdgeIndex {
         }
         Ok(())
     }
+}
+
+impl Drop for EdgeIndex {
+    fn drop(&mut self) {
+        // SAFETY: the shard is taken here, once, and never touched again.
+        let shard = unsafe { ManuallyDrop::take(&mut self.shard) };
+        // Dropping a shard flushes it; see `flush` for why that may panic.
+        if let Err(panic) = std::panic::catch_unwind(AssertUnwindSafe(|| drop(shard))) {
+            tracing::warn!(
+                "closing the index in {} failed: {}; the next start re-indexes what was lost",
+                self.path.display(),
+                panic_message(&panic)
+            );
+        }
+    }
+}
+
+fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
+    panic
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+        .unwrap_or_else(|| "qdrant-edge panicked".to_owned())
 }
 
 fn shard_config(options: &EdgeIndexOptions) -> EdgeConfig {
@@ -229,8 +255,15 @@ fn payload_map(payload: Option<EdgePayload>) -> Payload {
 impl VectorIndex for EdgeIndex {
     fn flush(&self) -> Result<(), IndexError> {
         let _writer = self.writer.lock();
-        self.shard.flush();
-        Ok(())
+        // qdrant-edge panics when a flush fails (a full disk, a removed folder): make that an
+        // error the caller can log and retry, not a dead thread.
+        std::panic::catch_unwind(AssertUnwindSafe(|| self.shard.flush())).map_err(|panic| {
+            IndexError::Backend(format!(
+                "cannot flush the index in {}: {}",
+                self.path.display(),
+                panic_message(&panic)
+            ))
+        })
     }
 
     fn upsert(&self, points: Vec<Point>) -> Result<(), IndexError> {

@@ -222,3 +222,24 @@ fn ranges_and_alternatives_filter_inside_the_index() {
     hits.sort();
     assert_eq!(hits, ["dog number 0", "dog number 5"]);
 }
+
+#[test]
+fn writes_survive_a_flush_and_reopen_and_a_failed_flush_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let kept = point("a", "memory", 1, 0.0);
+    {
+        let index = open(dir.path());
+        index.upsert(vec![kept.clone()]).unwrap();
+        index.flush().unwrap();
+    }
+    let index = open(dir.path());
+    assert_eq!(index.ids().unwrap(), vec![kept.id]);
+
+    // The folder vanishes under a live index (as a full disk would fail the writes): the
+    // flush reports it, and closing the index does not bring the process down.
+    index.upsert(vec![point("a", "memory", 2, 0.0)]).unwrap();
+    std::fs::remove_dir_all(dir.path().join("index")).unwrap();
+    let err = index.flush().unwrap_err().to_string();
+    assert!(err.contains("cannot flush the index"), "{err}");
+    drop(index);
+}
