@@ -2,8 +2,9 @@
 //!
 //! The snapshot maps each memory file (relative path) to the sha256 of its bytes and the point
 //! id it was indexed under. It is rewritten atomically after the index flush that made its
-//! entries durable, so it never claims more than the index holds. A missing or unreadable
-//! snapshot, or one whose size disagrees with the index, only costs a full re-embed.
+//! entries durable, so it never claims more than the index holds ([`SnapshotCell`]). The
+//! start-up sync ([`Indexer::sync`]) trusts an entry only when the index also holds its point;
+//! a missing or unreadable snapshot costs a full re-embed.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
