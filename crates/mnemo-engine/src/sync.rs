@@ -192,10 +192,20 @@ impl SnapshotCell {
         let spawned = std::thread::Builder::new()
             .name("mnemo-snapshot".into())
             .spawn(move || {
+                // A lasting failure (a full disk) is logged once, not twice a second.
+                let mut failing = false;
                 while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(FLUSH_INTERVAL) {
                     let Some(cell) = cell.upgrade() else { return };
-                    if let Err(e) = cell.flush() {
-                        warn!("cannot write the index snapshot: {e}; trying again");
+                    match cell.flush() {
+                        Err(e) if !failing => {
+                            warn!("cannot flush the index and its snapshot: {e}; trying again every {FLUSH_INTERVAL:?}");
+                            failing = true;
+                        }
+                        Ok(()) if failing => {
+                            info!("the index and its snapshot are flushed again");
+                            failing = false;
+                        }
+                        _ => {}
                     }
                 }
             });
