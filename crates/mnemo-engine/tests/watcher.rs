@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use mnemo_core::{Config, ConversationId};
-use mnemo_engine::{MemoryClient, OpenOptions, SearchOptions};
+use mnemo_engine::{MemoryClient, OpenOptions, SearchOptions, WatcherHandle};
 
 fn config(memory_path: &Path) -> Config {
     Config {
@@ -66,13 +66,19 @@ async fn assert_consistent(client: &MemoryClient) {
     }
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn follows_creates_edits_renames_and_deletes() {
+/// A client on a fresh store with its watcher running.
+async fn watched_store() -> (tempfile::TempDir, MemoryClient, WatcherHandle) {
     let dir = tempfile::tempdir().unwrap();
     let client = MemoryClient::open(config(dir.path()), OpenOptions::default())
         .await
         .unwrap();
-    let _watch = client.start_watcher().unwrap();
+    let watch = client.start_watcher().unwrap();
+    (dir, client, watch)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn follows_creates_edits_renames_and_deletes() {
+    let (dir, client, _watch) = watched_store().await;
     let facts = dir.path().join("entries/notes/facts");
     fs::create_dir_all(&facts).unwrap();
 
@@ -183,11 +189,7 @@ async fn follows_creates_edits_renames_and_deletes() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn bulk_changes_and_the_engine_s_own_writes() {
-    let dir = tempfile::tempdir().unwrap();
-    let client = MemoryClient::open(config(dir.path()), OpenOptions::default())
-        .await
-        .unwrap();
-    let _watch = client.start_watcher().unwrap();
+    let (dir, client, _watch) = watched_store().await;
 
     // The engine's own writes are indexed once, not again by the watcher.
     let added = client
@@ -236,11 +238,7 @@ fn git(root: &Path, args: &[&str]) -> String {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn hand_edits_the_watcher_saw_go_into_the_next_commit() {
-    let dir = tempfile::tempdir().unwrap();
-    let client = MemoryClient::open(config(dir.path()), OpenOptions::default())
-        .await
-        .unwrap();
-    let _watch = client.start_watcher().unwrap();
+    let (dir, client, _watch) = watched_store().await;
     let facts = dir.path().join("entries/notes/facts");
     fs::create_dir_all(&facts).unwrap();
     fs::write(

@@ -91,18 +91,10 @@ fn files(dir: &Path, conversation: &str, folder: &str) -> Vec<String> {
     texts
 }
 
-fn git_log(dir: &Path) -> String {
+/// The output of a git command run in the store.
+fn git(dir: &Path, args: &[&str]) -> String {
     let out = std::process::Command::new("git")
-        .args(["log", "--format=%s"])
-        .current_dir(dir)
-        .output()
-        .unwrap();
-    String::from_utf8(out.stdout).unwrap()
-}
-
-fn git_status(dir: &Path) -> String {
-    let out = std::process::Command::new("git")
-        .args(["status", "--porcelain"])
+        .args(args)
         .current_dir(dir)
         .output()
         .unwrap();
@@ -150,7 +142,7 @@ async fn a_new_wife_replaces_the_old_fact_and_keeps_a_tombstone() {
     assert_eq!(files(dir.path(), "family", "turns/assistant").len(), 2);
     assert!(files(dir.path(), "family", "summaries")[0].contains("talks about family"));
 
-    let log = git_log(dir.path());
+    let log = git(dir.path(), &["log", "--format=%s"]);
     assert!(
         log.contains("mnemo: family: 2 turns, +1 fact, summary"),
         "{log}"
@@ -158,7 +150,11 @@ async fn a_new_wife_replaces_the_old_fact_and_keeps_a_tombstone() {
     assert!(log.contains("mnemo: family: 2 turns, 1 updated"), "{log}");
     // Commits stage the files each pass noted: none may be missed (turns, the tombstone,
     // the summary).
-    assert_eq!(git_status(dir.path()), "", "everything committed");
+    assert_eq!(
+        git(dir.path(), &["status", "--porcelain"]),
+        "",
+        "everything committed"
+    );
 
     let verify = client.verify().await.unwrap();
     assert!(
@@ -182,7 +178,7 @@ async fn a_failed_git_commit_loses_nothing_and_the_next_commit_carries_it() {
     client.wait_idle().await;
     assert_eq!(files(dir.path(), "family", "facts").len(), 1);
     assert!(
-        !git_log(dir.path()).contains("family"),
+        !git(dir.path(), &["log", "--format=%s"]).contains("family"),
         "no commit while locked"
     );
 
@@ -191,15 +187,14 @@ async fn a_failed_git_commit_loses_nothing_and_the_next_commit_carries_it() {
         .add(vec!["The user likes tea.".to_owned()], &conv("family"))
         .await
         .unwrap();
-    let out = std::process::Command::new("git")
-        .args(["show", "--name-only", "--format=%s", "HEAD"])
-        .current_dir(dir.path())
-        .output()
-        .unwrap();
-    let head = String::from_utf8(out.stdout).unwrap();
+    let head = git(dir.path(), &["show", "--name-only", "--format=%s", "HEAD"]);
     assert!(head.contains("turns/user"), "the first pass's turn: {head}");
     assert!(head.contains("summaries/summary.md"), "{head}");
-    assert_eq!(git_status(dir.path()), "", "everything committed");
+    assert_eq!(
+        git(dir.path(), &["status", "--porcelain"]),
+        "",
+        "everything committed"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -246,7 +241,7 @@ async fn a_question_creates_no_fact() {
     client.wait_idle().await;
     assert!(files(dir.path(), "c1", "facts").is_empty());
     assert_eq!(files(dir.path(), "c1", "turns/user").len(), 1);
-    assert!(git_log(dir.path()).contains("mnemo: c1: 2 turns\n"));
+    assert!(git(dir.path(), &["log", "--format=%s"]).contains("mnemo: c1: 2 turns\n"));
 }
 
 /// Extraction always says "The user likes tea."; the other calls are answered by `faulty`.
