@@ -83,7 +83,7 @@ async fn run(quick: bool) -> (Value, tempfile::TempDir) {
         start_watcher: false,
         ..Config::default()
     };
-    config.retrieval.reranker_model = "/nonexistent".into();
+    config.retrieval.reranker = mnemo_core::RerankerMode::Off;
     let client = MemoryClient::open(config, OpenOptions::default())
         .await
         .unwrap();

@@ -10,10 +10,11 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use mnemo_core::MemoryId;
+use mnemo_core::{ConversationId, MemoryId, MemoryRecord, Role};
 use mnemo_embed::{Embedder, EmbedderConfig};
 use mnemo_index::{
-    Condition, EdgeIndex, EdgeIndexOptions, Filter, Point, Query, SparseVector, VectorIndex,
+    Condition, EdgeIndex, EdgeIndexOptions, Filter, Point, PointPayload, Query, SparseVector,
+    VectorIndex,
 };
 use serde_json::json;
 
@@ -158,13 +159,14 @@ fn bench_search(points: usize, queries: usize) -> serde_json::Value {
                 } else {
                     format!("conv-{}", i % CONVERSATIONS)
                 };
-                let role = ["memory", "user", "assistant", "memory"][i % 4];
-                let payload = json!({"conversation_id": conversation, "role": role, "content": format!("memory {i}")});
+                let role = [Role::Memory, Role::User, Role::Assistant, Role::Memory][i % 4];
+                let conversation = ConversationId::new(&conversation).unwrap();
+                let record = MemoryRecord::new(conversation, role, format!("memory {i}"));
                 Point {
                     id: MemoryId::random(),
                     vector: gen.next_unit(),
                     lexical: SparseVector::default(),
-                    payload: payload.as_object().unwrap().clone(),
+                    payload: PointPayload::of(&record, "p"),
                 }
             })
             .collect();

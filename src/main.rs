@@ -4,6 +4,8 @@
 //! `scripts/setup`), 4 the store is in use by another mnemo process.
 
 mod commands;
+mod eval;
+mod history;
 mod input;
 mod locomo;
 mod models;
@@ -53,11 +55,11 @@ enum Command {
     /// Keep the index in step with hand edits of the files until interrupted (Ctrl-C)
     Watch,
     /// Measure retrieval quality on a benchmark (LoCoMo)
-    Eval(commands::EvalArgs),
+    Eval(eval::EvalArgs),
     /// The git history of the memories (of one conversation with -c)
-    Log(serve::LogArgs),
+    Log(history::LogArgs),
     /// A commit, or a memory file as it was: `mnemo show REV[:PATH]`
-    Show(serve::ShowArgs),
+    Show(history::ShowArgs),
     /// Which models are installed; --fetch-reranker downloads the cross-encoder from the hub
     Models(models::ModelsArgs),
 }
@@ -87,10 +89,10 @@ fn main() -> ExitCode {
             Command::Reindex(args) => commands::reindex(&global, args).await,
             Command::Status(args) => commands::status(&global, args).await,
             Command::Watch => commands::watch(&global).await,
-            Command::Eval(args) => commands::eval(&global, args).await,
+            Command::Eval(args) => eval::eval(&global, args).await,
             Command::Serve(args) => serve::serve(&global, args).await,
-            Command::Log(args) => serve::log(&global, args).await,
-            Command::Show(args) => serve::show(&global, args).await,
+            Command::Log(args) => history::log(&global, args).await,
+            Command::Show(args) => history::show(&global, args).await,
             Command::Models(args) => models::models(&global, args).await,
         }
     });

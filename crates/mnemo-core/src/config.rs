@@ -92,7 +92,10 @@ pub struct RetrievalConfig {
     pub lexical_date: bool,
     /// A chat turn's lexical key includes the words of the turns next to it.
     pub lexical_neighbours: bool,
-    /// Cross-encoder: a folder under `models_dir` (or a path); used when it exists.
+    /// Whether the cross-encoder reranks: `auto` when one is installed, `on` always (a
+    /// missing model is an error), `off` never.
+    pub reranker: RerankerMode,
+    /// Cross-encoder: a folder under `models_dir` (or a path).
     pub reranker_model: String,
     /// How many of the best fused candidates the cross-encoder rescores.
     pub rerank_candidates: usize,
@@ -103,6 +106,22 @@ pub struct RetrievalConfig {
     /// is what works best (docs/retrieval.md).
     pub bm25_avg_len: f64,
 }
+
+/// When the read path uses the cross-encoder (`[retrieval] reranker`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RerankerMode {
+    /// Use it when its model is installed; otherwise rank by first-stage scores.
+    Auto,
+    /// Always use it; opening a store without its model is an error.
+    On,
+    /// Never load it.
+    Off,
+}
+
+/// The most memories one search may return, whoever asks: MMR's cost grows with it, and no
+/// prompt has room for more.
+pub const MAX_TOP_K: usize = 100;
 
 impl Default for RetrievalConfig {
     fn default() -> Self {
@@ -117,6 +136,7 @@ impl Default for RetrievalConfig {
             mmr_pool: 30,
             lexical_date: true,
             lexical_neighbours: true,
+            reranker: RerankerMode::Auto,
             reranker_model: "ms-marco-MiniLM-L-6-v2".into(),
             rerank_candidates: 30,
             bm25_k1: 1.2,
@@ -275,6 +295,12 @@ impl Config {
             if let Some(v) = value.filter(|v| !(0.0..=1.0).contains(v)) {
                 return Err(format!("{name} must be between 0 and 1, got {v}"));
             }
+        }
+        if self.default_top_k > MAX_TOP_K {
+            return Err(format!(
+                "default_top_k may be at most {MAX_TOP_K}, got {}",
+                self.default_top_k
+            ));
         }
         if !(r.neighbour_weight >= 0.0 && r.speaker_boost >= 0.0) {
             return Err("retrieval weights must not be negative".into());

@@ -120,6 +120,13 @@ impl AsRef<str> for ConversationId {
     }
 }
 
+/// The conversation used when a caller names none.
+impl Default for ConversationId {
+    fn default() -> Self {
+        Self::default_conversation()
+    }
+}
+
 impl<'de> Deserialize<'de> for ConversationId {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let raw = String::deserialize(deserializer)?;

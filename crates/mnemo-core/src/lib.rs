@@ -13,6 +13,9 @@ mod config;
 mod ids;
 mod record;
 
-pub use config::{ApiKey, Config, ConfigError, ModelPaths, RetrievalConfig, LOCAL_LLM_ALIAS};
+pub use config::{
+    ApiKey, Config, ConfigError, ModelPaths, RerankerMode, RetrievalConfig, LOCAL_LLM_ALIAS,
+    MAX_TOP_K,
+};
 pub use ids::{ConversationId, IdError, MemoryId};
 pub use record::{MemoryRecord, Metadata, Role, RoleParseError};

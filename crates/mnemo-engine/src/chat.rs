@@ -25,18 +25,38 @@ use mnemo_store::StoredMemory;
 use serde_json::{json, Map, Value};
 use tracing::{debug, warn};
 
-use crate::{inject, EngineError, MemoryClient, SearchHit, SearchOptions};
+use crate::{inject, EngineError, MemoryClient, SearchHit, SearchRequest};
 
-/// Largest `memory_top_k` a request may ask for.
-pub const MAX_TOP_K: i64 = 100;
-
-/// The memory settings of one chat request.
+/// The memory settings of one chat request: the search that finds its memories, whose query
+/// is filled in from the latest user message.
 #[derive(Debug, Clone)]
 pub struct MemoryFields {
+    /// The conversation the turn belongs to.
     pub conversation: ConversationId,
-    /// Memories to inject; 0 turns retrieval off.
-    pub top_k: usize,
-    pub search: SearchOptions,
+    /// How to search its memories; `top_k` 0 turns retrieval off.
+    pub search: SearchRequest,
+}
+
+/// The `memory_*` fields a chat request may carry; mnemo takes them out before forwarding.
+/// [`take_memory_fields`] parses them (with messages that name the field); this type is what
+/// the API documents, and a test keeps the two in step.
+#[derive(Debug, Default, utoipa::ToSchema)]
+pub struct ChatMemoryFields {
+    /// The conversation (`[A-Za-z0-9._-]{1,128}`, not starting with `.`); `default` when unset.
+    #[schema(pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$")]
+    pub memory_id: Option<String>,
+    /// Memories to inject, at most 100; 0 or less turns retrieval off.
+    #[schema(maximum = 100)]
+    pub memory_top_k: Option<i64>,
+    /// Weight of recency, 0..1, for queries about the present.
+    #[schema(minimum = 0, maximum = 1)]
+    pub memory_recency_weight: Option<f32>,
+    /// Drop memories whose relevance (0..1) is below this.
+    #[schema(minimum = 0, maximum = 1)]
+    pub memory_score_threshold: Option<f32>,
+    /// Metadata filter (eq, ne, gt, gte, lt, lte, in, nin, `$or`).
+    #[schema(value_type = Option<Object>)]
+    pub memory_filter: Option<Value>,
 }
 
 const KNOWN_FIELDS: [&str; 5] = [
@@ -49,10 +69,7 @@ const KNOWN_FIELDS: [&str; 5] = [
 
 /// Takes the `memory_*` fields out of `body` and checks them. An unknown `memory_*` field is
 /// an error (a typo would otherwise silently do nothing); other fields are the upstream's.
-pub fn take_memory_fields(
-    body: &mut Map<String, Value>,
-    default_top_k: usize,
-) -> Result<MemoryFields, EngineError> {
+pub fn take_memory_fields(body: &mut Map<String, Value>) -> Result<MemoryFields, EngineError> {
     let invalid = |m: String| EngineError::InvalidInput(m);
     let names: Vec<String> = body
         .keys()
@@ -78,15 +95,11 @@ pub fn take_memory_fields(
         }
         Some(other) => return Err(invalid(format!("memory_id must be a string, not {other}"))),
     };
+    // `memory_top_k <= 0` turns retrieval off; the engine caps the other end.
     let top_k = match fields.get("memory_top_k") {
-        None | Some(Value::Null) => default_top_k,
+        None | Some(Value::Null) => None,
         Some(v) => match v.as_i64() {
-            Some(k) if k > MAX_TOP_K => {
-                return Err(invalid(format!(
-                    "memory_top_k may be at most {MAX_TOP_K}, got {k}"
-                )))
-            }
-            Some(k) => k.max(0) as usize,
+            Some(k) => Some(usize::try_from(k.max(0)).unwrap_or(usize::MAX)),
             None => return Err(invalid(format!("memory_top_k must be an integer, not {v}"))),
         },
     };
@@ -99,7 +112,7 @@ pub fn take_memory_fields(
                 .ok_or_else(|| invalid(format!("{name} must be a number, not {v}"))),
         }
     };
-    let search = SearchOptions {
+    let search = SearchRequest {
         top_k,
         recency_weight: number("memory_recency_weight")?,
         score_threshold: number("memory_score_threshold")?,
@@ -107,14 +120,13 @@ pub fn take_memory_fields(
             .get("memory_filter")
             .filter(|v| !v.is_null())
             .cloned(),
-        ..SearchOptions::default()
+        ..SearchRequest::new("", conversation.clone())
     };
     search
         .validate()
         .map_err(|e| invalid(format!("memory_{e}")))?;
     Ok(MemoryFields {
         conversation,
-        top_k,
         search,
     })
 }
@@ -122,21 +134,28 @@ pub fn take_memory_fields(
 /// A chat request made ready for the upstream: memories injected, the user's turn on disk.
 #[derive(Debug)]
 pub struct PreparedChat {
+    /// The conversation the turn belongs to.
     pub conversation: ConversationId,
     /// The request to send upstream.
     pub body: Value,
     /// The memories injected, best first.
     pub hits: Vec<SearchHit>,
+    /// The user's message, written as a turn.
     pub user_turn: Option<StoredMemory>,
+    /// Whether the client asked for a streamed answer.
     pub stream: bool,
 }
 
 /// A streamed answer: the upstream's status and headers, and its body passed through chunk
 /// by chunk while the assistant's words are collected for its turn.
 pub struct ChatStreamReply {
+    /// The upstream's status.
     pub status: u16,
+    /// The upstream's headers, less hop-by-hop ones.
     pub headers: mnemo_llm::http::HeaderMap,
+    /// The memories injected, best first.
     pub hits: Vec<SearchHit>,
+    /// The answer, as the upstream sends it.
     pub body: ByteStream,
 }
 
@@ -153,18 +172,21 @@ impl MemoryClient {
                 "\"messages\" must be a list of chat messages".into(),
             ));
         }
-        let fields = take_memory_fields(&mut body, self.config().default_top_k)?;
+        let fields = take_memory_fields(&mut body)?;
         let body = Value::Object(body);
         let stream = body["stream"].as_bool().unwrap_or(false);
         let user_text = inject::last_user_text(&body).filter(|t| !t.trim().is_empty());
 
         let started = std::time::Instant::now();
         let hits = match &user_text {
-            Some(text) if fields.top_k > 0 => {
-                self.search(text, &fields.conversation, fields.search.clone())
-                    .await?
+            Some(text) => {
+                let search = SearchRequest {
+                    query: text.clone(),
+                    ..fields.search.clone()
+                };
+                self.search(search).await?
             }
-            _ => Vec::new(),
+            None => Vec::new(),
         };
         let summary = {
             let inner = self.inner.clone();
@@ -365,18 +387,38 @@ mod tests {
             "memory_id": "trip", "memory_top_k": 3, "memory_recency_weight": 0.5,
             "memory_filter": {"topic": "food"}
         }));
-        let f = take_memory_fields(&mut b, 5).unwrap();
+        let f = take_memory_fields(&mut b).unwrap();
         assert_eq!(f.conversation.as_str(), "trip");
-        assert_eq!(f.top_k, 3);
+        assert_eq!(f.search.top_k, Some(3));
         assert_eq!(f.search.recency_weight, Some(0.5));
         assert!(f.search.filter.is_some());
         assert_eq!(b.len(), 3, "only the upstream's fields are left: {b:?}");
 
         let mut b = body(json!({"messages": [], "memory_top_k": -1}));
-        assert_eq!(take_memory_fields(&mut b, 5).unwrap().top_k, 0);
+        assert_eq!(take_memory_fields(&mut b).unwrap().search.top_k, Some(0));
         let mut b = body(json!({"messages": []}));
-        let f = take_memory_fields(&mut b, 5).unwrap();
-        assert_eq!((f.conversation.as_str(), f.top_k), ("default", 5));
+        let f = take_memory_fields(&mut b).unwrap();
+        assert_eq!(
+            (f.conversation.as_str(), f.search.top_k),
+            ("default", None),
+            "the engine fills in the configured default"
+        );
+    }
+
+    #[test]
+    fn the_documented_fields_are_the_parsed_ones() {
+        use utoipa::PartialSchema;
+        let schema = serde_json::to_value(ChatMemoryFields::schema()).unwrap();
+        let mut documented: Vec<&str> = schema["properties"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        documented.sort();
+        let mut parsed = KNOWN_FIELDS.to_vec();
+        parsed.sort();
+        assert_eq!(documented, parsed);
     }
 
     #[test]
@@ -390,7 +432,7 @@ mod tests {
             (json!({"memory_topk": 3}), "unknown field \"memory_topk\""),
         ] {
             let mut b = body(fields.clone());
-            let err = take_memory_fields(&mut b, 5).unwrap_err();
+            let err = take_memory_fields(&mut b).unwrap_err();
             assert!(err.is_invalid_input(), "{fields}");
             assert!(err.to_string().contains(expected), "{fields}: {err}");
         }

@@ -57,10 +57,8 @@ pub fn context_block(summary: Option<&str>, memories: &[SearchHit]) -> Option<St
                 .split_whitespace()
                 .collect::<Vec<_>>()
                 .join(" ");
-            match memory.created_at {
-                Some(at) => block.push_str(&format!("- [{}] {content}\n", at.format("%Y-%m-%d"))),
-                None => block.push_str(&format!("- {content}\n")),
-            }
+            let day = memory.created_at.format("%Y-%m-%d");
+            block.push_str(&format!("- [{day}] {content}\n"));
         }
         block.push('\n');
     }
@@ -92,16 +90,16 @@ mod tests {
     use super::*;
     use crate::StageScores;
     use chrono::TimeZone;
-    use mnemo_core::MemoryId;
+    use mnemo_core::{ConversationId, MemoryId, Role};
     use serde_json::json;
 
     fn memory(content: &str, day: u32) -> SearchHit {
         SearchHit {
             id: MemoryId::random(),
-            conversation_id: "c".into(),
-            role: "memory".into(),
+            conversation_id: ConversationId::new("c").unwrap(),
+            role: Role::Memory,
             content: content.into(),
-            created_at: Some(chrono::Utc.with_ymd_and_hms(2026, 3, day, 9, 0, 0).unwrap()),
+            created_at: chrono::Utc.with_ymd_and_hms(2026, 3, day, 9, 0, 0).unwrap(),
             metadata: Default::default(),
             path: "x.md".into(),
             score: 1.0,

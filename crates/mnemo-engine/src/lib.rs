@@ -19,19 +19,21 @@
 pub mod chat;
 mod client;
 mod error;
+mod files;
 pub mod filter;
 pub mod inject;
 pub mod keys;
 pub mod prompts;
 pub mod retrieval;
+pub mod snapshot;
 pub mod sync;
 pub mod timeline;
 pub mod watcher;
-mod write;
+pub mod write;
 
 pub use client::{Consistency, MemoryClient, OpenOptions};
 pub use error::EngineError;
-pub use retrieval::{SearchHit, SearchOptions, StageScores};
+pub use retrieval::{SearchHit, SearchRequest, StageScores};
 pub use sync::{SyncProgress, SyncReport};
 pub use watcher::WatcherHandle;
 pub use write::WriteReport;

@@ -1,247 +1,33 @@
-//! Keeping the vector index in step with the files, through `memory_index.json`.
+//! Keeping the vector index in step with the files.
 //!
-//! The snapshot maps each memory file (relative path) to the sha256 of its bytes and the point
-//! id it was indexed under. It is rewritten atomically after the index flush that made its
-//! entries durable, so it never claims more than the index holds ([`SnapshotCell`]). The
-//! start-up sync ([`Indexer::sync`]) trusts an entry only when the index also holds its point;
-//! a missing or unreadable snapshot costs a full re-embed.
+//! [`Indexer`] turns memory files into index points and records each in the
+//! [`Snapshot`](crate::snapshot::Snapshot): [`Indexer::sync`] brings the whole index in step
+//! (on start-up and `mnemo reindex`), [`Indexer::sync_path`] one file the watcher saw change,
+//! and [`Indexer::refresh_keys`] rebuilds the lexical keys whose neighbouring turns changed.
+//! Files whose bytes hash to what the snapshot recorded, and whose point the index holds, are
+//! not even parsed.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::sync::mpsc::RecvTimeoutError;
 
-use chrono::{DateTime, Utc};
-use mnemo_core::{MemoryId, MemoryRecord, Role};
+use mnemo_core::{MemoryId, MemoryRecord};
 use mnemo_embed::Embedder;
-use mnemo_index::{LexicalEncoder, Payload, Point, VectorIndex};
-use mnemo_store::{FileStore, StoredMemory};
-use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
+use mnemo_index::{LexicalEncoder, Point, PointPayload, VectorIndex};
+use mnemo_store::{sha256_hex, FileStore, StoredMemory};
+use serde::Serialize;
 use tracing::{info, warn};
 
 use crate::keys::{self, KeyScheme};
+use crate::snapshot::{KeyContext, Snapshot, SnapshotEntry};
 use crate::timeline::Timeline;
 use crate::EngineError;
-
-pub const SNAPSHOT_FILE: &str = "memory_index.json";
-/// Version 3 added lexical vectors: older snapshots re-embed everything.
-const SNAPSHOT_VERSION: u32 = 3;
-
-/// One indexed file.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SnapshotEntry {
-    pub sha256: String,
-    pub id: MemoryId,
-    /// What the index holds for this file besides the vector (payload fields used in filters).
-    pub conversation_id: String,
-    pub role: Role,
-    pub created_at: DateTime<Utc>,
-    /// The neighbours the lexical key was built with; `None` when built from the file alone.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub key_context: Option<KeyContext>,
-}
-
-/// Hashes of the neighbouring turns' files a lexical key was built from.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct KeyContext {
-    pub previous: Option<String>,
-    pub next: Option<String>,
-}
-
-impl SnapshotEntry {
-    fn of(record: &MemoryRecord, sha256: String) -> Self {
-        Self {
-            sha256,
-            id: record.id,
-            conversation_id: record.conversation_id.as_str().to_owned(),
-            role: record.role,
-            created_at: record.created_at,
-            key_context: None,
-        }
-    }
-
-    fn is_turn(&self) -> bool {
-        matches!(self.role, Role::User | Role::Assistant)
-    }
-}
-
-/// What the index holds, per file.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Snapshot {
-    pub version: u32,
-    /// How the lexical keys were built ([`KeyScheme::describe`]); a change rebuilds them all.
-    #[serde(default)]
-    pub key_scheme: String,
-    pub files: BTreeMap<String, SnapshotEntry>,
-    /// Bumped by every change: lets derived views (the turn timeline) know they are stale.
-    #[serde(skip)]
-    pub generation: u64,
-    /// Changed since last written to disk.
-    #[serde(skip)]
-    dirty: bool,
-}
-
-impl Snapshot {
-    pub fn load(root: &Path) -> Snapshot {
-        let path = root.join(SNAPSHOT_FILE);
-        let Ok(bytes) = std::fs::read(&path) else {
-            return Snapshot::default();
-        };
-        match serde_json::from_slice::<Snapshot>(&bytes) {
-            Ok(s) if s.version == SNAPSHOT_VERSION => s,
-            Ok(s) => {
-                warn!(file = %path.display(), version = s.version, "unknown snapshot version; rebuilding the index");
-                Snapshot::default()
-            }
-            Err(e) => {
-                warn!(file = %path.display(), "unreadable snapshot ({e}); rebuilding the index");
-                Snapshot::default()
-            }
-        }
-    }
-
-    /// Records that files were added, removed or changed; [`SnapshotCell`] writes the
-    /// snapshot to disk soon after, and views built from it (the timeline) are stale.
-    pub fn mark_changed(&mut self) {
-        self.generation += 1;
-        self.dirty = true;
-    }
-
-    /// Records a change that leaves the turn order as it was (lexical key bookkeeping).
-    fn mark_keys_changed(&mut self) {
-        self.dirty = true;
-    }
-
-    /// Writes the snapshot to `<root>/memory_index.json`, atomically.
-    pub fn write(mut self, root: &Path) -> Result<(), EngineError> {
-        let path = root.join(SNAPSHOT_FILE);
-        self.version = SNAPSHOT_VERSION;
-        let bytes = serde_json::to_vec_pretty(&self).expect("snapshot serialises");
-        mnemo_store::atomic::write_atomic(&path, &bytes).map_err(|source| EngineError::Io {
-            action: "cannot write",
-            path,
-            source,
-        })
-    }
-}
-
-/// The live snapshot of an open store, and its deferred writing to disk.
-///
-/// Writing `memory_index.json` costs time in proportion to the store (4 MB at 10k files),
-/// and so does making the index durable (a flush syncs every segment file), so changes only
-/// mark the snapshot dirty and [`SnapshotCell::flush`] does both: a background thread every
-/// [`FLUSH_INTERVAL`], [`crate::MemoryClient::wait_idle`], and closing the client. The index
-/// is flushed first, so the file never claims more than the index durably holds. A crash
-/// loses at most the index writes of the last interval, never a memory file: the next
-/// start-up sync ([`Indexer::sync`], which checks the index's own point ids) re-indexes them.
-pub struct SnapshotCell {
-    root: PathBuf,
-    live: std::sync::Mutex<Snapshot>,
-    /// The index the snapshot describes.
-    index: std::sync::Arc<dyn VectorIndex>,
-    /// Serialises writers, so an older copy never overwrites a newer one.
-    writer: std::sync::Mutex<()>,
-}
-
-/// How long a change may wait before the snapshot is written.
-pub const FLUSH_INTERVAL: std::time::Duration = std::time::Duration::from_millis(500);
-
-impl SnapshotCell {
-    pub fn new(root: &Path, snapshot: Snapshot, index: std::sync::Arc<dyn VectorIndex>) -> Self {
-        Self {
-            root: root.to_owned(),
-            live: std::sync::Mutex::new(snapshot),
-            index,
-            writer: std::sync::Mutex::new(()),
-        }
-    }
-
-    /// The live snapshot. Holding it also guards every write to the index.
-    pub fn lock(&self) -> std::sync::MutexGuard<'_, Snapshot> {
-        self.live.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Makes the index durable and writes the snapshot, if it changed since it was last
-    /// written.
-    pub fn flush(&self) -> Result<(), EngineError> {
-        let _writer = self.writer.lock().unwrap_or_else(|p| p.into_inner());
-        // Index writes happen under the live lock, so every write this copy describes was
-        // applied before it was taken, and the flush below makes it durable.
-        let copy = {
-            let mut live = self.lock();
-            if !live.dirty {
-                return Ok(());
-            }
-            live.dirty = false;
-            live.clone()
-        };
-        self.index
-            .flush()
-            .map_err(EngineError::from)
-            .and_then(|()| copy.write(&self.root))
-            .inspect_err(|_| self.lock().dirty = true)
-    }
-
-    /// Starts the thread that flushes every [`FLUSH_INTERVAL`]; it stops when the handle
-    /// is dropped. `None` (and a warning) when no thread can be started: the snapshot is
-    /// then written on `wait_idle` and on close only.
-    pub fn spawn_flusher(cell: &std::sync::Arc<SnapshotCell>) -> Option<Flusher> {
-        let (stop, stopped) = std::sync::mpsc::channel::<()>();
-        // Weak: the thread must not keep the index open after the client is gone.
-        let cell = std::sync::Arc::downgrade(cell);
-        let spawned = std::thread::Builder::new()
-            .name("mnemo-snapshot".into())
-            .spawn(move || {
-                // A lasting failure (a full disk) is logged once, not twice a second.
-                let mut failing = false;
-                while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(FLUSH_INTERVAL) {
-                    let Some(cell) = cell.upgrade() else { return };
-                    match cell.flush() {
-                        Err(e) if !failing => {
-                            warn!("cannot flush the index and its snapshot: {e}; trying again every {FLUSH_INTERVAL:?}");
-                            failing = true;
-                        }
-                        Ok(()) if failing => {
-                            info!("the index and its snapshot are flushed again");
-                            failing = false;
-                        }
-                        _ => {}
-                    }
-                }
-            });
-        match spawned {
-            Ok(thread) => Some(Flusher {
-                stop: Some(stop),
-                thread: Some(thread),
-            }),
-            Err(e) => {
-                warn!("no snapshot thread ({e}); the snapshot is written when the client closes");
-                None
-            }
-        }
-    }
-}
-
-/// The background flushing thread of a [`SnapshotCell`]; dropping it stops the thread and
-/// waits for a flush in progress to end.
-pub struct Flusher {
-    stop: Option<std::sync::mpsc::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Drop for Flusher {
-    fn drop(&mut self) {
-        drop(self.stop.take());
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
-}
 
 /// Progress of a sync, for progress bars.
 #[derive(Debug, Clone, Copy)]
 pub struct SyncProgress {
+    /// Files embedded so far.
     pub embedded: usize,
+    /// Files this sync embeds in all.
     pub to_embed: usize,
 }
 
@@ -252,57 +38,25 @@ pub struct SyncReport {
     pub files: usize,
     /// Seconds the sync took.
     pub seconds: f64,
+    /// Files (re-)embedded.
     pub embedded: usize,
+    /// Points deleted because no live file claims them.
     pub deleted: usize,
+    /// Files that could not be read as memories, and why.
     pub skipped: Vec<String>,
-}
-
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    let digest = Sha256::digest(bytes);
-    digest.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// The payload a memory is indexed with: its front matter, content and relative path.
-pub fn payload_of(record: &MemoryRecord, relative_path: &str) -> Payload {
-    let mut payload = Payload::new();
-    let mut put = |k: &str, v: serde_json::Value| {
-        payload.insert(k.to_owned(), v);
-    };
-    put("conversation_id", record.conversation_id.as_str().into());
-    put("role", record.role.as_str().into());
-    put("content", record.content.clone().into());
-    put("created_at", record.created_at.to_rfc3339().into());
-    put(
-        "created_ts",
-        (record.created_at.timestamp_millis() as f64 / 1000.0).into(),
-    );
-    put("path", relative_path.into());
-    if let Some(id) = record.source_id {
-        put("source_id", id.to_string().into());
-    }
-    if !record.metadata.is_empty() {
-        put(
-            "metadata",
-            serde_json::Value::Object(record.metadata.clone()),
-        );
-    }
-    payload
-}
-
-/// Relative path of a store file, as the snapshot and payloads name it.
-pub fn relative_key(store: &FileStore, path: &Path) -> String {
-    path.strip_prefix(store.root())
-        .unwrap_or(path)
-        .to_string_lossy()
-        .into_owned()
 }
 
 /// What it takes to turn memory files into index points.
 pub struct Indexer<'a> {
+    /// The files.
     pub store: &'a FileStore,
+    /// Embeds dense keys.
     pub embedder: &'a Embedder,
+    /// Encodes lexical keys.
     pub lexical: &'a LexicalEncoder,
+    /// The index the files are kept in.
     pub index: &'a dyn VectorIndex,
+    /// How lexical keys are built.
     pub scheme: KeyScheme,
     /// [`KeyScheme::describe`] plus the BM25 parameters: what the snapshot records.
     pub scheme_description: String,
@@ -339,13 +93,13 @@ impl Indexer<'_> {
                         None,
                         self.scheme,
                     )),
-                    payload: payload_of(&memory.record, &relative_key(store, &memory.path)),
+                    payload: PointPayload::of(&memory.record, &store.relative(&memory.path)),
                 })
                 .collect();
             self.index.upsert(points)?;
             for (memory, sha256) in batch {
                 snapshot.files.insert(
-                    relative_key(store, &memory.path),
+                    store.relative(&memory.path).into_owned(),
                     SnapshotEntry::of(&memory.record, sha256.clone()),
                 );
             }
@@ -394,7 +148,7 @@ impl Indexer<'_> {
                     })
                 }
             };
-            let key = relative_key(store, &path);
+            let key = store.relative(&path).into_owned();
             let sha256 = sha256_hex(&bytes);
             let known = snapshot
                 .files
@@ -481,7 +235,7 @@ impl Indexer<'_> {
         if location.tombstone {
             return Ok(PathChange::Ignored);
         }
-        let key = relative_key(store, path);
+        let key = store.relative(path).into_owned();
         let parsed = match std::fs::read(path) {
             Ok(bytes) => {
                 let sha256 = sha256_hex(&bytes);

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use chrono::{DateTime, Duration, Utc};
 use mnemo_core::{MemoryId, Role};
 
-use crate::sync::Snapshot;
+use crate::snapshot::Snapshot;
 
 /// Turns further apart than this belong to different sessions and are not neighbours.
 pub const SESSION_GAP: Duration = Duration::hours(6);
@@ -18,10 +18,13 @@ pub const SESSION_GAP: Duration = Duration::hours(6);
 /// A turn's neighbours.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Neighbours {
+    /// The turn before, if it is of the same session.
     pub previous: Option<MemoryId>,
+    /// The turn after, if it is of the same session.
     pub next: Option<MemoryId>,
 }
 
+/// Every conversation's turns in order, built from a snapshot.
 #[derive(Debug, Default)]
 pub(crate) struct Timeline {
     /// The snapshot generation this was built from.
@@ -80,13 +83,14 @@ impl Timeline {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sync::SnapshotEntry;
+    use crate::snapshot::SnapshotEntry;
+    use mnemo_core::ConversationId;
 
     fn entry(conversation: &str, role: Role, minute: u32) -> SnapshotEntry {
         SnapshotEntry {
             sha256: String::new(),
             id: MemoryId::random(),
-            conversation_id: conversation.into(),
+            conversation_id: ConversationId::new(conversation).unwrap(),
             role,
             created_at: DateTime::parse_from_rfc3339("2026-01-01T00:00:00Z")
                 .unwrap()

@@ -2,16 +2,16 @@
 //!
 //! Events under `entries/` are collected until the tree has been quiet for [`DEBOUNCE`] (or
 //! for at most [`MAX_BATCH_WAIT`] during a long burst, such as a `git checkout` touching
-//! hundreds of files), then each path is synced on its own ([`sync::sync_path`]). Events on
-//! folders, or a notice that the kernel dropped events, trigger a full sync instead, which is
-//! cheap when little changed. Temporary, hidden and `deleted/` files are ignored by the store's
-//! layout rules; the engine's own writes are already in the snapshot with the same hash, so
-//! they are not indexed twice.
+//! hundreds of files), then handed over as one [`FileChanges`] batch. The engine syncs each
+//! path on its own ([`crate::sync::Indexer::sync_path`]); events on folders, or a notice that
+//! the kernel dropped events, ask for a full sync instead, which is cheap when little changed.
+//! Temporary, hidden and `deleted/` files are ignored by the store's layout rules; the
+//! engine's own writes are already in the snapshot with the same hash, so they are not
+//! indexed twice. This module knows nothing of the engine: it watches a folder and calls back.
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::mpsc::{self, RecvTimeoutError};
-use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -21,10 +21,11 @@ use tracing::{debug, warn};
 
 use mnemo_store::atomic::is_temporary_name;
 
-use crate::client::Inner;
 use crate::EngineError;
 
+/// How long the tree must be quiet before a batch of changes is handed over.
 pub const DEBOUNCE: Duration = Duration::from_millis(100);
+/// The longest a batch waits during a burst of changes.
 pub const MAX_BATCH_WAIT: Duration = Duration::from_secs(1);
 
 /// A running watcher. Dropping it stops the watch and waits for the thread to finish.
@@ -43,13 +44,16 @@ impl Drop for WatcherHandle {
     }
 }
 
-#[derive(Default)]
-struct Batch {
-    paths: BTreeSet<PathBuf>,
-    rescan: bool,
+/// What changed under the watched folder since the last batch.
+#[derive(Debug, Default)]
+pub struct FileChanges {
+    /// Paths that were created, changed, moved or removed.
+    pub paths: BTreeSet<PathBuf>,
+    /// Something the paths do not tell (a folder moved, events dropped): sync everything.
+    pub rescan: bool,
 }
 
-impl Batch {
+impl FileChanges {
     fn add(&mut self, event: notify::Result<Event>) {
         match event {
             // Reads (including the engine's own, while it hashes files) and metadata changes
@@ -85,8 +89,13 @@ impl Batch {
     }
 }
 
-pub(crate) fn start(inner: Arc<Inner>) -> Result<WatcherHandle, EngineError> {
-    let entries = inner.store.root().join(mnemo_store::layout::ENTRIES_DIR);
+/// Watches `folder` recursively and calls `apply` with each batch of changes, on a thread of
+/// its own, until the handle is dropped.
+pub fn start(
+    folder: &std::path::Path,
+    apply: impl Fn(FileChanges) + Send + 'static,
+) -> Result<WatcherHandle, EngineError> {
+    let entries = folder.to_owned();
     let (tx, rx) = mpsc::channel();
     let mut watcher = notify::recommended_watcher(move |event| {
         let _ = tx.send(event);
@@ -97,7 +106,7 @@ pub(crate) fn start(inner: Arc<Inner>) -> Result<WatcherHandle, EngineError> {
         .map_err(|e| watch_error(&entries, e))?;
     let thread = std::thread::Builder::new()
         .name("mnemo-watcher".into())
-        .spawn(move || run(inner, rx))
+        .spawn(move || run(rx, apply))
         .map_err(|source| EngineError::Io {
             action: "cannot start the watcher thread for",
             path: entries.clone(),
@@ -117,9 +126,9 @@ fn watch_error(path: &std::path::Path, e: notify::Error) -> EngineError {
     }
 }
 
-fn run(inner: Arc<Inner>, rx: mpsc::Receiver<notify::Result<Event>>) {
+fn run(rx: mpsc::Receiver<notify::Result<Event>>, apply: impl Fn(FileChanges)) {
     while let Ok(first) = rx.recv() {
-        let mut batch = Batch::default();
+        let mut batch = FileChanges::default();
         batch.add(first);
         let started = Instant::now();
         loop {
@@ -138,8 +147,6 @@ fn run(inner: Arc<Inner>, rx: mpsc::Receiver<notify::Result<Event>>) {
             rescan = batch.rescan,
             "applying file changes"
         );
-        if let Err(e) = inner.apply_file_changes(&batch.paths, batch.rescan) {
-            warn!("could not apply file changes to the index: {e}");
-        }
+        apply(batch);
     }
 }

@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use mnemo_core::{ConversationId, MemoryId, MemoryRecord, Role};
-use mnemo_index::{Condition, Filter, Query, QueryVector, VectorIndex};
+use mnemo_index::{Condition, Filter, PointPayload, Query, QueryVector};
 use mnemo_store::StoredMemory;
 use tracing::{info, warn};
 
@@ -41,16 +41,21 @@ const NEAREST_IN_ALL: usize = 10;
 const COMMIT_RETRIES: [Duration; 2] = [Duration::from_millis(100), Duration::from_millis(500)];
 
 /// What one pass of the write path did.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct WriteReport {
-    pub conversation: String,
+    /// The conversation the pass wrote to.
+    pub conversation: ConversationId,
     /// Facts extracted from the message (before reconciliation).
     pub extracted: Vec<String>,
+    /// Facts written (new ones, and the new versions of updated ones).
     pub added: Vec<StoredMemory>,
     /// (old id, new id) of updated facts.
     pub updated: Vec<(MemoryId, MemoryId)>,
+    /// Facts tombstoned because the reconciler said they no longer hold.
     pub deleted: Vec<MemoryId>,
+    /// Facts and turns tombstoned beyond `max_entries`.
     pub evicted: usize,
+    /// Whether the rolling summary was rewritten.
     pub summary_updated: bool,
     /// Why the LLM's answer was not used, when it was not.
     pub fallback: Option<String>,
@@ -62,6 +67,22 @@ pub struct WriteReport {
 }
 
 impl WriteReport {
+    fn new(conversation: &ConversationId) -> Self {
+        Self {
+            conversation: conversation.clone(),
+            extracted: Vec::new(),
+            added: Vec::new(),
+            updated: Vec::new(),
+            deleted: Vec::new(),
+            evicted: 0,
+            summary_updated: false,
+            fallback: None,
+            commit: None,
+            llm_time: Duration::ZERO,
+            engine_time: Duration::ZERO,
+        }
+    }
+
     fn changed_facts(&self) -> bool {
         !self.added.is_empty() || !self.updated.is_empty() || !self.deleted.is_empty()
     }
@@ -119,10 +140,7 @@ impl MemoryClient {
             .conversation_lock(conversation)
             .lock_owned()
             .await;
-        let mut report = WriteReport {
-            conversation: conversation.to_string(),
-            ..WriteReport::default()
-        };
+        let mut report = WriteReport::new(conversation);
         let started = Instant::now();
         if let (Some(llm), Some(turn)) = (&self.inner.llm, user_turn) {
             let (messages, schema) = prompts::extraction(&turn.record.content);
@@ -163,9 +181,8 @@ impl MemoryClient {
             .lock_owned()
             .await;
         let mut report = WriteReport {
-            conversation: conversation.to_string(),
             extracted: facts.clone(),
-            ..WriteReport::default()
+            ..WriteReport::new(conversation)
         };
         let started = Instant::now();
         self.reconcile_and_apply(conversation, facts, None, &mut report)
@@ -341,8 +358,14 @@ impl Inner {
         facts: &[String],
     ) -> Result<Vec<ExistingFact>, EngineError> {
         let filter = Filter::all()
-            .must(Condition::equals("conversation_id", conversation.as_str()))
-            .must(Condition::equals("role", Role::Memory.as_str()));
+            .must(Condition::equals(
+                PointPayload::FIELD_CONVERSATION,
+                conversation.as_str(),
+            ))
+            .must(Condition::equals(
+                PointPayload::FIELD_ROLE,
+                Role::Memory.as_str(),
+            ));
         let vectors = self.embedder.embed(facts)?;
         let mut found: HashMap<MemoryId, (f32, ExistingFact)> = HashMap::new();
         for vector in vectors {
@@ -353,17 +376,10 @@ impl Inner {
                 with_vectors: false,
             })?;
             for hit in hits.into_iter().filter(|h| h.score >= RELATED) {
-                let text = |k: &str| {
-                    hit.payload
-                        .get(k)
-                        .and_then(|v| v.as_str())
-                        .unwrap_or_default()
-                        .to_owned()
-                };
                 let fact = ExistingFact {
                     id: hit.id,
-                    path: self.store.root().join(text("path")),
-                    content: text("content"),
+                    path: self.store.root().join(&hit.payload.path),
+                    content: hit.payload.content,
                 };
                 let best = found.entry(hit.id).or_insert((hit.score, fact));
                 best.0 = best.0.max(hit.score);
@@ -440,9 +456,7 @@ impl Inner {
             snapshot
                 .files
                 .iter()
-                .filter(|(_, e)| {
-                    e.conversation_id == conversation.as_str() && e.role != Role::Summary
-                })
+                .filter(|(_, e)| e.conversation_id == *conversation && e.role != Role::Summary)
                 .map(|(path, e)| (e.created_at, path.clone()))
                 .collect()
         };

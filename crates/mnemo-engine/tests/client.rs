@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use mnemo_core::{Config, ConversationId};
-use mnemo_engine::{EngineError, MemoryClient, OpenOptions, SearchOptions};
+use mnemo_engine::{EngineError, MemoryClient, OpenOptions, SearchRequest};
 
 fn config(memory_path: &Path) -> Config {
     Config {
@@ -25,7 +25,7 @@ fn conv(id: &str) -> ConversationId {
 
 async fn answers(client: &MemoryClient, query: &str) -> Vec<(String, String)> {
     client
-        .search(query, &conv("c1"), SearchOptions::top_k(5))
+        .search(SearchRequest::new(query, conv("c1")).top_k(5))
         .await
         .unwrap()
         .into_iter()
@@ -85,7 +85,7 @@ async fn a_lost_snapshot_only_costs_a_re_embed() {
     let client = open(dir.path()).await;
     assert_eq!(client.startup_sync().embedded, 1);
     let hits = client
-        .search("spare key", &conv("c1"), SearchOptions::top_k(5))
+        .search(SearchRequest::new("spare key", conv("c1")).top_k(5))
         .await
         .unwrap();
     assert_eq!(hits.len(), 1, "no duplicate points after the re-embed");

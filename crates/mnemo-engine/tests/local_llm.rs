@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use mnemo_core::{Config, ConversationId, LOCAL_LLM_ALIAS};
-use mnemo_engine::{MemoryClient, OpenOptions};
+use mnemo_engine::{MemoryClient, OpenOptions, SearchRequest};
 use mnemo_llm::{LocalLlm, LocalLlmOptions};
 use serde_json::json;
 
@@ -39,7 +39,7 @@ async fn a_chat_turn_becomes_turns_facts_a_summary_and_a_commit() {
         start_watcher: false,
         ..Config::default()
     };
-    config.retrieval.reranker_model = "/nonexistent".into();
+    config.retrieval.reranker = mnemo_core::RerankerMode::Off;
     let client = MemoryClient::open(config, OpenOptions::default())
         .await
         .unwrap();
@@ -94,11 +94,7 @@ async fn a_chat_turn_becomes_turns_facts_a_summary_and_a_commit() {
 
     // The facts are found again by the read path.
     let hits = client
-        .search(
-            "who is my wife",
-            &conversation,
-            mnemo_engine::SearchOptions::top_k(3),
-        )
+        .search(SearchRequest::new("who is my wife", conversation.clone()).top_k(3))
         .await
         .unwrap();
     assert!(!hits.is_empty());

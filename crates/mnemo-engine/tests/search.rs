@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use chrono::{Duration, SubsecRound, Utc};
 use mnemo_core::{Config, ConversationId, MemoryRecord, Role};
-use mnemo_engine::{MemoryClient, OpenOptions, SearchHit, SearchOptions};
+use mnemo_engine::{MemoryClient, OpenOptions, SearchHit, SearchRequest};
 use serde_json::json;
 
 fn models() -> PathBuf {
@@ -20,7 +20,7 @@ fn config(memory_path: &Path) -> Config {
         ..Config::default()
     };
     // No cross-encoder unless a test asks for one.
-    config.retrieval.reranker_model = "/nonexistent/cross-encoder".into();
+    config.retrieval.reranker = mnemo_core::RerankerMode::Off;
     config
 }
 
@@ -58,7 +58,7 @@ async fn the_conversation_and_global_are_searched_never_others_or_summaries() {
         .await
         .unwrap();
     let hits = client
-        .search("dog beach", &conv("c1"), SearchOptions::top_k(10))
+        .search(SearchRequest::new("dog beach", conv("c1")).top_k(10))
         .await
         .unwrap();
     let mut found = contents(&hits);
@@ -97,12 +97,12 @@ async fn metadata_filters_apply_inside_the_index() {
     let search = |filter: serde_json::Value| {
         let client = client.clone();
         async move {
-            let options = SearchOptions {
+            let options = SearchRequest {
                 filter: Some(filter),
-                ..SearchOptions::top_k(10)
+                ..SearchRequest::new("lunch plans", conv("c1")).top_k(10)
             };
             let mut found: Vec<String> = client
-                .search("lunch plans", &conv("c1"), options)
+                .search(options)
                 .await
                 .unwrap()
                 .into_iter()
@@ -125,14 +125,11 @@ async fn metadata_filters_apply_inside_the_index() {
         ["Note 2 about lunch plans."]
     );
 
-    let options = SearchOptions {
+    let options = SearchRequest {
         filter: Some(json!({"weight": {"around": 2}})),
-        ..SearchOptions::top_k(10)
+        ..SearchRequest::new("lunch", conv("c1")).top_k(10)
     };
-    let err = client
-        .search("lunch", &conv("c1"), options)
-        .await
-        .unwrap_err();
+    let err = client.search(options).await.unwrap_err();
     assert!(err.is_invalid_input(), "{err}");
     assert!(err.to_string().contains("\"around\""), "{err}");
 }
@@ -147,7 +144,7 @@ async fn a_rare_exact_word_is_found_lexically() {
     texts.push("The router's serial number is QX7734.".into());
     client.add(texts, &conv("c1")).await.unwrap();
     let hits = client
-        .search("QX7734", &conv("c1"), SearchOptions::top_k(1))
+        .search(SearchRequest::new("QX7734", conv("c1")).top_k(1))
         .await
         .unwrap();
     assert_eq!(contents(&hits), ["The router's serial number is QX7734."]);
@@ -191,11 +188,7 @@ async fn an_answer_is_found_through_the_question_before_it() {
     // "instrument" and "grandmother" appear only in the question turn; the answer's key
     // carries them as its neighbour's words.
     let hits = client
-        .search(
-            "instrument grandmother taught",
-            &conv("c1"),
-            SearchOptions::top_k(2),
-        )
+        .search(SearchRequest::new("instrument grandmother taught", conv("c1")).top_k(2))
         .await
         .unwrap();
     let found = contents(&hits);
@@ -214,7 +207,7 @@ async fn answers(client: &MemoryClient, queries: &[&str]) -> Vec<Vec<(String, St
     let mut all = Vec::new();
     for q in queries {
         let hits = client
-            .search(q, &conv("c1"), SearchOptions::top_k(4))
+            .search(SearchRequest::new(*q, conv("c1")).top_k(4))
             .await
             .unwrap();
         all.push(
@@ -282,8 +275,10 @@ async fn the_cross_encoder_decides_the_order_when_installed() {
         tiny.display()
     );
     let mut cfg = config(dir.path());
+    cfg.retrieval.reranker = mnemo_core::RerankerMode::On;
     cfg.retrieval.reranker_model = tiny.to_string_lossy().into_owned();
     let client = open_with(cfg).await;
+    assert!(client.has_reranker());
     // The tiny model scores apple 3, banana 2, cherry 1, rotten -4 (docs side only).
     let texts = [
         "fruit salad with cherry",
@@ -295,11 +290,11 @@ async fn the_cross_encoder_decides_the_order_when_installed() {
         .add(texts.iter().map(|t| t.to_string()).collect(), &conv("c1"))
         .await
         .unwrap();
-    let options = SearchOptions {
+    let options = SearchRequest {
         mmr_lambda: Some(1.0),
-        ..SearchOptions::top_k(4)
+        ..SearchRequest::new("fruit", conv("c1")).top_k(4)
     };
-    let hits = client.search("fruit", &conv("c1"), options).await.unwrap();
+    let hits = client.search(options).await.unwrap();
     assert_eq!(
         contents(&hits),
         [
@@ -337,12 +332,12 @@ async fn recency_speaks_only_for_questions_about_now() {
     let top = |query: &'static str, weight: f32| {
         let client = client.clone();
         async move {
-            let options = SearchOptions {
+            let options = SearchRequest {
                 recency_weight: Some(weight),
                 mmr_lambda: Some(1.0),
-                ..SearchOptions::top_k(2)
+                ..SearchRequest::new(query, conv("c1")).top_k(2)
             };
-            let hits = client.search(query, &conv("c1"), options).await.unwrap();
+            let hits = client.search(options).await.unwrap();
             (hits[0].content.clone(), hits[1].scores.recency)
         }
     };
@@ -359,11 +354,11 @@ async fn recency_speaks_only_for_questions_about_now() {
         "weight 0 per request"
     );
 
-    let bad = SearchOptions {
+    let bad = SearchRequest {
         recency_weight: Some(1.5),
-        ..SearchOptions::top_k(2)
+        ..SearchRequest::new("work", conv("c1")).top_k(2)
     };
-    let err = client.search("work", &conv("c1"), bad).await.unwrap_err();
+    let err = client.search(bad).await.unwrap_err();
     assert!(
         err.to_string()
             .contains("recency_weight must be between 0 and 1"),
@@ -385,17 +380,14 @@ async fn a_threshold_drops_weak_matches_and_top_k_zero_retrieves_nothing() {
         )
         .await
         .unwrap();
-    let options = SearchOptions {
+    let options = SearchRequest {
         score_threshold: Some(0.5),
-        ..SearchOptions::top_k(5)
+        ..SearchRequest::new("where does my sister live", conv("c1")).top_k(5)
     };
-    let hits = client
-        .search("where does my sister live", &conv("c1"), options)
-        .await
-        .unwrap();
+    let hits = client.search(options).await.unwrap();
     assert_eq!(contents(&hits), ["My sister lives in Lisbon."]);
     let none = client
-        .search("sister", &conv("c1"), SearchOptions::top_k(0))
+        .search(SearchRequest::new("sister", conv("c1")).top_k(0))
         .await
         .unwrap();
     assert!(none.is_empty());

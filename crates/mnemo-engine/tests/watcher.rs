@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use mnemo_core::{Config, ConversationId};
-use mnemo_engine::{MemoryClient, OpenOptions, SearchOptions, WatcherHandle};
+use mnemo_engine::{MemoryClient, OpenOptions, SearchRequest, WatcherHandle};
 
 fn config(memory_path: &Path) -> Config {
     Config {
@@ -22,7 +22,7 @@ fn conv() -> ConversationId {
 
 async fn contents(client: &MemoryClient, query: &str) -> Vec<String> {
     client
-        .search(query, &conv(), SearchOptions::top_k(50))
+        .search(SearchRequest::new(query, conv()).top_k(50))
         .await
         .unwrap()
         .into_iter()
@@ -152,11 +152,7 @@ async fn follows_creates_edits_renames_and_deletes() {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let hits = client
-            .search(
-                "ferry",
-                &ConversationId::new("trip").unwrap(),
-                SearchOptions::top_k(5),
-            )
+            .search(SearchRequest::new("ferry", ConversationId::new("trip").unwrap()).top_k(5))
             .await
             .unwrap();
         if hits.iter().any(|h| h.content.contains("Skye")) {

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use mnemo_core::{Config, ConversationId};
-use mnemo_engine::{EngineError, MemoryClient, OpenOptions, SearchOptions};
+use mnemo_engine::{EngineError, MemoryClient, OpenOptions, SearchRequest};
 use mnemo_scripted_llm::{ChatRequest, Reply, ScriptedLlm};
 use serde_json::{json, Value};
 
@@ -20,7 +20,7 @@ fn config(memory_path: &Path, llm: &ScriptedLlm) -> Config {
         start_watcher: false,
         ..Config::default()
     };
-    config.retrieval.reranker_model = "/nonexistent".into();
+    config.retrieval.reranker = mnemo_core::RerankerMode::Off;
     config
 }
 
@@ -322,14 +322,7 @@ async fn every_failure_of_the_llm_keeps_the_turn_on_disk() {
     let verify = client.verify().await.unwrap();
     assert_eq!((verify.files, verify.points), (3, 3), "{verify:?}");
     let hits = client
-        .search(
-            "adopted a cat",
-            &conv("c1"),
-            SearchOptions {
-                top_k: 3,
-                ..SearchOptions::default()
-            },
-        )
+        .search(SearchRequest::new("adopted a cat", conv("c1")).top_k(3))
         .await
         .unwrap();
     assert!(hits[0].content.contains("I adopted a cat."), "{hits:?}");

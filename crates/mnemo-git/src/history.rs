@@ -1,50 +1,15 @@
-use std::collections::BTreeMap;
+//! The read side of versioning: the log of the store (or of a folder), one commit or one
+//! file as it was, and every version of the files a caller picks.
+
 use std::path::{Path, PathBuf};
 
-use chrono::{DateTime, Utc};
-use git2::{
-    Commit, Delta, DiffFindOptions, DiffOptions, ErrorCode, Oid, Repository, Revwalk, Sort, Tree,
-};
-use mnemo_core::{ConversationId, MemoryId};
+use git2::{Commit, ErrorCode, Repository, Revwalk, Sort};
 use serde::Serialize;
 
-use crate::repo::head_commit;
+use crate::commits::{
+    commit_changes, commit_info, head_commit, ChangeStatus, CommitInfo, FileChange,
+};
 use crate::{GitError, Versioning};
-
-/// One commit. `changes` lists the files it changed relative to its first parent, within
-/// what was asked for: all of them, or only those under `log`'s prefix, `show`'s path or
-/// `history_of`'s memory.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct CommitInfo {
-    /// Full hex id.
-    pub id: String,
-    /// Shortest unambiguous prefix (at least 7 digits).
-    pub short_id: String,
-    /// When it was authored.
-    pub time: DateTime<Utc>,
-    pub author: String,
-    pub message: String,
-    pub changes: Vec<FileChange>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct FileChange {
-    pub status: ChangeStatus,
-    /// Relative to the store's root; for a deletion, where the file was.
-    pub path: PathBuf,
-    /// Where a renamed (moved) file was before.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub old_path: Option<PathBuf>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ChangeStatus {
-    Added,
-    Modified,
-    Deleted,
-    Renamed,
-}
 
 /// What [`Versioning::show`] found.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -59,12 +24,15 @@ pub enum Shown {
     },
 }
 
-/// One version of a memory's file.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct MemoryVersion {
-    /// The commit that made this version; its `changes` are this memory's files only.
+/// One version of a file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+pub struct FileVersion {
+    /// The commit that made this version; its `changes` are the picked files only.
     pub commit: CommitInfo,
+    /// The file, relative to the store.
+    #[schema(value_type = String)]
     pub path: PathBuf,
+    /// What the commit did to it.
     pub status: ChangeStatus,
     /// The whole file as this commit left it; for a deletion, as it was before.
     pub content: String,
@@ -138,23 +106,24 @@ impl Versioning {
         })
     }
 
-    /// Up to `limit` versions of one memory, newest first: each commit that added, changed,
-    /// moved (e.g. into `deleted/` as a tombstone) or removed its file, with the file's
-    /// content. Files are found by the id in their name (`<ts>__<id>.md`); a conversation's
-    /// live `summary.md` by the id summaries derive from their conversation.
-    pub fn history_of(&self, id: MemoryId, limit: usize) -> Result<Vec<MemoryVersion>, GitError> {
+    /// Up to `limit` versions of the files `picks` accepts (git paths, relative to the store),
+    /// newest first: each commit that added, changed, moved (e.g. into `deleted/` as a
+    /// tombstone) or removed one, with the file's content. One memory's files are picked by
+    /// the store's layout rules, which this crate does not know.
+    pub fn history(
+        &self,
+        picks: impl Fn(&str) -> bool,
+        limit: usize,
+    ) -> Result<Vec<FileVersion>, GitError> {
         let repo = self.lock();
-        let id_text = id.to_string();
         let mut versions = Vec::new();
         for commit in self.walk(&repo)? {
             if versions.len() >= limit {
                 break;
             }
             let commit = commit?;
-            let found = commit_changes(&repo, &commit, |path| {
-                path.contains(&id_text) || is_summary_of(path, id)
-            })
-            .map_err(self.git_err(format!("cannot diff commit {}", commit.id())))?;
+            let found = commit_changes(&repo, &commit, &picks)
+                .map_err(self.git_err(format!("cannot diff commit {}", commit.id())))?;
             if found.is_empty() {
                 continue;
             }
@@ -165,7 +134,7 @@ impl Versioning {
                     change.path.display(),
                     info.short_id
                 )))?;
-                versions.push(MemoryVersion {
+                versions.push(FileVersion {
                     commit: info.clone(),
                     path: change.path,
                     status: change.status,
@@ -236,136 +205,4 @@ fn is_under(path: &str, prefix: &str) -> bool {
         || path
             .strip_prefix(prefix)
             .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
-}
-
-/// Whether `path` is the live summary of the conversation whose summary id is `id`.
-fn is_summary_of(path: &str, id: MemoryId) -> bool {
-    let parts: Vec<&str> = path.split('/').collect();
-    match parts.as_slice() {
-        ["entries", conversation, "summaries", "summary.md"] => {
-            ConversationId::new(conversation).is_ok_and(|c| MemoryId::summary_of(&c) == id)
-        }
-        _ => false,
-    }
-}
-
-/// The files `commit` changed relative to its first parent (all of them, for a root commit)
-/// whose paths `keep` accepts, with moves detected as renames; for each, the id of its blob
-/// after the commit (before it, for a deletion).
-pub(crate) fn commit_changes(
-    repo: &Repository,
-    commit: &Commit,
-    keep: impl Fn(&str) -> bool,
-) -> Result<Vec<(FileChange, Oid)>, git2::Error> {
-    let parent_tree = match commit.parent_count() {
-        0 => None,
-        _ => Some(commit.parent(0)?.tree()?),
-    };
-    let tree = commit.tree()?;
-    let mut paths = Vec::new();
-    changed_paths(repo, parent_tree.as_ref(), Some(&tree), b"", &mut paths)?;
-    paths.retain(|p| keep(&String::from_utf8_lossy(p)));
-    if paths.is_empty() {
-        // An empty path list would mean "every path" to libgit2.
-        return Ok(Vec::new());
-    }
-    // Given exact paths, libgit2 reads only the folders on their way.
-    let mut options = DiffOptions::new();
-    options.disable_pathspec_match(true);
-    for path in paths {
-        options.pathspec(path);
-    }
-    let mut diff = repo.diff_tree_to_tree(parent_tree.as_ref(), Some(&tree), Some(&mut options))?;
-    diff.find_similar(Some(DiffFindOptions::new().renames(true)))?;
-    let changes = diff
-        .deltas()
-        .map(|delta| {
-            let (old, new) = (delta.old_file(), delta.new_file());
-            let status = match delta.status() {
-                Delta::Added | Delta::Copied => ChangeStatus::Added,
-                Delta::Deleted => ChangeStatus::Deleted,
-                Delta::Renamed => ChangeStatus::Renamed,
-                _ => ChangeStatus::Modified,
-            };
-            let (side, old_path) = match status {
-                ChangeStatus::Deleted => (old, None),
-                ChangeStatus::Renamed => (new, old.path().map(Path::to_owned)),
-                _ => (new, None),
-            };
-            let change = FileChange {
-                status,
-                path: side.path().map(Path::to_owned).unwrap_or_default(),
-                old_path,
-            };
-            (change, side.id())
-        })
-        .collect();
-    Ok(changes)
-}
-
-/// Appends to `out` the paths of the files that differ between two trees. Subtrees with the
-/// same id on both sides are skipped unread: a commit touches a folder or two, so this keeps
-/// walking a long history cheap where libgit2's own tree diff reads every entry of both trees.
-fn changed_paths(
-    repo: &Repository,
-    old: Option<&Tree>,
-    new: Option<&Tree>,
-    dir: &[u8],
-    out: &mut Vec<Vec<u8>>,
-) -> Result<(), git2::Error> {
-    // Bytes, not text: git names need not be UTF-8, and libgit2 must get them back exactly.
-    let mut entries: BTreeMap<Vec<u8>, [Option<(Oid, i32)>; 2]> = BTreeMap::new();
-    for (side, tree) in [old, new].into_iter().enumerate() {
-        for entry in tree.into_iter().flat_map(Tree::iter) {
-            entries.entry(entry.name_bytes().to_vec()).or_default()[side] =
-                Some((entry.id(), entry.filemode()));
-        }
-    }
-    let is_tree = |e: &Option<(Oid, i32)>| e.is_some_and(|(_, mode)| mode == TREE_MODE);
-    let subtree = |e: &Option<(Oid, i32)>| match e {
-        Some((id, TREE_MODE)) => repo.find_tree(*id).map(Some),
-        _ => Ok(None),
-    };
-    for (name, [before, after]) in entries {
-        if before == after {
-            continue;
-        }
-        let path = if dir.is_empty() {
-            name
-        } else {
-            [dir, b"/", &name].concat()
-        };
-        if is_tree(&before) || is_tree(&after) {
-            let (before_tree, after_tree) = (subtree(&before)?, subtree(&after)?);
-            changed_paths(repo, before_tree.as_ref(), after_tree.as_ref(), &path, out)?;
-        }
-        // A file on either side (possibly replacing a folder, or replaced by one).
-        if before.is_some() && !is_tree(&before) || after.is_some() && !is_tree(&after) {
-            out.push(path);
-        }
-    }
-    Ok(())
-}
-
-const TREE_MODE: i32 = 0o040000;
-
-pub(crate) fn commit_info(commit: &Commit, changes: Vec<FileChange>) -> CommitInfo {
-    let id = commit.id().to_string();
-    let short_id = commit
-        .as_object()
-        .short_id()
-        .ok()
-        .and_then(|buf| buf.as_str().map(str::to_owned))
-        .unwrap_or_else(|| id.chars().take(7).collect());
-    let author = commit.author();
-    CommitInfo {
-        short_id,
-        time: DateTime::from_timestamp(author.when().seconds(), 0).unwrap_or_default(),
-        author: String::from_utf8_lossy(author.name_bytes()).into_owned(),
-        message: String::from_utf8_lossy(commit.message_bytes())
-            .trim_end()
-            .to_owned(),
-        changes,
-        id,
-    }
 }

@@ -2,21 +2,26 @@
 //!
 //! The store's root is the work tree of its own repository (never a parent's, even when the
 //! store lies inside another repository). [`Versioning::open`] creates it with a `.gitignore`
-//! that keeps out what is rebuildable or temporary ([`IGNORED`]: the vector index,
-//! `memory_index.json`, temporary and editor files). Writers note the files they touched
+//! that keeps out what the caller says is rebuildable or temporary ([`GitConfig::ignore`]);
+//! this crate knows nothing of the store's layout. Writers note the files they touched
 //! ([`Versioning::note_changed`]) and [`Versioning::commit_noted`] stages just those, so a
 //! commit costs what changed, not the size of the store; [`Versioning::commit_all`] commits
 //! whatever changed. The read side ([`Versioning::log`], [`Versioning::show`],
-//! [`Versioning::history_of`]) answers "what changed, when" for the store, a conversation, a
-//! file or one memory.
+//! [`Versioning::history`]) answers "what changed, when" for the store, a folder, a file or
+//! the files of one memory.
+//!
+//! Modules: `repo` opens the repository and commits ([`Versioning`]), `history` reads it,
+//! and `commits` is what both know of a commit ([`CommitInfo`]).
 //!
 //! Only local repositories: git2 is built without network transports. Every call blocks on
 //! file I/O; see [`Versioning`] for threads.
 
+mod commits;
 mod error;
 mod history;
 mod repo;
 
+pub use commits::{ChangeStatus, CommitInfo, FileChange};
 pub use error::GitError;
-pub use history::{ChangeStatus, CommitInfo, FileChange, MemoryVersion, Shown};
-pub use repo::{GitConfig, Versioning, IGNORED};
+pub use history::{FileVersion, Shown};
+pub use repo::{GitConfig, Versioning};

@@ -1,33 +1,31 @@
+//! The write side of versioning: opening (or creating) the store's repository, noting what
+//! changed, and committing it.
+
 use std::collections::{BTreeSet, HashSet};
 use std::fs;
 use std::io;
 use std::path::{Component, Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use git2::{Commit, ErrorCode, IndexAddOption, Repository, Signature, StatusOptions};
+use git2::{Commit, IndexAddOption, Repository, Signature, StatusOptions};
 use tracing::{debug, info};
 
-use crate::history::{commit_changes, commit_info, CommitInfo};
+use crate::commits::{commit_changes, commit_info, head_commit, CommitInfo};
 use crate::GitError;
 
-/// What git must not track: the rebuildable index and snapshot, and temporary files.
-pub const IGNORED: [&str; 7] = [
-    "/index/",
-    "/memory_index.json",
-    ".mnemo-tmp-*",
-    "*.swp",
-    "*~",
-    "*.tmp",
-    ".lock",
-];
 const IGNORE_HEADER: &str = "# mnemo: rebuildable caches and temporary files";
 const INITIAL_MESSAGE: &str = "mnemo: initial commit";
 
-/// Who mnemo's commits are by.
+/// Who mnemo's commits are by, and what they must leave out.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GitConfig {
+    /// Author and committer name.
     pub author_name: String,
+    /// Author and committer e-mail.
     pub author_email: String,
+    /// Lines the store's `.gitignore` must hold: what the store's layout says is rebuildable
+    /// or temporary (the caller knows the layout; this crate does not).
+    pub ignore: Vec<String>,
 }
 
 impl Default for GitConfig {
@@ -35,6 +33,7 @@ impl Default for GitConfig {
         Self {
             author_name: "mnemo".to_owned(),
             author_email: "mnemo@localhost".to_owned(),
+            ignore: Vec::new(),
         }
     }
 }
@@ -277,7 +276,8 @@ impl Versioning {
         Ok(!statuses.is_empty())
     }
 
-    /// Appends the [`IGNORED`] lines the store's `.gitignore` lacks, keeping what is there.
+    /// Appends the [`GitConfig::ignore`] lines the store's `.gitignore` lacks, keeping what
+    /// is there.
     fn ensure_ignore_file(&self) -> Result<(), GitError> {
         let path = self.root.join(".gitignore");
         let mut text = match fs::read_to_string(&path) {
@@ -286,8 +286,11 @@ impl Versioning {
             Err(e) => return Err(io_err("cannot read", &path)(e)),
         };
         let present: HashSet<&str> = text.lines().map(str::trim).collect();
-        let missing: Vec<&str> = IGNORED
-            .into_iter()
+        let missing: Vec<&str> = self
+            .config
+            .ignore
+            .iter()
+            .map(String::as_str)
             .filter(|line| !present.contains(line))
             .collect();
         if missing.is_empty() {
@@ -382,15 +385,6 @@ impl Versioning {
             }
         }
         Ok(parts.join("/"))
-    }
-}
-
-/// The commit `HEAD` points to; `None` before the first commit.
-pub(crate) fn head_commit(repo: &Repository) -> Result<Option<Commit<'_>>, git2::Error> {
-    match repo.head() {
-        Ok(head) => head.peel_to_commit().map(Some),
-        Err(e) if matches!(e.code(), ErrorCode::UnbornBranch | ErrorCode::NotFound) => Ok(None),
-        Err(e) => Err(e),
     }
 }
 

@@ -6,10 +6,19 @@ use std::process::Command;
 
 use mnemo_core::MemoryId;
 use mnemo_git::{ChangeStatus, CommitInfo, GitConfig, GitError, Shown, Versioning};
+use mnemo_store::layout::{is_file_of, unversioned};
 use tempfile::TempDir;
 
+/// What mnemo opens a store's repository with: the store's own ignore list.
+fn config() -> GitConfig {
+    GitConfig {
+        ignore: unversioned(),
+        ..GitConfig::default()
+    }
+}
+
 fn open(root: &Path) -> Versioning {
-    Versioning::open(root, GitConfig::default()).unwrap()
+    Versioning::open(root, config()).unwrap()
 }
 
 fn new_store() -> (TempDir, Versioning) {
@@ -83,7 +92,7 @@ fn init_commits_what_the_store_holds_once() {
     let versioning = open(dir.path());
     assert!(dir.path().join(".git").is_dir());
     let ignore = fs::read_to_string(dir.path().join(".gitignore")).unwrap();
-    for line in mnemo_git::IGNORED {
+    for line in unversioned() {
         assert!(ignore.lines().any(|l| l == line), "{line} in {ignore}");
     }
     let log = versioning.log(None, 10).unwrap();
@@ -328,7 +337,7 @@ fn history_follows_a_fact_into_deleted() {
     write(root, &fact_path("c", new), &fact(new, "Anne likes coffee."));
     versioning.commit_all("update").unwrap().unwrap();
 
-    let history = versioning.history_of(old, 10).unwrap();
+    let history = versioning.history(|p| is_file_of(p, old), 10).unwrap();
     let summary: Vec<_> = history
         .iter()
         .map(|v| {
@@ -352,8 +361,16 @@ fn history_follows_a_fact_into_deleted() {
     assert_eq!(history[2].content, fact(old, "Anne likes tea."));
     // The commit lists this memory's files only.
     assert_eq!(history[0].commit.changes.len(), 1);
-    assert_eq!(versioning.history_of(old, 1).unwrap().len(), 1);
-    assert_eq!(versioning.history_of(MemoryId::random(), 10).unwrap(), []);
+    assert_eq!(
+        versioning.history(|p| is_file_of(p, old), 1).unwrap().len(),
+        1
+    );
+    assert_eq!(
+        versioning
+            .history(|p| is_file_of(p, MemoryId::random()), 10)
+            .unwrap(),
+        []
+    );
 }
 
 #[test]
@@ -375,7 +392,7 @@ fn history_of_a_summary_follows_summary_md() {
         );
         versioning.commit_all(body).unwrap().unwrap();
     }
-    let history = versioning.history_of(id, 10).unwrap();
+    let history = versioning.history(|p| is_file_of(p, id), 10).unwrap();
     let bodies: Vec<_> = history
         .iter()
         .map(|v| v.content.lines().last().unwrap_or(""))

@@ -28,15 +28,13 @@ use qdrant_edge::{
 use qdrant_edge::{NamedQuery, Payload as EdgePayload, Vector as EdgeVector};
 
 use crate::{
-    Filter, Hit, IndexError, Payload, Point, Query, QueryVector, SparseVector, VectorIndex,
+    Filter, Hit, IndexError, Point, PointPayload, Query, QueryVector, SparseVector, VectorIndex,
 };
 
 /// Name of the dense vector in the shard.
 pub const DENSE: &str = "dense";
 /// Name of the sparse (lexical) vector in the shard, with IDF weighting.
 pub const SPARSE: &str = "lexical";
-/// Payload fields with keyword indexes: every query filters on them.
-const KEYWORD_FIELDS: [&str; 2] = ["conversation_id", "role"];
 
 /// How to create a new embedded index.
 #[derive(Debug, Clone)]
@@ -119,7 +117,7 @@ impl EdgeIndex {
     }
 
     fn create_payload_indexes(&self) -> Result<(), IndexError> {
-        for field in KEYWORD_FIELDS {
+        for field in PointPayload::KEYWORD_FIELDS {
             let field_name = field
                 .parse::<JsonPath>()
                 .map_err(|()| backend(format!("invalid payload field {field:?}")))?;
@@ -246,10 +244,14 @@ fn dense_vector(vectors: Option<VectorStructInternal>) -> Option<Vec<f32>> {
     }
 }
 
-fn payload_map(payload: Option<EdgePayload>) -> Payload {
-    payload
+/// A point's payload as mnemo wrote it; a point without one, or with one that does not
+/// read, is an error naming the point (the next `reindex --full` rewrites it).
+fn point_payload(id: MemoryId, payload: Option<EdgePayload>) -> Result<PointPayload, IndexError> {
+    let map: serde_json::Map<String, serde_json::Value> = payload
         .map(|p| p.0.into_iter().collect())
-        .unwrap_or_default()
+        .unwrap_or_default();
+    serde_json::from_value(serde_json::Value::Object(map))
+        .map_err(|e| backend(format!("point {id} has an unreadable payload: {e}")))
 }
 
 impl VectorIndex for EdgeIndex {
@@ -283,7 +285,8 @@ impl VectorIndex for EdgeIndex {
                 named.push((SPARSE, edge_sparse(point.lexical)?));
             }
             let vectors = Vectors::new_named(named);
-            let payload = serde_json::Value::Object(point.payload);
+            let payload = serde_json::to_value(&point.payload)
+                .map_err(|e| backend(format!("cannot encode the payload of {}: {e}", point.id)))?;
             batch.push(PointStruct::new(point_id(point.id), vectors, payload).into());
         }
         self.apply(UpdateOperation::PointOperation(
@@ -368,10 +371,11 @@ impl VectorIndex for EdgeIndex {
             .map_err(backend)?
             .into_iter()
             .map(|p| {
+                let id = memory_id(&p.id)?;
                 Ok(Hit {
-                    id: memory_id(&p.id)?,
+                    id,
                     score: p.score,
-                    payload: payload_map(p.payload),
+                    payload: point_payload(id, p.payload)?,
                     vector: dense_vector(p.vector),
                 })
             })
@@ -391,10 +395,11 @@ impl VectorIndex for EdgeIndex {
         records
             .into_iter()
             .map(|r| {
+                let id = memory_id(&r.id)?;
                 Ok(Hit {
-                    id: memory_id(&r.id)?,
+                    id,
                     score: 0.0,
-                    payload: payload_map(r.payload),
+                    payload: point_payload(id, r.payload)?,
                     vector: dense_vector(r.vector),
                 })
             })

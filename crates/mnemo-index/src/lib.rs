@@ -17,15 +17,14 @@
 mod edge;
 mod filter;
 mod lexical;
+mod payload;
 
 use mnemo_core::MemoryId;
 
 pub use edge::{EdgeIndex, EdgeIndexOptions};
 pub use filter::{Bounds, Condition, Filter};
 pub use lexical::{LexicalEncoder, LexicalOptions};
-
-/// Payload stored with each point: JSON fields mirroring the memory's front matter.
-pub type Payload = serde_json::Map<String, serde_json::Value>;
+pub use payload::PointPayload;
 
 /// Term weights of a text: term ids (hashes) and their weights, ids ascending.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -48,7 +47,8 @@ pub struct Point {
     pub vector: Vec<f32>,
     /// Lexical term weights ([`LexicalEncoder::document`]); empty for a text of stop words.
     pub lexical: SparseVector,
-    pub payload: Payload,
+    /// The memory's front matter, content and file.
+    pub payload: PointPayload,
 }
 
 /// What a query ranks by.
@@ -82,7 +82,9 @@ pub struct Hit {
     pub id: MemoryId,
     /// Cosine similarity to a dense query, or BM25 score for a lexical one.
     pub score: f32,
-    pub payload: Payload,
+    /// The memory's front matter, content and file.
+    pub payload: PointPayload,
+    /// The stored dense vector, when the query asked for it.
     pub vector: Option<Vec<f32>>,
 }
 

@@ -1,10 +1,32 @@
+//! Errors as clients see them: a status and an OpenAI-shaped JSON body.
+
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use mnemo_engine::EngineError;
 use mnemo_llm::LlmError;
-use serde_json::json;
+use serde::Serialize;
 use tracing::warn;
+use utoipa::ToSchema;
+
+/// The body of every error answer: `{"error": {"message", "type", "code"}}`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorBody {
+    /// What went wrong.
+    pub error: ErrorDetail,
+}
+
+/// What went wrong, OpenAI-style.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorDetail {
+    /// One line saying what went wrong and, where it helps, what to do.
+    pub message: String,
+    /// `invalid_request_error`, `not_found`, `upstream_error`, `server_error`.
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    /// The HTTP status.
+    pub code: u16,
+}
 
 /// An error as clients see it: a status and an OpenAI-shaped JSON body.
 #[derive(Debug)]
@@ -16,6 +38,7 @@ pub struct ApiError {
 }
 
 impl ApiError {
+    /// An error with this status, type and message.
     pub fn new(status: StatusCode, kind: &'static str, message: impl Into<String>) -> Self {
         Self {
             status,
@@ -24,14 +47,18 @@ impl ApiError {
         }
     }
 
+    /// 400: the request is wrong; the message says how.
     pub fn invalid(message: impl Into<String>) -> Self {
         Self::new(StatusCode::BAD_REQUEST, "invalid_request_error", message)
     }
 
+    /// 404.
     pub fn not_found(message: impl Into<String>) -> Self {
         Self::new(StatusCode::NOT_FOUND, "not_found", message)
     }
 
+    /// The upstream LLM failed: its own 4xx is passed on (but 429), a timeout is 504, the
+    /// rest 502.
     pub fn upstream(error: &LlmError) -> Self {
         let status = match error {
             // The upstream refused the request itself: the caller should see why.
@@ -69,11 +96,13 @@ impl From<EngineError> for ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let body = json!({"error": {
-            "message": self.message,
-            "type": self.kind,
-            "code": self.status.as_u16(),
-        }});
+        let body = ErrorBody {
+            error: ErrorDetail {
+                message: self.message,
+                kind: self.kind,
+                code: self.status.as_u16(),
+            },
+        };
         (self.status, Json(body)).into_response()
     }
 }

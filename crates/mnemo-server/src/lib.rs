@@ -1,19 +1,25 @@
 //! mnemo's HTTP API: an OpenAI-compatible memory proxy plus a REST API for memories.
 //!
-//! - `POST /v1/chat/completions` goes through [`MemoryClient::chat`] (or `chat_stream`):
-//!   memories injected, turns stored, the answer passed back (streamed chunk by chunk when
-//!   asked), with `memory_hits` on non-streamed answers.
+//! - `POST /v1/chat/completions` ([`chat`]) goes through [`MemoryClient::chat`] (or
+//!   `chat_stream`): memories injected, turns stored, the answer passed back (streamed chunk by
+//!   chunk when asked), with `memory_hits` on non-streamed answers.
 //! - `/v1/memories...` ([`memories`]): add, search, list (paged), get, delete, history.
-//! - `GET /health` and `GET /openapi.json` ([`openapi`]) describe the service.
+//! - `GET /health` ([`health`]) and `GET /openapi.json` ([`openapi`]) describe the service.
 //! - Every other request is passed to the upstream LLM unchanged ([`passthrough`]).
+//!
+//! Every route is registered together with its OpenAPI description (`utoipa-axum`'s
+//! `routes!`), and request and response bodies are Rust types the schemas derive from, so the
+//! document cannot drift from what is served.
 //!
 //! Errors are OpenAI-shaped JSON (`{"error": {"message", "type", "code"}}`, [`ApiError`]):
 //! 400 for bad input, 404, 413 for oversized bodies, 502/504 when the upstream fails.
 //! [`serve`] runs the router until a shutdown signal, then lets queued background writes
 //! finish.
 
+mod body;
+pub mod chat;
 mod error;
-mod handlers;
+pub mod health;
 pub mod memories;
 pub mod openapi;
 mod passthrough;
@@ -22,13 +28,15 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
-use axum::routing::{get, post};
 use axum::Router;
 use mnemo_engine::MemoryClient;
 use tokio::net::TcpListener;
 use tracing::info;
+use utoipa::OpenApi as _;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
-pub use error::ApiError;
+pub use error::{ApiError, ErrorBody};
 
 /// Limits and facts the server needs beyond the memory client.
 #[derive(Debug, Clone)]
@@ -53,28 +61,37 @@ pub(crate) struct AppState {
     pub client: MemoryClient,
     pub options: Arc<ServerOptions>,
     pub started: Instant,
+    /// The document `/openapi.json` serves, built with the router.
+    pub openapi: Arc<utoipa::openapi::OpenApi>,
+}
+
+/// The routes mnemo serves itself, each with its description.
+fn documented_routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())
+        .routes(routes!(chat::chat_completions))
+        .routes(routes!(health::health))
+        .routes(routes!(openapi::document))
+        .routes(routes!(memories::add, memories::list))
+        .routes(routes!(memories::search))
+        .routes(routes!(memories::get_one, memories::delete))
+        .routes(routes!(memories::history))
+}
+
+/// The OpenAPI document of every route [`router`] serves.
+pub fn api_document() -> utoipa::openapi::OpenApi {
+    documented_routes().into_openapi()
 }
 
 /// The whole API as an axum router.
 pub fn router(client: MemoryClient, options: ServerOptions) -> Router {
+    let (routes, openapi) = documented_routes().split_for_parts();
     let state = AppState {
         client,
         options: Arc::new(options),
         started: Instant::now(),
+        openapi: Arc::new(openapi),
     };
-    Router::new()
-        .route("/v1/chat/completions", post(handlers::chat_completions))
-        .route("/health", get(handlers::health))
-        .route("/openapi.json", get(openapi::document))
-        .route("/v1/memories", post(memories::add).get(memories::list))
-        .route("/v1/memories/search", post(memories::search))
-        .route(
-            "/v1/memories/{id}",
-            get(memories::get_one).delete(memories::delete),
-        )
-        .route("/v1/memories/{id}/history", get(memories::history))
-        .fallback(passthrough::forward)
-        .with_state(state)
+    routes.fallback(passthrough::forward).with_state(state)
 }
 
 /// Serves `router` on `listener` until `shutdown` resolves; requests in flight finish, then

@@ -1,43 +1,76 @@
 //! The REST API for memories (`/v1/memories`), JSON in and out; described in `/openapi.json`.
 
+use std::path::{Path as FsPath, PathBuf};
+
 use axum::body::Body;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use mnemo_core::{ConversationId, MemoryId, Role};
-use mnemo_engine::SearchOptions;
+use chrono::{DateTime, Utc};
+use mnemo_core::{ConversationId, MemoryId, Metadata, Role};
+use mnemo_engine::{SearchHit, SearchRequest};
+use mnemo_git::FileVersion;
 use mnemo_store::StoredMemory;
-use serde::Deserialize;
-use serde_json::{json, Value};
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
 
-use crate::handlers::read_json;
-use crate::{ApiError, AppState};
+use crate::body::read_typed;
+use crate::{ApiError, AppState, ErrorBody};
 
-/// Most memories one list page may hold.
+/// Most memories one list page may hold, and most versions one history answer shows.
 pub const MAX_PAGE: usize = 1000;
 
 /// A memory as the API shows it; `path` is relative to the store.
-pub fn memory_json(memory: &StoredMemory, root: &std::path::Path) -> Value {
-    let r = &memory.record;
-    json!({
-        "id": r.id,
-        "conversation_id": r.conversation_id,
-        "role": r.role,
-        "created_at": r.created_at,
-        "content": r.content,
-        "metadata": r.metadata,
-        "source_id": r.source_id,
-        "replaced_by": r.replaced_by,
-        "path": memory.path.strip_prefix(root).unwrap_or(&memory.path),
-    })
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Memory {
+    /// The memory's id.
+    #[schema(value_type = String, format = Uuid)]
+    pub id: MemoryId,
+    /// Its conversation.
+    #[schema(value_type = String)]
+    pub conversation_id: ConversationId,
+    /// `memory` (a fact), `user`, `assistant` or `summary`.
+    #[schema(value_type = String)]
+    pub role: Role,
+    /// When it was said or learned.
+    pub created_at: DateTime<Utc>,
+    /// Its text.
+    pub content: String,
+    /// Its free-form metadata.
+    #[schema(value_type = Object)]
+    pub metadata: Metadata,
+    /// The turn a fact was extracted from.
+    #[schema(value_type = Option<String>, format = Uuid)]
+    pub source_id: Option<MemoryId>,
+    /// On a tombstone of an updated fact: the fact that replaced it.
+    #[schema(value_type = Option<String>, format = Uuid)]
+    pub replaced_by: Option<MemoryId>,
+    /// Its file, relative to the store.
+    #[schema(value_type = String)]
+    pub path: PathBuf,
 }
 
-fn conversation(raw: Option<&str>) -> Result<ConversationId, ApiError> {
-    match raw {
-        None => Ok(ConversationId::default_conversation()),
-        Some(raw) => ConversationId::new(raw).map_err(|e| ApiError::invalid(e.to_string())),
+impl Memory {
+    /// `memory` as the API shows it, its path made relative to `root`.
+    pub fn of(memory: &StoredMemory, root: &FsPath) -> Self {
+        let r = &memory.record;
+        Self {
+            id: r.id,
+            conversation_id: r.conversation_id.clone(),
+            role: r.role,
+            created_at: r.created_at,
+            content: r.content.clone(),
+            metadata: r.metadata.clone(),
+            source_id: r.source_id,
+            replaced_by: r.replaced_by,
+            path: relative(&memory.path, root),
+        }
     }
+}
+
+fn relative(path: &FsPath, root: &FsPath) -> PathBuf {
+    path.strip_prefix(root).unwrap_or(path).to_owned()
 }
 
 fn memory_id(raw: &str) -> Result<MemoryId, ApiError> {
@@ -45,21 +78,68 @@ fn memory_id(raw: &str) -> Result<MemoryId, ApiError> {
         .map_err(|e| ApiError::invalid(e.to_string()))
 }
 
-#[derive(Deserialize)]
+/// What to remember: one text (`content`) or several (`texts`).
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-struct AddRequest {
+pub struct AddRequest {
+    /// Several texts, one fact each.
     #[serde(default)]
-    texts: Vec<String>,
+    pub texts: Vec<String>,
+    /// One text.
     #[serde(default)]
-    content: Option<String>,
+    pub content: Option<String>,
+    /// The conversation; `default` when unset.
     #[serde(default)]
-    conversation_id: Option<String>,
+    #[schema(value_type = Option<String>)]
+    pub conversation_id: Option<ConversationId>,
 }
 
-/// `POST /v1/memories`: remember texts as facts (reconciled with what is known).
+/// An updated fact: the old id, tombstoned, and the new one.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Updated {
+    /// The fact that no longer holds.
+    #[schema(value_type = String, format = Uuid)]
+    pub old: MemoryId,
+    /// The fact that replaced it.
+    #[schema(value_type = String, format = Uuid)]
+    pub new: MemoryId,
+}
+
+/// What remembering changed.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AddResult {
+    /// The conversation written to.
+    #[schema(value_type = String)]
+    pub conversation_id: ConversationId,
+    /// Facts written (new ones, and the new versions of updated ones).
+    pub added: Vec<Memory>,
+    /// Facts replaced by newer ones.
+    pub updated: Vec<Updated>,
+    /// Facts tombstoned because they no longer hold.
+    #[schema(value_type = Vec<String>)]
+    pub deleted: Vec<MemoryId>,
+    /// The git commit recording it, when versioning is on.
+    pub commit: Option<String>,
+}
+
+/// Remember texts as facts.
+///
+/// Each text is reconciled with the conversation's facts (ADD/UPDATE/DELETE), then the
+/// summary is updated and the change committed.
+#[utoipa::path(
+    post,
+    path = "/v1/memories",
+    tag = "memories",
+    request_body = AddRequest,
+    responses(
+        (status = 201, description = "What changed", body = AddResult),
+        (status = 400, description = "Invalid request", body = ErrorBody),
+        (status = 413, description = "Request body too large", body = ErrorBody),
+    )
+)]
 pub(crate) async fn add(State(state): State<AppState>, body: Body) -> Result<Response, ApiError> {
-    let request: AddRequest = parse(read_json(body, state.options.max_body_bytes).await?)?;
-    let conversation = conversation(request.conversation_id.as_deref())?;
+    let request: AddRequest = read_typed(body, state.options.max_body_bytes).await?;
+    let conversation = request.conversation_id.unwrap_or_default();
     let mut texts = request.texts;
     texts.extend(request.content);
     if texts.is_empty() {
@@ -69,85 +149,102 @@ pub(crate) async fn add(State(state): State<AppState>, body: Body) -> Result<Res
     }
     let report = state.client.add(texts, &conversation).await?;
     let root = state.client.store().root();
-    let body = json!({
-        "conversation_id": conversation,
-        "added": report.added.iter().map(|m| memory_json(m, root)).collect::<Vec<_>>(),
-        "updated": report.updated.iter().map(|(old, new)| json!({"old": old, "new": new})).collect::<Vec<_>>(),
-        "deleted": report.deleted,
-        "commit": report.commit,
-    });
-    Ok((StatusCode::CREATED, Json(body)).into_response())
+    let result = AddResult {
+        conversation_id: conversation,
+        added: report.added.iter().map(|m| Memory::of(m, root)).collect(),
+        updated: report
+            .updated
+            .iter()
+            .map(|&(old, new)| Updated { old, new })
+            .collect(),
+        deleted: report.deleted,
+        commit: report.commit,
+    };
+    Ok((StatusCode::CREATED, Json(result)).into_response())
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct SearchRequest {
-    query: String,
-    #[serde(default)]
-    conversation_id: Option<String>,
-    #[serde(default)]
-    top_k: Option<usize>,
-    #[serde(default)]
-    recency_weight: Option<f32>,
-    #[serde(default)]
-    mmr_lambda: Option<f32>,
-    #[serde(default)]
-    score_threshold: Option<f32>,
-    #[serde(default)]
-    filter: Option<Value>,
+/// The answer to a search.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SearchResult {
+    /// The conversation searched (besides `global`).
+    #[schema(value_type = String)]
+    pub conversation_id: ConversationId,
+    /// The memories found, best first, with each stage's scores.
+    pub hits: Vec<SearchHit>,
 }
 
-/// `POST /v1/memories/search`: the read path, with every stage's scores.
+/// Search the memories of a conversation and of `global`.
+#[utoipa::path(
+    post,
+    path = "/v1/memories/search",
+    tag = "memories",
+    request_body = SearchRequest,
+    responses(
+        (status = 200, description = "Results, best first, with each stage's scores", body = SearchResult),
+        (status = 400, description = "Invalid request", body = ErrorBody),
+        (status = 413, description = "Request body too large", body = ErrorBody),
+    )
+)]
 pub(crate) async fn search(
     State(state): State<AppState>,
     body: Body,
-) -> Result<Json<Value>, ApiError> {
-    let request: SearchRequest = parse(read_json(body, state.options.max_body_bytes).await?)?;
-    let conversation = conversation(request.conversation_id.as_deref())?;
-    let top_k = request.top_k.unwrap_or(state.client.config().default_top_k);
-    if top_k > MAX_PAGE {
-        return Err(ApiError::invalid(format!(
-            "top_k may be at most {MAX_PAGE}"
-        )));
-    }
-    let options = SearchOptions {
-        top_k,
-        recency_weight: request.recency_weight,
-        mmr_lambda: request.mmr_lambda,
-        score_threshold: request.score_threshold,
-        filter: request.filter,
-        now: None,
-    };
-    let hits = state
-        .client
-        .search(&request.query, &conversation, options)
-        .await?;
-    Ok(Json(
-        json!({ "conversation_id": conversation, "hits": hits }),
-    ))
+) -> Result<Json<SearchResult>, ApiError> {
+    let request: SearchRequest = read_typed(body, state.options.max_body_bytes).await?;
+    let conversation_id = request.conversation_id.clone();
+    let hits = state.client.search(request).await?;
+    Ok(Json(SearchResult {
+        conversation_id,
+        hits,
+    }))
 }
 
-#[derive(Deserialize)]
+/// Which memories to list.
+#[derive(Debug, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct ListQuery {
-    conversation_id: Option<String>,
+#[into_params(parameter_in = Query)]
+pub struct ListQuery {
+    /// Only this conversation.
+    #[param(value_type = Option<String>)]
+    conversation_id: Option<ConversationId>,
+    /// Only this role: `memory`, `user`, `assistant` or `summary`.
     role: Option<String>,
+    /// How many to skip.
     #[serde(default)]
     offset: usize,
+    /// How many to return, 1..1000 (50 when unset).
+    #[param(minimum = 1, maximum = 1000)]
     limit: Option<usize>,
 }
 
-/// `GET /v1/memories`: live memories, oldest first, a page at a time.
+/// A page of memories.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct MemoryPage {
+    /// Memories matching, in all.
+    pub total: usize,
+    /// How many were skipped.
+    pub offset: usize,
+    /// The page size asked for.
+    pub limit: usize,
+    /// This page, oldest first.
+    pub items: Vec<Memory>,
+}
+
+/// List live memories, oldest first, a page at a time.
+#[utoipa::path(
+    get,
+    path = "/v1/memories",
+    tag = "memories",
+    params(ListQuery),
+    responses(
+        (status = 200, description = "A page of memories", body = MemoryPage),
+        (status = 400, description = "Invalid request", body = ErrorBody),
+    )
+)]
 pub(crate) async fn list(
     State(state): State<AppState>,
     query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<MemoryPage>, ApiError> {
     let Query(query) = query.map_err(|e| ApiError::invalid(e.body_text()))?;
-    let conversation = query
-        .conversation_id
-        .as_deref()
-        .map(|c| conversation(Some(c)))
-        .transpose()?;
     let role = query
         .role
         .as_deref()
@@ -164,70 +261,130 @@ pub(crate) async fn list(
     }
     let memories: Vec<StoredMemory> = state
         .client
-        .list(conversation)
+        .list(query.conversation_id)
         .await?
         .into_iter()
         .filter(|m| role.is_none_or(|r| m.record.role == r))
         .collect();
     let root = state.client.store().root();
-    let items: Vec<Value> = memories
+    let items = memories
         .iter()
         .skip(query.offset)
         .take(limit)
-        .map(|m| memory_json(m, root))
+        .map(|m| Memory::of(m, root))
         .collect();
-    Ok(Json(json!({
-        "total": memories.len(),
-        "offset": query.offset,
-        "limit": limit,
-        "items": items,
-    })))
+    Ok(Json(MemoryPage {
+        total: memories.len(),
+        offset: query.offset,
+        limit,
+        items,
+    }))
 }
 
-/// `GET /v1/memories/{id}`.
+/// One live memory.
+#[utoipa::path(
+    get,
+    path = "/v1/memories/{id}",
+    tag = "memories",
+    params(("id" = String, Path, description = "The memory's id (a UUID)", format = Uuid)),
+    responses(
+        (status = 200, description = "The memory", body = Memory),
+        (status = 400, description = "Not a memory id", body = ErrorBody),
+        (status = 404, description = "No such memory", body = ErrorBody),
+    )
+)]
 pub(crate) async fn get_one(
     State(state): State<AppState>,
     Path(id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Memory>, ApiError> {
     let id = memory_id(&id)?;
     let memory = state
         .client
         .get(id)
         .await?
         .ok_or_else(|| ApiError::not_found(format!("no memory {id}")))?;
-    Ok(Json(memory_json(&memory, state.client.store().root())))
+    Ok(Json(Memory::of(&memory, state.client.store().root())))
 }
 
-/// `DELETE /v1/memories/{id}`: a soft delete; the file moves under `deleted/`.
+/// What a delete did.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Deleted {
+    /// The memory deleted.
+    #[schema(value_type = String, format = Uuid)]
+    pub deleted: MemoryId,
+    /// Where its file went, relative to the store.
+    #[schema(value_type = String)]
+    pub tombstone: PathBuf,
+}
+
+/// Soft-delete a memory: its file moves under `deleted/`, and a commit records it.
+#[utoipa::path(
+    delete,
+    path = "/v1/memories/{id}",
+    tag = "memories",
+    params(("id" = String, Path, description = "The memory's id (a UUID)", format = Uuid)),
+    responses(
+        (status = 200, description = "Deleted", body = Deleted),
+        (status = 400, description = "Not a memory id", body = ErrorBody),
+        (status = 404, description = "No such memory", body = ErrorBody),
+    )
+)]
 pub(crate) async fn delete(
     State(state): State<AppState>,
     Path(id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Deleted>, ApiError> {
     let id = memory_id(&id)?;
     let tombstone = state
         .client
         .delete(id)
         .await?
         .ok_or_else(|| ApiError::not_found(format!("no memory {id}")))?;
-    let root = state.client.store().root();
-    Ok(Json(json!({
-        "deleted": id,
-        "tombstone": tombstone.strip_prefix(root).unwrap_or(&tombstone),
-    })))
+    Ok(Json(Deleted {
+        deleted: id,
+        tombstone: relative(&tombstone, state.client.store().root()),
+    }))
 }
 
-#[derive(Deserialize)]
+/// How much history to show.
+#[derive(Debug, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct HistoryQuery {
+#[into_params(parameter_in = Query)]
+pub struct HistoryQuery {
+    /// How many versions, newest first (50 when unset, at most 1000).
+    #[param(minimum = 1)]
     limit: Option<usize>,
 }
 
-/// `GET /v1/memories/{id}/history`: every version of the memory in git, newest first.
+/// A memory's versions.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct History {
+    /// The memory.
+    #[schema(value_type = String, format = Uuid)]
+    pub id: MemoryId,
+    /// Its versions in git, newest first.
+    pub versions: Vec<FileVersion>,
+}
+
+/// Every version of a memory in git, newest first.
+#[utoipa::path(
+    get,
+    path = "/v1/memories/{id}/history",
+    tag = "memories",
+    params(
+        ("id" = String, Path, description = "The memory's id (a UUID)", format = Uuid),
+        HistoryQuery,
+    ),
+    responses(
+        (status = 200, description = "Versions", body = History),
+        (status = 400, description = "Not a memory id", body = ErrorBody),
+        (status = 404, description = "No history", body = ErrorBody),
+    )
+)]
 pub(crate) async fn history(
     State(state): State<AppState>,
     Path(id): Path<String>,
     query: Result<Query<HistoryQuery>, axum::extract::rejection::QueryRejection>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<History>, ApiError> {
     let Query(query) = query.map_err(|e| ApiError::invalid(e.body_text()))?;
     let id = memory_id(&id)?;
     let versions = state
@@ -237,9 +394,5 @@ pub(crate) async fn history(
     if versions.is_empty() {
         return Err(ApiError::not_found(format!("no history for memory {id}")));
     }
-    Ok(Json(json!({ "id": id, "versions": versions })))
-}
-
-fn parse<T: serde::de::DeserializeOwned>(value: Value) -> Result<T, ApiError> {
-    serde_json::from_value(value).map_err(|e| ApiError::invalid(format!("invalid request: {e}")))
+    Ok(Json(History { id, versions }))
 }

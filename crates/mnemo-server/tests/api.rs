@@ -38,7 +38,7 @@ impl Server {
             start_watcher: false,
             ..Config::default()
         };
-        config.retrieval.reranker_model = "/nonexistent".into();
+        config.retrieval.reranker = mnemo_core::RerankerMode::Off;
         tune(&mut config);
         let client = MemoryClient::open(config, OpenOptions::default())
             .await
@@ -428,4 +428,85 @@ async fn shutdown_finishes_queued_memory_writes() {
         .expect("the fact was written before shutdown returned")
         .collect();
     assert_eq!(facts.len(), 1);
+}
+
+/// The routes mnemo serves itself, as (method, path).
+const ROUTES: [(&str, &str); 9] = [
+    ("post", "/v1/chat/completions"),
+    ("get", "/health"),
+    ("get", "/openapi.json"),
+    ("post", "/v1/memories"),
+    ("get", "/v1/memories"),
+    ("post", "/v1/memories/search"),
+    ("get", "/v1/memories/{id}"),
+    ("delete", "/v1/memories/{id}"),
+    ("get", "/v1/memories/{id}/history"),
+];
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_served_openapi_document_describes_exactly_the_routes_served() {
+    // No upstream: a request no route takes falls through to the pass-through, which
+    // answers 404 "no route for ...".
+    let server = Server::start(None).await;
+    let spec: Value = http()
+        .get(format!("{}/openapi.json", server.url))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(spec["openapi"], "3.1.0");
+    let mut documented: Vec<(String, String)> = Vec::new();
+    for (path, item) in spec["paths"].as_object().unwrap() {
+        for (method, operation) in item.as_object().unwrap() {
+            assert!(
+                operation["responses"]
+                    .as_object()
+                    .is_some_and(|r| !r.is_empty()),
+                "{method} {path} documents no response"
+            );
+            documented.push((method.clone(), path.clone()));
+        }
+    }
+    documented.sort();
+    let mut served: Vec<(String, String)> = ROUTES
+        .iter()
+        .map(|(m, p)| (m.to_string(), p.to_string()))
+        .collect();
+    served.sort();
+    assert_eq!(documented, served);
+
+    // Each documented route is taken by a handler of mnemo's, not the pass-through.
+    let id = mnemo_core::MemoryId::random().to_string();
+    for (method, path) in &documented {
+        let url = format!("{}{}", server.url, path.replace("{id}", &id));
+        let request = match method.as_str() {
+            "get" => http().get(&url),
+            "delete" => http().delete(&url),
+            _ => http().post(&url).json(&json!({})),
+        };
+        let response = request.send().await.unwrap();
+        let status = response.status().as_u16();
+        let body: Value = response.json().await.unwrap_or(Value::Null);
+        assert_ne!(status, 405, "{method} {path}");
+        assert!(
+            !error_message(&body).starts_with("no route for"),
+            "{method} {path} fell through: {body}"
+        );
+    }
+
+    // Every schema a document points at exists.
+    let text = spec.to_string();
+    for piece in text.split("#/components/schemas/").skip(1) {
+        let name: String = piece
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        assert!(
+            spec["components"]["schemas"][&name].is_object(),
+            "{name} is referenced but not defined"
+        );
+    }
+    server.shutdown().await;
 }

@@ -9,8 +9,6 @@
 use std::path::Path;
 
 use chrono::{DateTime, NaiveDate, NaiveDateTime, SecondsFormat, Utc};
-use gray_matter::engine::YAML;
-use gray_matter::Matter;
 use mnemo_core::{MemoryId, MemoryRecord, Metadata, Role};
 use serde::Serialize;
 use serde_json::Value;
@@ -77,8 +75,13 @@ pub fn render(record: &MemoryRecord) -> String {
         deleted_at: record.deleted_at.as_ref().map(ts),
         metadata: &record.metadata,
     };
-    // Serialising plain strings, ids and JSON values to YAML cannot fail.
-    let yaml = serde_yaml::to_string(&front).expect("front matter serialises");
+    // Strings, ids and JSON values (string keys only) always have a YAML form.
+    let yaml = serde_saphyr::to_string(&front).expect("front matter serialises");
+    let yaml = if yaml.ends_with('\n') {
+        yaml
+    } else {
+        format!("{yaml}\n")
+    };
     format!("---\n{yaml}---\n{}\n", record.content.trim())
 }
 
@@ -101,27 +104,43 @@ fn normalise(text: &str) -> String {
         .replace("\r\n", "\n")
 }
 
+/// Splits a file into its front matter's fields and its body. Front matter is what lies
+/// between a first line `---` and the next line `---`; a file not opening with one has none.
 fn split_front_matter(text: &str) -> Result<(serde_json::Map<String, Value>, String), FormatError> {
-    let opens = text
-        .split_once('\n')
-        .is_some_and(|(first, _)| first.trim_end() == "---");
-    if !opens {
+    let Some((first, rest)) = text.split_once('\n') else {
+        return Ok((serde_json::Map::new(), text.to_owned()));
+    };
+    if first.trim_end() != "---" {
         return Ok((serde_json::Map::new(), text.to_owned()));
     }
-    let closed = text.lines().skip(1).any(|l| l.trim_end() == "---");
-    if !closed {
-        return Err(FormatError::UnclosedFrontMatter);
+    let mut yaml_len = 0;
+    let mut body = None;
+    for line in rest.split_inclusive('\n') {
+        if line.trim_end() == "---" {
+            body = Some(&rest[yaml_len + line.len()..]);
+            break;
+        }
+        yaml_len += line.len();
     }
-    let parsed = Matter::<YAML>::new()
-        .parse::<Value>(text)
-        .map_err(|e| FormatError::BadYaml(e.to_string()))?;
-    let fields = match parsed.data {
+    let body = body.ok_or(FormatError::UnclosedFrontMatter)?;
+    let yaml = &rest[..yaml_len];
+    let data: Option<Value> = if yaml.trim().is_empty() {
+        None
+    } else {
+        serde_saphyr::from_str(yaml).map_err(|e| FormatError::BadYaml(one_line(&e.to_string())))?
+    };
+    let fields = match data {
         None | Some(Value::Null) => serde_json::Map::new(),
         Some(Value::Object(map)) => map,
         Some(Value::Array(_)) => return Err(FormatError::NotAMapping("a list")),
         Some(_) => return Err(FormatError::NotAMapping("a single value")),
     };
-    Ok((fields, parsed.content))
+    Ok((fields, body.to_owned()))
+}
+
+/// A parser's message on one line: it goes into a log line and a `skipped` list.
+fn one_line(message: &str) -> String {
+    message.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 fn build_record(
@@ -294,6 +313,53 @@ mod tests {
         let back = parse_at(&format!("entries/c1/facts/{name}"), &render(&record)).unwrap();
         assert_eq!(back.record, record);
         assert!(back.warnings.is_empty(), "{:?}", back.warnings);
+    }
+
+    #[test]
+    fn strings_that_look_like_other_yaml_round_trip() {
+        let tricky = [
+            "yes",
+            "no",
+            "null",
+            "~",
+            "123",
+            "1e3",
+            "0x1f",
+            "- a",
+            ": x",
+            "#c",
+            "'",
+            "\"",
+            "a\nb",
+            "@at",
+            "`x`",
+            "%x",
+            "---",
+            "...",
+            "  padded  ",
+            "ü ∑ 😀",
+            "[1, 2]",
+            "{a: 1}",
+            "*alias",
+            "&anchor",
+            "!tag",
+            "key: value",
+            "2026-01-01",
+            "true",
+            "",
+        ];
+        let mut record = sample();
+        for (i, text) in tricky.iter().enumerate() {
+            record.metadata.insert(format!("k{i}"), Value::from(*text));
+            record.metadata.insert((*text).to_owned(), Value::from(i));
+        }
+        record.metadata.insert(
+            "nested".into(),
+            serde_json::json!({"list": [1, "two", null, 2.5], "deep": {"x": true}}),
+        );
+        let name = crate::layout::file_name(MemoryKind::Fact, record.id, record.created_at);
+        let back = parse_at(&format!("entries/c1/facts/{name}"), &render(&record)).unwrap();
+        assert_eq!(back.record, record);
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! Where each kind of memory lives under `<memory_path>`.
+//! Where everything lives under `<memory_path>`: the one place that names the store's files.
 //!
 //! ```text
 //! entries/<conversation>/facts/<ts>__<uuid>.md
@@ -6,16 +6,31 @@
 //! entries/<conversation>/turns/assistant/<ts>__<uuid>.md
 //! entries/<conversation>/summaries/summary.md
 //! entries/<conversation>/deleted/{facts,turns/user,turns/assistant,summaries}/...
+//! index/                 the embedded vector index (rebuildable)
+//! index/.lock            held by the process that owns the store
+//! memory_index.json      what the index holds, per file (rebuildable)
 //! ```
+//!
+//! Only `entries/` is the user's; everything else can be rebuilt from it and stays out of git
+//! ([`unversioned`]).
 
 use std::path::{Component, Path, PathBuf};
 
 use chrono::{DateTime, NaiveDateTime, Utc};
 use mnemo_core::{ConversationId, MemoryId, Role};
 
+/// The folder holding every memory file.
 pub const ENTRIES_DIR: &str = "entries";
+/// The folder, inside a conversation's, holding its tombstones (soft-deleted files).
 pub const DELETED_DIR: &str = "deleted";
+/// The file name of a conversation's rolling summary.
 pub const SUMMARY_FILE: &str = "summary.md";
+/// The folder of the embedded vector index.
+pub const INDEX_DIR: &str = "index";
+/// The file recording what the index holds, per memory file.
+pub const SNAPSHOT_FILE: &str = "memory_index.json";
+/// The advisory lock file, inside [`INDEX_DIR`], that one process at a time holds.
+pub const LOCK_FILE: &str = ".lock";
 const TIMESTAMP_FORMAT: &str = "%Y%m%dT%H%M%S%3fZ";
 
 /// The kind of file, which is also its folder below the conversation.
@@ -128,6 +143,37 @@ impl Location {
     }
 }
 
+/// What version control must leave out, as `.gitignore` lines: the rebuildable index and
+/// snapshot, the lock, and temporary files (mnemo's and editors').
+pub fn unversioned() -> Vec<String> {
+    vec![
+        format!("/{INDEX_DIR}/"),
+        format!("/{SNAPSHOT_FILE}"),
+        format!("{}*", crate::atomic::TEMP_PREFIX),
+        "*.swp".to_owned(),
+        "*~".to_owned(),
+        "*.tmp".to_owned(),
+        LOCK_FILE.to_owned(),
+    ]
+}
+
+/// Whether `path` (relative to the store, `/`-separated, as git names it) is a file of the
+/// memory `id`, live or tombstoned: files are named after their id (`<ts>__<id>.md`); a
+/// conversation's live `summary.md` carries the id summaries derive from their conversation.
+pub fn is_file_of(path: &str, id: MemoryId) -> bool {
+    if path.contains(&id.to_string()) {
+        return true;
+    }
+    let parts: Vec<&str> = path.split('/').collect();
+    match parts.as_slice() {
+        [ENTRIES_DIR, conversation, "summaries", SUMMARY_FILE] => {
+            ConversationId::new(conversation).is_ok_and(|c| MemoryId::summary_of(&c) == id)
+        }
+        _ => false,
+    }
+}
+
+/// The folder of one conversation's files.
 pub fn conversation_dir(root: &Path, conversation: &ConversationId) -> PathBuf {
     root.join(ENTRIES_DIR).join(conversation.as_str())
 }

@@ -14,4 +14,11 @@ pub mod layout;
 mod store;
 
 pub use layout::{Location, MemoryKind};
-pub use store::{FileStore, Scan, SkippedFile, StoreError, StoredMemory};
+pub use store::{FileStore, Scan, SkippedFile, StoreError, StoredMemory, WrittenFile};
+
+/// The lower-case hex sha256 of `bytes`: how the index's snapshot tells a changed file.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(bytes);
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}

@@ -3,12 +3,13 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, Utc};
-use mnemo_core::{ConversationId, MemoryId, MemoryRecord, Role};
+use mnemo_core::{ConversationId, MemoryId, MemoryRecord};
 use tracing::warn;
 
 use crate::atomic::{rename_durably, write_atomic};
 use crate::format::{self, FileContext, FormatError};
 use crate::layout::{self, Location, MemoryKind, DELETED_DIR, ENTRIES_DIR};
+use crate::sha256_hex;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -44,6 +45,16 @@ pub struct StoredMemory {
     pub path: PathBuf,
 }
 
+/// A file the store has just written: where, and the sha256 of its bytes (what the index's
+/// snapshot records), so nobody has to read it back to hash it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WrittenFile {
+    /// Absolute path, inside the store.
+    pub path: PathBuf,
+    /// Lower-case hex sha256 of the bytes written.
+    pub sha256: String,
+}
+
 /// A file a scan could not read, and why.
 #[derive(Debug)]
 pub struct SkippedFile {
@@ -75,19 +86,51 @@ impl FileStore {
         Ok(Self { root })
     }
 
+    /// The store's root (canonical).
     pub fn root(&self) -> &Path {
         &self.root
     }
 
+    /// The folder of the embedded vector index.
+    pub fn index_dir(&self) -> PathBuf {
+        self.root.join(layout::INDEX_DIR)
+    }
+
+    /// The file recording what the index holds.
+    pub fn snapshot_path(&self) -> PathBuf {
+        self.root.join(layout::SNAPSHOT_FILE)
+    }
+
+    /// The lock file one process at a time holds.
+    pub fn lock_path(&self) -> PathBuf {
+        self.index_dir().join(layout::LOCK_FILE)
+    }
+
+    /// The folder every memory file lives under.
+    pub fn entries_dir(&self) -> PathBuf {
+        self.root.join(ENTRIES_DIR)
+    }
+
+    /// A path inside the store as the snapshot, payloads and git name it: relative to the
+    /// root (paths outside the store are returned as they are).
+    pub fn relative<'p>(&self, path: &'p Path) -> std::borrow::Cow<'p, str> {
+        path.strip_prefix(&self.root)
+            .unwrap_or(path)
+            .to_string_lossy()
+    }
+
     /// Writes a new record to the file its role, conversation, time and id call for.
-    pub fn write(&self, record: &MemoryRecord) -> Result<PathBuf, StoreError> {
+    pub fn write(&self, record: &MemoryRecord) -> Result<WrittenFile, StoreError> {
         let kind = MemoryKind::of_role(record.role);
         let path = layout::conversation_dir(&self.root, &record.conversation_id)
             .join(kind.folder())
             .join(layout::file_name(kind, record.id, record.created_at));
-        write_atomic(&path, format::render(record).as_bytes())
-            .map_err(io_err("cannot write", &path))?;
-        Ok(path)
+        let bytes = format::render(record);
+        write_atomic(&path, bytes.as_bytes()).map_err(io_err("cannot write", &path))?;
+        Ok(WrittenFile {
+            sha256: sha256_hex(bytes.as_bytes()),
+            path,
+        })
     }
 
     /// Reads one memory file, tolerantly (see [`format`]); warnings go to the log.
@@ -303,11 +346,5 @@ impl FileStore {
         layout::conversation_dir(&self.root, conversation)
             .join(MemoryKind::Summary.folder())
             .join(layout::SUMMARY_FILE)
-    }
-
-    /// Replaces the conversation's rolling summary atomically.
-    pub fn write_summary(&self, record: &MemoryRecord) -> Result<PathBuf, StoreError> {
-        debug_assert_eq!(record.role, Role::Summary);
-        self.write(record)
     }
 }

@@ -35,8 +35,14 @@ fn writes_every_role_to_its_folder_and_reads_it_back() {
     let mut written = Vec::new();
     for role in Role::ALL {
         let record = MemoryRecord::new(conv("c1"), role, format!("a {role} memory"));
-        let path = store.write(&record).unwrap();
-        assert_eq!(store.read(&path).unwrap().record, record);
+        let written_file = store.write(&record).unwrap();
+        let bytes = fs::read(&written_file.path).unwrap();
+        assert_eq!(
+            written_file.sha256,
+            mnemo_store::sha256_hex(&bytes),
+            "the hash is of the bytes on disk"
+        );
+        assert_eq!(store.read(&written_file.path).unwrap().record, record);
         written.push(record);
     }
     let files = files_under(dir.path());
@@ -104,7 +110,7 @@ fn soft_delete_moves_to_deleted_and_keeps_the_content() {
     let store = FileStore::open(dir.path()).unwrap();
     let old = MemoryRecord::new(conv("c1"), Role::Memory, "my wife is Jane");
     let new = MemoryRecord::new(conv("c1"), Role::Memory, "my wife is Anne");
-    let old_path = store.write(&old).unwrap();
+    let old_path = store.write(&old).unwrap().path;
     store.write(&new).unwrap();
 
     let tomb = store.soft_delete(&old_path, Some(new.id)).unwrap();
@@ -173,7 +179,8 @@ fn leftovers_of_interrupted_writes_are_removed_and_memories_kept() {
     let store = FileStore::open(dir.path()).unwrap();
     let kept = store
         .write(&MemoryRecord::new(conv("c1"), Role::Memory, "kept"))
-        .unwrap();
+        .unwrap()
+        .path;
     let facts = kept.parent().unwrap();
     fs::write(facts.join(".mnemo-tmp-0123abcd"), "---\nid: half").unwrap();
     fs::write(facts.join(".other-hidden"), "not ours").unwrap();

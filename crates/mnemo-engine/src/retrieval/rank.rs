@@ -1,201 +1,51 @@
-//! The read path: from a query to the few memories worth showing the LLM.
-//!
-//! 1. **Candidates.** Two scopes (the conversation and `global`), each searched twice inside
-//!    the index with the same filter (scope, no summaries, the caller's metadata filter): by
-//!    dense embedding and by BM25 over the lexical vectors.
-//! 2. **Fusion.** Each retriever's scores are normalised over its own candidates and blended
-//!    ([`fuse`]); a chat turn also borrows relevance from the turns next to it ([`smooth`]),
-//!    because an answer often sits one turn away from the words that match the question; and
-//!    when the query names exactly one speaker, that speaker's turns are lifted
-//!    ([`boost_speaker`]).
-//! 3. **Rerank.** With a cross-encoder installed, the best candidates are rescored by it;
-//!    its logits are squashed into 0..1 and normalised over the pool.
-//! 4. **Recency.** `exp(-age_days / 30)` blended with weight `w` — only when the query asks
-//!    about the present and names no date ([`asks_about_now`]); questions about the past keep
-//!    pure relevance.
-//! 5. **MMR** picks the final `top_k` from the best candidates, trading relevance (rescaled
-//!    to 0..1 over that pool) for diversity (cosine of the embeddings).
-//!
-//! docs/retrieval.md has the measurements behind each stage.
+//! The ranking stages of the read path, as functions of the candidates: fusion, neighbour
+//! smoothing, the speaker boost, the cross-encoder's scores, recency and MMR. Each takes the
+//! candidates of one search and leaves them best first.
 
 use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
-use mnemo_core::{ConversationId, MemoryId, Metadata, RetrievalConfig, Role};
+use mnemo_core::MemoryId;
 use mnemo_embed::cosine;
-use mnemo_index::{Condition, Filter, Hit, Query, QueryVector};
+use mnemo_index::Hit;
 
+use super::cues::{contains_phrase, words};
+use super::StageScores;
 use crate::keys::SPEAKER_FIELD;
 use crate::timeline::Neighbours;
-use serde::Serialize;
-use std::path::PathBuf;
-
-/// Per-call search settings; `None` takes the configured default.
-#[derive(Debug, Clone, Default)]
-pub struct SearchOptions {
-    pub top_k: usize,
-    pub recency_weight: Option<f32>,
-    pub mmr_lambda: Option<f32>,
-    /// Drop memories whose relevance (0..1, before recency) is below this.
-    pub score_threshold: Option<f32>,
-    /// A metadata filter (see [`crate::filter`]).
-    pub filter: Option<serde_json::Value>,
-    /// The time recency is measured from; the current time when unset.
-    pub now: Option<DateTime<Utc>>,
-}
-
-impl SearchOptions {
-    pub fn top_k(top_k: usize) -> Self {
-        Self {
-            top_k,
-            ..Self::default()
-        }
-    }
-
-    /// Refuses weights outside 0..1 rather than guessing what was meant.
-    pub fn validate(&self) -> Result<(), crate::EngineError> {
-        let unit = |name: &str, v: Option<f32>| match v {
-            Some(v) if !(0.0..=1.0).contains(&v) => Err(crate::EngineError::InvalidInput(format!(
-                "{name} must be between 0 and 1, got {v}"
-            ))),
-            _ => Ok(()),
-        };
-        unit("recency_weight", self.recency_weight)?;
-        unit("mmr_lambda", self.mmr_lambda)?;
-        unit("score_threshold", self.score_threshold)
-    }
-}
-
-/// What each stage thought of a result.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct StageScores {
-    /// Cosine similarity to the query, when the dense search found it.
-    pub dense: Option<f32>,
-    /// BM25 score, when the lexical search found it.
-    pub lexical: Option<f32>,
-    /// First-stage relevance, 0..1: fused retrievers plus neighbouring turns.
-    pub fused: f32,
-    /// Cross-encoder relevance, 0..1 over the pool, when a reranker ran.
-    pub rerank: Option<f32>,
-    /// `exp(-age_days / 30)`.
-    pub recency: f32,
-    /// Relevance blended with recency: what MMR ranked by.
-    pub combined: f32,
-}
-
-/// One search result.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct SearchHit {
-    pub id: MemoryId,
-    pub conversation_id: String,
-    pub role: String,
-    pub content: String,
-    pub created_at: Option<DateTime<Utc>>,
-    pub metadata: Metadata,
-    /// Absolute path of the memory's file.
-    pub path: PathBuf,
-    /// The final score (`scores.combined`).
-    pub score: f32,
-    pub scores: StageScores,
-}
 
 /// A memory found by either retriever, before ranking.
 #[derive(Debug, Clone)]
 pub(crate) struct Candidate {
+    /// What the index returned.
     pub hit: Hit,
+    /// Each stage's score so far.
     pub scores: StageScores,
     /// Relevance as ranked at the current stage.
     pub relevance: f32,
 }
 
 impl Candidate {
-    fn text(&self, key: &str) -> &str {
-        self.hit
-            .payload
-            .get(key)
-            .and_then(|v| v.as_str())
-            .unwrap_or_default()
-    }
-
+    /// The memory's text.
     pub fn content(&self) -> &str {
-        self.text("content")
-    }
-
-    pub fn created_at(&self) -> Option<DateTime<Utc>> {
-        DateTime::parse_from_rfc3339(self.text("created_at"))
-            .ok()
-            .map(|t| t.to_utc())
+        &self.hit.payload.content
     }
 
     fn is_turn(&self) -> bool {
-        matches!(self.text("role"), "user" | "assistant")
+        self.hit.payload.is_turn()
     }
 
     fn speaker(&self) -> Option<&str> {
-        self.hit
-            .payload
-            .get("metadata")?
-            .get(SPEAKER_FIELD)?
-            .as_str()
+        self.hit.payload.metadata_str(SPEAKER_FIELD)
     }
 }
 
-/// The index filters for the two scopes of a search.
-pub(crate) fn scope_filters(conversation: &ConversationId, user_filter: &Filter) -> Vec<Filter> {
-    let mut scopes = vec![conversation.as_str()];
-    if !conversation.is_global() {
-        scopes.push(ConversationId::GLOBAL);
-    }
-    scopes
-        .into_iter()
-        .map(|scope| {
-            Filter::all()
-                .must(Condition::equals("conversation_id", scope))
-                .must_not(Condition::equals("role", Role::Summary.as_str()))
-                .and(user_filter.clone())
-        })
-        .collect()
-}
-
-/// The two queries (dense, lexical) to run in each scope.
-pub(crate) fn candidate_queries(
-    dense: Vec<f32>,
-    lexical: mnemo_index::SparseVector,
-    filters: &[Filter],
-    per_query: usize,
-    config: &RetrievalConfig,
-) -> Vec<(Query, Retriever)> {
-    let mut queries = Vec::new();
-    for filter in filters {
-        if config.dense {
-            queries.push((
-                Query {
-                    vector: QueryVector::Dense(dense.clone()),
-                    filter: filter.clone(),
-                    limit: per_query,
-                    with_vectors: true,
-                },
-                Retriever::Dense,
-            ));
-        }
-        if config.lexical {
-            queries.push((
-                Query {
-                    vector: QueryVector::Lexical(lexical.clone()),
-                    filter: filter.clone(),
-                    limit: per_query,
-                    with_vectors: true,
-                },
-                Retriever::Lexical,
-            ));
-        }
-    }
-    queries
-}
-
+/// Which first-stage search found a hit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Retriever {
+    /// Cosine similarity of the embeddings.
     Dense,
+    /// BM25 over the lexical keys.
     Lexical,
 }
 
@@ -315,19 +165,6 @@ pub(crate) fn boost_speaker(candidates: &mut [Candidate], query: &str, boost: f3
     sort_by_relevance(candidates);
 }
 
-fn words(text: &str) -> Vec<String> {
-    text.split(|c: char| !c.is_alphanumeric())
-        .filter(|w| !w.is_empty())
-        .map(str::to_lowercase)
-        .collect()
-}
-
-/// True when `phrase` (lower case, one or more words) occurs as whole words in `words`.
-fn contains_phrase(words: &[String], phrase: &str) -> bool {
-    let phrase: Vec<String> = self::words(phrase);
-    !phrase.is_empty() && words.windows(phrase.len()).any(|w| w == phrase.as_slice())
-}
-
 /// Sets each candidate's rerank score from the cross-encoder's logits: a logistic squash,
 /// then division by the best in the pool, so 1 is the best memory of this search.
 pub(crate) fn apply_rerank(candidates: &mut [Candidate], logits: &[f32]) {
@@ -350,70 +187,10 @@ pub(crate) fn recency(created_at: Option<DateTime<Utc>>, now: DateTime<Utc>) -> 
     (-age_days / 30.0).exp()
 }
 
-/// Words that mark a question about the present state of things ("what does she do now?"),
-/// where the newest memory should win over an older one that matches as well.
-const PRESENT_CUES: [&str; 13] = [
-    "latest",
-    "recent",
-    "recently",
-    "currently",
-    "current",
-    "now",
-    "nowadays",
-    "these days",
-    "lately",
-    "newest",
-    "anymore",
-    "at the moment",
-    "so far",
-];
-
-const MONTHS: [&str; 12] = [
-    "january",
-    "february",
-    "march",
-    "april",
-    "may",
-    "june",
-    "july",
-    "august",
-    "september",
-    "october",
-    "november",
-    "december",
-];
-
-/// True when the query asks about now rather than about the past: it has a present-tense cue
-/// and names no date. Recency only applies then: blended into every query it buries the
-/// answers to "when did ..." and "what did ... first" (on LoCoMo, recall falls from 0.50 to
-/// 0.31 with dense retrieval).
-pub fn asks_about_now(query: &str) -> bool {
-    let words = words(query);
-    PRESENT_CUES.iter().any(|cue| contains_phrase(&words, cue)) && !names_a_date(query)
-}
-
-/// A year (1900-2099) or a month name; "may" only capitalised and not first ("in May", not
-/// "May I ...").
-fn names_a_date(query: &str) -> bool {
-    let raw: Vec<&str> = query
-        .split(|c: char| !c.is_alphanumeric())
-        .filter(|w| !w.is_empty())
-        .collect();
-    raw.iter().enumerate().any(|(i, word)| {
-        let lower = word.to_lowercase();
-        let year = word.len() == 4
-            && word.chars().all(|c| c.is_ascii_digit())
-            && (word.starts_with("19") || word.starts_with("20"));
-        let month =
-            MONTHS.contains(&lower.as_str()) && (lower != "may" || (*word == "May" && i > 0));
-        year || month
-    })
-}
-
 /// Blends recency into relevance: `(1 − w)·relevance + w·recency`.
 pub(crate) fn blend_recency(candidates: &mut [Candidate], weight: f32, now: DateTime<Utc>) {
     for c in candidates.iter_mut() {
-        c.scores.recency = recency(c.created_at(), now);
+        c.scores.recency = recency(Some(c.hit.payload.created_at), now);
         c.scores.combined = (1.0 - weight) * c.relevance + weight * c.scores.recency;
     }
     candidates.sort_by(|a, b| {
@@ -485,16 +262,19 @@ fn sort_by_relevance(candidates: &mut [Candidate]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use mnemo_core::{ConversationId, MemoryRecord, Role};
+    use mnemo_index::PointPayload;
 
     fn hit(n: u128, score: f32, vector: Vec<f32>) -> Hit {
+        let record = MemoryRecord::new(
+            ConversationId::new("c").unwrap(),
+            Role::User,
+            format!("m{n}"),
+        );
         Hit {
             id: MemoryId::from_uuid(uuid::Uuid::from_u128(n)),
             score,
-            payload: json!({"role": "user", "content": format!("m{n}")})
-                .as_object()
-                .cloned()
-                .unwrap(),
+            payload: PointPayload::of(&record, "p"),
             vector: Some(vector),
         }
     }
@@ -575,31 +355,10 @@ mod tests {
         assert_eq!(recency(None, now), 0.0);
     }
 
-    #[test]
-    fn only_questions_about_now_are_recency_questions() {
-        assert!(asks_about_now("Where does Anne work now?"));
-        assert!(asks_about_now("what is my current address"));
-        assert!(asks_about_now("What has she been reading lately?"));
-        assert!(asks_about_now("What are you doing at the moment?"));
-        assert!(!asks_about_now(
-            "When did Caroline go to the support group?"
-        ));
-        assert!(!asks_about_now("What did Mel paint first?"));
-        assert!(!asks_about_now("Who knows about snow?"));
-        assert!(!asks_about_now(
-            "What was she reading recently, in July 2023?"
-        ));
-        assert!(!asks_about_now("What did he do recently in 2022?"));
-        assert!(
-            asks_about_now("May I know what she does now?"),
-            "a modal 'May'"
-        );
-        assert!(!asks_about_now("What did she do in May, recently?"));
-    }
-
     fn with_speaker(mut hit: Hit, speaker: &str) -> Hit {
         hit.payload
-            .insert("metadata".into(), json!({ "speaker": speaker }));
+            .metadata
+            .insert(SPEAKER_FIELD.into(), speaker.into());
         hit
     }
 

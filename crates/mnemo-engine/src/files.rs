@@ -1,0 +1,199 @@
+//! The engine's own writes to the memory files, each followed by the index at once.
+//!
+//! Every write holds the snapshot lock from its first file write until the snapshot records
+//! the file, so the watcher, which takes the same lock, finds the file already indexed with
+//! the same hash and does not index it a second time. The write path ([`crate::write`]) and
+//! the chat turns ([`crate::chat`]) write through here; hand edits come in through
+//! [`Inner::apply_file_changes`], which the watcher calls.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use mnemo_core::{MemoryId, MemoryRecord};
+use mnemo_store::StoredMemory;
+use tracing::{info, warn};
+
+use crate::client::Inner;
+use crate::snapshot::Snapshot;
+use crate::sync::{Indexer, PathChange};
+use crate::timeline::Timeline;
+use crate::watcher::FileChanges;
+use crate::EngineError;
+
+impl Inner {
+    /// Writes fully formed records and indexes them before returning.
+    pub(crate) fn add_records(
+        &self,
+        records: Vec<MemoryRecord>,
+    ) -> Result<Vec<StoredMemory>, EngineError> {
+        let mut snapshot = self.snapshot.lock();
+        let mut written = Vec::with_capacity(records.len());
+        for record in records {
+            let file = self.store.write(&record)?;
+            self.note_for_git([&file.path]);
+            written.push((
+                StoredMemory {
+                    record,
+                    path: file.path,
+                },
+                file.sha256,
+            ));
+        }
+        let indexer = self.indexer();
+        let indexed = indexer
+            .index_memories(&mut snapshot, &written, &mut |_| {})
+            .and_then(|()| {
+                let timeline = self.refresh_timeline(&snapshot);
+                indexer.refresh_keys(&mut snapshot, &timeline)
+            });
+        self.refresh_timeline(&snapshot);
+        indexed?;
+        Ok(written.into_iter().map(|(m, _)| m).collect())
+    }
+
+    /// Writes one record to disk, without indexing it (see
+    /// [`crate::MemoryClient::write_then_index`]).
+    pub(crate) fn write_unindexed(
+        &self,
+        record: MemoryRecord,
+    ) -> Result<StoredMemory, EngineError> {
+        let file = self.store.write(&record)?;
+        self.note_for_git([&file.path]);
+        Ok(StoredMemory {
+            record,
+            path: file.path,
+        })
+    }
+
+    /// Soft-deletes memory files (moving them under `deleted/`, marked with `replaced_by`
+    /// where given) and takes them out of the index. Files already gone are skipped.
+    pub(crate) fn tombstone(
+        &self,
+        files: &[(PathBuf, Option<MemoryId>)],
+    ) -> Result<Vec<PathBuf>, EngineError> {
+        if files.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut snapshot = self.snapshot.lock();
+        let mut tombstones = Vec::new();
+        let mut ids = Vec::new();
+        let result = (|| {
+            for (path, replaced_by) in files {
+                if !path.is_file() {
+                    continue;
+                }
+                let id = self.store.read(path)?.record.id;
+                let tombstone = self.store.soft_delete(path, *replaced_by)?;
+                self.note_for_git([path, &tombstone]);
+                tombstones.push(tombstone);
+                snapshot.files.remove(self.store.relative(path).as_ref());
+                ids.push(id);
+            }
+            self.index.delete(&ids)?;
+            snapshot.mark_changed();
+            let timeline = self.refresh_timeline(&snapshot);
+            self.indexer().refresh_keys(&mut snapshot, &timeline)?;
+            Ok(())
+        })();
+        self.refresh_timeline(&snapshot);
+        result.map(|()| tombstones)
+    }
+
+    /// Re-syncs the paths the watcher saw change (or everything, when it asks to rescan).
+    pub(crate) fn apply_file_changes(&self, changes: &FileChanges) -> Result<(), EngineError> {
+        match &self.git {
+            Some(git) if changes.rescan => git.note_everything(),
+            Some(git) => git.note_changed(&changes.paths),
+            None => {}
+        }
+        let mut snapshot = self.snapshot.lock();
+        let result = self.sync_paths(&mut snapshot, &changes.paths, changes.rescan);
+        self.refresh_timeline(&snapshot);
+        result
+    }
+
+    fn sync_paths(
+        &self,
+        snapshot: &mut Snapshot,
+        paths: &BTreeSet<PathBuf>,
+        rescan: bool,
+    ) -> Result<(), EngineError> {
+        let indexer = self.indexer();
+        if rescan {
+            indexer.sync(snapshot, &mut |_| {})?;
+            return Ok(());
+        }
+        for path in paths {
+            let change = indexer.sync_path(snapshot, path)?;
+            if change != PathChange::Ignored && change != PathChange::Unchanged {
+                info!(file = %path.display(), ?change, "index follows a file change");
+            }
+        }
+        let timeline = self.refresh_timeline(snapshot);
+        indexer.refresh_keys(snapshot, &timeline)?;
+        Ok(())
+    }
+
+    /// Indexes files written earlier by [`Inner::write_unindexed`]; a failure is logged, as
+    /// the next start-up sync indexes them anyway.
+    pub(crate) fn index_later(&self, paths: BTreeSet<PathBuf>) {
+        let changes = FileChanges {
+            paths,
+            rescan: false,
+        };
+        // The watcher may have indexed them already; then this finds them unchanged.
+        if let Err(e) = self.apply_file_changes(&changes) {
+            warn!("cannot index a turn now ({e}); the next start indexes it");
+        }
+    }
+
+    /// Files the next commit must stage (see [`mnemo_git::Versioning::commit_noted`]).
+    fn note_for_git<'p>(&self, paths: impl IntoIterator<Item = &'p PathBuf>) {
+        if let Some(git) = &self.git {
+            git.note_changed(paths);
+        }
+    }
+
+    /// The indexer over this engine's store, embedder and index.
+    pub(crate) fn indexer(&self) -> Indexer<'_> {
+        Indexer {
+            store: &self.store,
+            embedder: &self.embedder,
+            lexical: &self.lexical,
+            index: self.index.as_ref(),
+            scheme: self.key_scheme.scheme,
+            scheme_description: self.key_scheme.description.clone(),
+            batch_size: self.config.embed_batch_size,
+        }
+    }
+
+    /// The turn timeline as of the last change; searches read it without waiting for writers.
+    pub(crate) fn timeline(&self) -> Arc<Timeline> {
+        self.timeline
+            .read()
+            .map(|t| Arc::clone(&t))
+            .unwrap_or_default()
+    }
+
+    /// The turn timeline of `snapshot`, rebuilt if the snapshot changed since it was built.
+    fn refresh_timeline(&self, snapshot: &Snapshot) -> Arc<Timeline> {
+        let current = self.timeline();
+        if current.generation == snapshot.generation {
+            return current;
+        }
+        let timeline = Arc::new(Timeline::build(snapshot));
+        *self.timeline.write().unwrap_or_else(|p| p.into_inner()) = Arc::clone(&timeline);
+        timeline
+    }
+
+    /// The file of the live memory with this id, from the snapshot.
+    pub(crate) fn path_of(&self, id: MemoryId) -> Option<PathBuf> {
+        let snapshot = self.snapshot.lock();
+        snapshot
+            .files
+            .iter()
+            .find(|(_, e)| e.id == id)
+            .map(|(path, _)| self.store.root().join(path))
+    }
+}

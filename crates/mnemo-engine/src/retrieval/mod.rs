@@ -1,0 +1,405 @@
+//! The read path: from a query to the few memories worth showing the LLM, in one place.
+//!
+//! Every front end (the CLI, REST, the chat proxy, the library) fills one [`SearchRequest`];
+//! [`SearchRequest::resolve`] checks it and fills in the configured defaults, once.
+//! [`ReadPath`] borrows what a search needs (embedder, lexical encoder, index, cross-encoder,
+//! turn timeline, configuration) and runs the stages in order:
+//!
+//! 1. **Candidates.** Two scopes (the conversation and `global`), each searched twice inside
+//!    the index with the same filter (scope, no summaries, the caller's metadata filter): by
+//!    dense embedding and by BM25 over the lexical vectors.
+//! 2. **Fusion** ([`rank::fuse`]): each retriever's scores are normalised over its own
+//!    candidates and blended; a chat turn also borrows relevance from the turns next to it
+//!    ([`rank::smooth`]), because an answer often sits one turn away from the words that match
+//!    the question; and when the query names exactly one speaker, that speaker's turns are
+//!    lifted ([`rank::boost_speaker`]).
+//! 3. **Rerank.** With a cross-encoder installed, the best candidates are rescored by it;
+//!    its logits are squashed into 0..1 and normalised over the pool.
+//! 4. **Recency.** `exp(-age_days / 30)` blended with weight `w` — only when the query asks
+//!    about the present and names no date ([`cues::asks_about_now`]); questions about the
+//!    past keep pure relevance.
+//! 5. **MMR** ([`rank::mmr`]) picks the final `top_k` from the best candidates, trading
+//!    relevance (rescaled to 0..1 over that pool) for diversity (cosine of the embeddings).
+//!
+//! docs/retrieval.md has the measurements behind each stage.
+
+pub mod cues;
+pub(crate) mod rank;
+
+use std::path::{Path, PathBuf};
+
+use chrono::{DateTime, Utc};
+use mnemo_core::{Config, ConversationId, MemoryId, Metadata, Role, MAX_TOP_K};
+use mnemo_embed::{Embedder, Reranker};
+use mnemo_index::{
+    Condition, Filter, LexicalEncoder, PointPayload, Query, QueryVector, VectorIndex,
+};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::timeline::Timeline;
+use crate::EngineError;
+use rank::{Candidate, Retriever};
+
+/// One search, as every front end asks for it: what to look for, where, and how to rank.
+/// Unset knobs take the configured defaults ([`SearchRequest::resolve`]).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SearchRequest {
+    /// What to look for.
+    pub query: String,
+    /// The conversation whose memories (and `global`'s) are searched; `default` when unset.
+    #[serde(default = "ConversationId::default_conversation")]
+    #[schema(value_type = String, pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$")]
+    pub conversation_id: ConversationId,
+    /// How many memories to return, at most [`MAX_TOP_K`]; 0 returns none.
+    #[serde(default)]
+    #[schema(minimum = 0, maximum = 100)]
+    pub top_k: Option<usize>,
+    /// Weight of recency, 0..1, for queries about the present.
+    #[serde(default)]
+    #[schema(minimum = 0, maximum = 1)]
+    pub recency_weight: Option<f32>,
+    /// MMR trade-off, 0..1: 1 is relevance only.
+    #[serde(default)]
+    #[schema(minimum = 0, maximum = 1)]
+    pub mmr_lambda: Option<f32>,
+    /// Drop memories whose relevance (0..1, before recency) is below this.
+    #[serde(default)]
+    #[schema(minimum = 0, maximum = 1)]
+    pub score_threshold: Option<f32>,
+    /// A metadata filter (see [`crate::filter`]).
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub filter: Option<Value>,
+    /// The time recency is measured from; now when unset (benchmarks replay the past).
+    #[serde(skip)]
+    pub now: Option<DateTime<Utc>>,
+}
+
+impl SearchRequest {
+    /// A search for `query` among the memories of `conversation` (and `global`), with the
+    /// configured defaults.
+    pub fn new(query: impl Into<String>, conversation: ConversationId) -> Self {
+        Self {
+            query: query.into(),
+            conversation_id: conversation,
+            ..Self::default()
+        }
+    }
+
+    /// The same search, returning `top_k` memories.
+    pub fn top_k(mut self, top_k: usize) -> Self {
+        self.top_k = Some(top_k);
+        self
+    }
+
+    /// Checks every value the caller set; the message names the field and the allowed range.
+    pub fn validate(&self) -> Result<(), EngineError> {
+        let invalid = |m: String| Err(EngineError::InvalidInput(m));
+        if let Some(k) = self.top_k.filter(|&k| k > MAX_TOP_K) {
+            return invalid(format!("top_k may be at most {MAX_TOP_K}, got {k}"));
+        }
+        for (name, value) in [
+            ("recency_weight", self.recency_weight),
+            ("mmr_lambda", self.mmr_lambda),
+            ("score_threshold", self.score_threshold),
+        ] {
+            if let Some(v) = value.filter(|v| !(0.0..=1.0).contains(v)) {
+                return invalid(format!("{name} must be between 0 and 1, got {v}"));
+            }
+        }
+        if let Some(filter) = &self.filter {
+            crate::filter::compile(filter)?;
+        }
+        Ok(())
+    }
+
+    /// Checks the request and decides every knob: the request's value, else the config's.
+    pub fn resolve(&self, config: &Config) -> Result<ResolvedSearch, EngineError> {
+        self.validate()?;
+        Ok(ResolvedSearch {
+            top_k: self.top_k.unwrap_or(config.default_top_k),
+            recency_weight: self.recency_weight.unwrap_or(config.recency_weight),
+            mmr_lambda: self.mmr_lambda.unwrap_or(config.mmr_lambda),
+            score_threshold: self.score_threshold.or(config.score_threshold),
+            filter: match &self.filter {
+                Some(filter) => crate::filter::compile(filter)?,
+                None => Filter::all(),
+            },
+            now: self.now.unwrap_or_else(Utc::now),
+        })
+    }
+}
+
+/// A [`SearchRequest`] with every knob decided and checked.
+#[derive(Debug, Clone)]
+pub struct ResolvedSearch {
+    /// Memories to return.
+    pub top_k: usize,
+    /// Weight of recency for queries about the present.
+    pub recency_weight: f32,
+    /// MMR trade-off.
+    pub mmr_lambda: f32,
+    /// Minimum relevance, if any.
+    pub score_threshold: Option<f32>,
+    /// The caller's metadata filter, compiled for the index.
+    pub filter: Filter,
+    /// The time recency is measured from.
+    pub now: DateTime<Utc>,
+}
+
+/// What each stage thought of a result.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, utoipa::ToSchema)]
+pub struct StageScores {
+    /// Cosine similarity to the query, when the dense search found it.
+    pub dense: Option<f32>,
+    /// BM25 score, when the lexical search found it.
+    pub lexical: Option<f32>,
+    /// First-stage relevance, 0..1: fused retrievers plus neighbouring turns.
+    pub fused: f32,
+    /// Cross-encoder relevance, 0..1 over the pool, when a reranker ran.
+    pub rerank: Option<f32>,
+    /// `exp(-age_days / 30)`.
+    pub recency: f32,
+    /// Relevance blended with recency: what MMR ranked by.
+    pub combined: f32,
+}
+
+/// One search result.
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+pub struct SearchHit {
+    /// The memory's id.
+    #[schema(value_type = String, format = Uuid)]
+    pub id: MemoryId,
+    /// Its conversation (the one searched, or `global`).
+    #[schema(value_type = String)]
+    pub conversation_id: ConversationId,
+    /// What kind of memory it is.
+    #[schema(value_type = String)]
+    pub role: Role,
+    /// Its text.
+    pub content: String,
+    /// When it was said or learned.
+    pub created_at: DateTime<Utc>,
+    /// Its free-form metadata.
+    #[schema(value_type = Object)]
+    pub metadata: Metadata,
+    /// Absolute path of the memory's file.
+    #[schema(value_type = String)]
+    pub path: PathBuf,
+    /// The final score (`scores.combined`).
+    pub score: f32,
+    /// Each stage's score.
+    pub scores: StageScores,
+}
+
+/// Everything a search reads, borrowed from the engine for the length of one search.
+pub(crate) struct ReadPath<'a> {
+    pub config: &'a Config,
+    pub embedder: &'a Embedder,
+    pub lexical: &'a LexicalEncoder,
+    pub index: &'a dyn VectorIndex,
+    /// The cross-encoder, when one is loaded.
+    pub reranker: Option<&'a Reranker>,
+    /// Which turns are neighbours.
+    pub timeline: &'a Timeline,
+    /// The store's root, which hits' paths are relative to.
+    pub store_root: &'a Path,
+}
+
+impl ReadPath<'_> {
+    /// The memories of the request's conversation and of `global` that best answer its
+    /// query, best first. Summaries are not searched.
+    pub fn search(&self, request: &SearchRequest) -> Result<Vec<SearchHit>, EngineError> {
+        let settings = request.resolve(self.config)?;
+        let query = request.query.as_str();
+        if settings.top_k == 0 || query.trim().is_empty() {
+            return Ok(Vec::new());
+        }
+        let tuning = &self.config.retrieval;
+        let mut candidates = self.candidates(query, &request.conversation_id, &settings)?;
+        rank::smooth(&mut candidates, tuning.neighbour_weight, |id| {
+            self.timeline.neighbours(id)
+        });
+        rank::boost_speaker(&mut candidates, query, tuning.speaker_boost);
+        self.rerank(query, &mut candidates)?;
+        if let Some(threshold) = settings.score_threshold {
+            candidates.retain(|c| c.relevance >= threshold);
+        }
+        let mut weight = settings.recency_weight;
+        if tuning.query_aware_recency && !cues::asks_about_now(query) {
+            weight = 0.0;
+        }
+        rank::blend_recency(&mut candidates, weight, settings.now);
+        let chosen = rank::mmr(
+            candidates,
+            settings.mmr_lambda,
+            settings.top_k,
+            tuning.mmr_pool,
+        );
+        Ok(chosen.into_iter().map(|c| self.hit(c)).collect())
+    }
+
+    /// Stage 1 and fusion: both retrievers in both scopes, merged.
+    fn candidates(
+        &self,
+        query: &str,
+        conversation: &ConversationId,
+        settings: &ResolvedSearch,
+    ) -> Result<Vec<Candidate>, EngineError> {
+        let tuning = &self.config.retrieval;
+        let per_query = (settings.top_k * 3).max(tuning.min_candidates);
+        let dense = self.embedder.embed_one(query)?;
+        let lexical = self.lexical.query(query);
+        let mut results = Vec::new();
+        for filter in scope_filters(conversation, &settings.filter) {
+            let mut run = |vector: QueryVector, retriever: Retriever| -> Result<(), EngineError> {
+                let hits = self.index.query(&Query {
+                    vector,
+                    filter: filter.clone(),
+                    limit: per_query,
+                    with_vectors: true,
+                })?;
+                results.push((retriever, hits));
+                Ok(())
+            };
+            if tuning.dense {
+                run(QueryVector::Dense(dense.clone()), Retriever::Dense)?;
+            }
+            if tuning.lexical {
+                run(QueryVector::Lexical(lexical.clone()), Retriever::Lexical)?;
+            }
+        }
+        Ok(rank::fuse(results, tuning.lexical_weight))
+    }
+
+    /// Rescores the best candidates with the cross-encoder, when one is loaded; the rest
+    /// keep their order below them.
+    fn rerank(&self, query: &str, candidates: &mut Vec<Candidate>) -> Result<(), EngineError> {
+        let Some(reranker) = self.reranker else {
+            return Ok(());
+        };
+        let pool = self
+            .config
+            .retrieval
+            .rerank_candidates
+            .min(candidates.len());
+        let rest = candidates.split_off(pool);
+        let texts: Vec<&str> = candidates.iter().map(Candidate::content).collect();
+        let logits = reranker.score(query, &texts)?;
+        rank::apply_rerank(candidates, &logits);
+        candidates.extend(rest.into_iter().map(|mut c| {
+            c.relevance = 0.0;
+            c
+        }));
+        Ok(())
+    }
+
+    fn hit(&self, candidate: Candidate) -> SearchHit {
+        let payload = candidate.hit.payload;
+        SearchHit {
+            id: candidate.hit.id,
+            path: self.store_root.join(&payload.path),
+            conversation_id: payload.conversation_id,
+            role: payload.role,
+            content: payload.content,
+            created_at: payload.created_at,
+            metadata: payload.metadata,
+            score: candidate.scores.combined,
+            scores: candidate.scores,
+        }
+    }
+}
+
+/// The index filters for the two scopes of a search: the conversation, then `global`.
+fn scope_filters(conversation: &ConversationId, user_filter: &Filter) -> Vec<Filter> {
+    let mut scopes = vec![conversation.as_str()];
+    if !conversation.is_global() {
+        scopes.push(ConversationId::GLOBAL);
+    }
+    scopes
+        .into_iter()
+        .map(|scope| {
+            Filter::all()
+                .must(Condition::equals(PointPayload::FIELD_CONVERSATION, scope))
+                .must_not(Condition::equals(
+                    PointPayload::FIELD_ROLE,
+                    Role::Summary.as_str(),
+                ))
+                .and(user_filter.clone())
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn conv() -> ConversationId {
+        ConversationId::new("c").unwrap()
+    }
+
+    #[test]
+    fn a_request_is_defaulted_from_the_config_and_capped_once() {
+        let config = Config::default();
+        let resolved = SearchRequest::new("q", conv()).resolve(&config).unwrap();
+        assert_eq!(resolved.top_k, config.default_top_k);
+        assert_eq!(resolved.mmr_lambda, config.mmr_lambda);
+        let asked = SearchRequest {
+            recency_weight: Some(0.5),
+            ..SearchRequest::new("q", conv()).top_k(MAX_TOP_K)
+        };
+        let resolved = asked.resolve(&config).unwrap();
+        assert_eq!((resolved.top_k, resolved.recency_weight), (MAX_TOP_K, 0.5));
+        let err = SearchRequest::new("q", conv())
+            .top_k(MAX_TOP_K + 1)
+            .resolve(&config)
+            .unwrap_err();
+        assert!(
+            err.to_string().contains("top_k may be at most 100"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_request_deserialises_with_typed_ids_and_no_unknown_fields() {
+        let request: SearchRequest =
+            serde_json::from_value(serde_json::json!({"query": "q", "top_k": 3})).unwrap();
+        assert_eq!(request.conversation_id.as_str(), "default");
+        assert_eq!(request.top_k, Some(3));
+        for bad in [
+            serde_json::json!({"query": "q", "conversation_id": "../x"}),
+            serde_json::json!({"query": "q", "topk": 3}),
+            serde_json::json!({"query": "q", "top_k": -1}),
+        ] {
+            assert!(
+                serde_json::from_value::<SearchRequest>(bad.clone()).is_err(),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn out_of_range_knobs_are_named() {
+        for (request, expected) in [
+            (
+                SearchRequest {
+                    mmr_lambda: Some(1.5),
+                    ..SearchRequest::new("q", conv())
+                },
+                "mmr_lambda must be between 0 and 1",
+            ),
+            (
+                SearchRequest {
+                    filter: Some(serde_json::json!([1])),
+                    ..SearchRequest::new("q", conv())
+                },
+                "filter: ",
+            ),
+        ] {
+            let err = request.validate().unwrap_err().to_string();
+            assert!(err.contains(expected), "{err}");
+        }
+    }
+}

@@ -1,0 +1,247 @@
+//! What the index holds, per file: `memory_index.json`, and its deferred writing.
+//!
+//! The snapshot maps each memory file (relative path) to the sha256 of its bytes and the point
+//! id it was indexed under. It is rewritten atomically after the index flush that made its
+//! entries durable, so it never claims more than the index holds ([`SnapshotCell`]). The
+//! start-up sync ([`crate::sync::Indexer::sync`]) trusts an entry only when the index also
+//! holds its point; a missing or unreadable snapshot costs a full re-embed.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::RecvTimeoutError;
+
+use chrono::{DateTime, Utc};
+use mnemo_core::{ConversationId, MemoryId, MemoryRecord, Role};
+use mnemo_index::VectorIndex;
+use serde::{Deserialize, Serialize};
+use tracing::{info, warn};
+
+use crate::EngineError;
+
+/// Version 3 added lexical vectors: older snapshots re-embed everything.
+const SNAPSHOT_VERSION: u32 = 3;
+
+/// One indexed file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SnapshotEntry {
+    /// sha256 of the file's bytes when it was indexed.
+    pub sha256: String,
+    /// The point it was indexed under (the memory's id).
+    pub id: MemoryId,
+    /// The memory's conversation, role and time: what eviction and the turn timeline need
+    /// without reading the file.
+    pub conversation_id: ConversationId,
+    /// The memory's role.
+    pub role: Role,
+    /// When the memory was made.
+    pub created_at: DateTime<Utc>,
+    /// The neighbours the lexical key was built with; `None` when built from the file alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_context: Option<KeyContext>,
+}
+
+/// Hashes of the neighbouring turns' files a lexical key was built from.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeyContext {
+    /// The previous turn's file hash.
+    pub previous: Option<String>,
+    /// The next turn's file hash.
+    pub next: Option<String>,
+}
+
+impl SnapshotEntry {
+    /// The entry of a file holding `record`, whose bytes hash to `sha256`.
+    pub fn of(record: &MemoryRecord, sha256: String) -> Self {
+        Self {
+            sha256,
+            id: record.id,
+            conversation_id: record.conversation_id.clone(),
+            role: record.role,
+            created_at: record.created_at,
+            key_context: None,
+        }
+    }
+
+    /// Whether the file is a chat turn.
+    pub fn is_turn(&self) -> bool {
+        matches!(self.role, Role::User | Role::Assistant)
+    }
+}
+
+/// What the index holds, per file.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Snapshot {
+    /// The format's version ([`SNAPSHOT_VERSION`] when written by this mnemo).
+    pub version: u32,
+    /// How the lexical keys were built ([`KeyScheme::describe`]); a change rebuilds them all.
+    #[serde(default)]
+    pub key_scheme: String,
+    /// Every indexed file, by its path relative to the store.
+    pub files: BTreeMap<String, SnapshotEntry>,
+    /// Bumped by every change: lets derived views (the turn timeline) know they are stale.
+    #[serde(skip)]
+    pub generation: u64,
+    /// Changed since last written to disk.
+    #[serde(skip)]
+    dirty: bool,
+}
+
+impl Snapshot {
+    /// Reads the snapshot at `path`; a missing, unreadable or older one reads as empty (the
+    /// next sync then re-embeds every file).
+    pub fn load(path: &Path) -> Snapshot {
+        let Ok(bytes) = std::fs::read(path) else {
+            return Snapshot::default();
+        };
+        match serde_json::from_slice::<Snapshot>(&bytes) {
+            Ok(s) if s.version == SNAPSHOT_VERSION => s,
+            Ok(s) => {
+                warn!(file = %path.display(), version = s.version, "unknown snapshot version; rebuilding the index");
+                Snapshot::default()
+            }
+            Err(e) => {
+                warn!(file = %path.display(), "unreadable snapshot ({e}); rebuilding the index");
+                Snapshot::default()
+            }
+        }
+    }
+
+    /// Records that files were added, removed or changed; [`SnapshotCell`] writes the
+    /// snapshot to disk soon after, and views built from it (the timeline) are stale.
+    pub fn mark_changed(&mut self) {
+        self.generation += 1;
+        self.dirty = true;
+    }
+
+    /// Records a change that leaves the turn order as it was (lexical key bookkeeping).
+    pub(crate) fn mark_keys_changed(&mut self) {
+        self.dirty = true;
+    }
+
+    /// Writes the snapshot to `path`, atomically.
+    pub fn write(mut self, path: &Path) -> Result<(), EngineError> {
+        let path = path.to_owned();
+        self.version = SNAPSHOT_VERSION;
+        let bytes = serde_json::to_vec_pretty(&self).expect("snapshot serialises");
+        mnemo_store::atomic::write_atomic(&path, &bytes).map_err(|source| EngineError::Io {
+            action: "cannot write",
+            path,
+            source,
+        })
+    }
+}
+
+/// The live snapshot of an open store, and its deferred writing to disk.
+///
+/// Writing `memory_index.json` costs time in proportion to the store (4 MB at 10k files),
+/// and so does making the index durable (a flush syncs every segment file), so changes only
+/// mark the snapshot dirty and [`SnapshotCell::flush`] does both: a background thread every
+/// [`FLUSH_INTERVAL`], [`crate::MemoryClient::wait_idle`], and closing the client. The index
+/// is flushed first, so the file never claims more than the index durably holds. A crash
+/// loses at most the index writes of the last interval, never a memory file: the next
+/// start-up sync ([`Indexer::sync`], which checks the index's own point ids) re-indexes them.
+pub struct SnapshotCell {
+    /// Where the snapshot is written (`memory_index.json`).
+    path: PathBuf,
+    live: std::sync::Mutex<Snapshot>,
+    /// The index the snapshot describes.
+    index: std::sync::Arc<dyn VectorIndex>,
+    /// Serialises writers, so an older copy never overwrites a newer one.
+    writer: std::sync::Mutex<()>,
+}
+
+/// How long a change may wait before the snapshot is written.
+pub const FLUSH_INTERVAL: std::time::Duration = std::time::Duration::from_millis(500);
+
+impl SnapshotCell {
+    /// The live snapshot `snapshot` of `index`, to be written to `path`.
+    pub fn new(path: &Path, snapshot: Snapshot, index: std::sync::Arc<dyn VectorIndex>) -> Self {
+        Self {
+            path: path.to_owned(),
+            live: std::sync::Mutex::new(snapshot),
+            index,
+            writer: std::sync::Mutex::new(()),
+        }
+    }
+
+    /// The live snapshot. Holding it also guards every write to the index.
+    pub fn lock(&self) -> std::sync::MutexGuard<'_, Snapshot> {
+        self.live.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Makes the index durable and writes the snapshot, if it changed since it was last
+    /// written.
+    pub fn flush(&self) -> Result<(), EngineError> {
+        let _writer = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        // Index writes happen under the live lock, so every write this copy describes was
+        // applied before it was taken, and the flush below makes it durable.
+        let copy = {
+            let mut live = self.lock();
+            if !live.dirty {
+                return Ok(());
+            }
+            live.dirty = false;
+            live.clone()
+        };
+        self.index
+            .flush()
+            .map_err(EngineError::from)
+            .and_then(|()| copy.write(&self.path))
+            .inspect_err(|_| self.lock().dirty = true)
+    }
+
+    /// Starts the thread that flushes every [`FLUSH_INTERVAL`]; it stops when the handle
+    /// is dropped. `None` (and a warning) when no thread can be started: the snapshot is
+    /// then written on `wait_idle` and on close only.
+    pub fn spawn_flusher(cell: &std::sync::Arc<SnapshotCell>) -> Option<Flusher> {
+        let (stop, stopped) = std::sync::mpsc::channel::<()>();
+        // Weak: the thread must not keep the index open after the client is gone.
+        let cell = std::sync::Arc::downgrade(cell);
+        let spawned = std::thread::Builder::new()
+            .name("mnemo-snapshot".into())
+            .spawn(move || {
+                // A lasting failure (a full disk) is logged once, not twice a second.
+                let mut failing = false;
+                while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(FLUSH_INTERVAL) {
+                    let Some(cell) = cell.upgrade() else { return };
+                    match cell.flush() {
+                        Err(e) if !failing => {
+                            warn!("cannot flush the index and its snapshot: {e}; trying again every {FLUSH_INTERVAL:?}");
+                            failing = true;
+                        }
+                        Ok(()) if failing => {
+                            info!("the index and its snapshot are flushed again");
+                            failing = false;
+                        }
+                        _ => {}
+                    }
+                }
+            });
+        match spawned {
+            Ok(thread) => Some(Flusher {
+                stop: Some(stop),
+                thread: Some(thread),
+            }),
+            Err(e) => {
+                warn!("no snapshot thread ({e}); the snapshot is written when the client closes");
+                None
+            }
+        }
+    }
+}
+
+/// The background flushing thread of a [`SnapshotCell`]; dropping it stops the thread and
+/// waits for a flush in progress to end.
+pub struct Flusher {
+    stop: Option<std::sync::mpsc::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for Flusher {
+    fn drop(&mut self) {
+        drop(self.stop.take());
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}

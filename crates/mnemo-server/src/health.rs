@@ -1,0 +1,100 @@
+//! `GET /health`: the state of the store, the index, the models and the upstream.
+
+use std::path::PathBuf;
+
+use axum::extract::State;
+use axum::Json;
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use crate::{ApiError, AppState, ErrorBody};
+
+/// What `/health` answers.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Health {
+    /// `ok`, or `degraded` when the upstream does not answer.
+    pub status: &'static str,
+    /// The store's root.
+    #[schema(value_type = String)]
+    pub store: PathBuf,
+    /// The vector index.
+    pub index: IndexHealth,
+    /// The models in use.
+    pub models: ModelsHealth,
+    /// The upstream LLM; null when none is configured.
+    pub upstream: Option<UpstreamHealth>,
+    /// Seconds since the server started.
+    pub uptime_s: u64,
+}
+
+/// The vector index, as `/health` reports it.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct IndexHealth {
+    /// Points in the index.
+    pub points: usize,
+}
+
+/// The models, as `/health` reports them.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ModelsHealth {
+    /// The embedding model's name.
+    pub embedding: String,
+    /// `loaded` or `not installed`.
+    pub reranker: &'static str,
+}
+
+/// The upstream LLM, as `/health` reports it.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct UpstreamHealth {
+    /// Its base URL.
+    pub url: String,
+    /// What it is ("local LLM ...", or its URL).
+    pub label: String,
+    /// Whether it answered just now.
+    pub reachable: bool,
+    /// Why not, when it did not.
+    pub error: Option<String>,
+}
+
+/// Status of the store, index, models and upstream.
+#[utoipa::path(
+    get,
+    path = "/health",
+    tag = "service",
+    responses(
+        (status = 200, description = "Status", body = Health),
+        (status = 500, description = "The index cannot be read", body = ErrorBody),
+    )
+)]
+pub(crate) async fn health(State(state): State<AppState>) -> Result<Json<Health>, ApiError> {
+    let client = &state.client;
+    let points = client.index_size().await?;
+    let upstream = match client.upstream() {
+        Some(llm) => {
+            let reachable = llm.health().await;
+            Some(UpstreamHealth {
+                url: llm.config().base_url.clone(),
+                label: state.options.upstream_label.clone(),
+                reachable: reachable.is_ok(),
+                error: reachable.err().map(|e| e.to_string()),
+            })
+        }
+        None => None,
+    };
+    let healthy = upstream.as_ref().is_some_and(|u| u.reachable);
+    Ok(Json(Health {
+        status: if healthy { "ok" } else { "degraded" },
+        store: client.store().root().to_owned(),
+        index: IndexHealth { points },
+        models: ModelsHealth {
+            embedding: client.config().embedding_model.clone(),
+            reranker: if client.has_reranker() {
+                "loaded"
+            } else {
+                "not installed"
+            },
+        },
+        upstream,
+        uptime_s: state.started.elapsed().as_secs(),
+    }))
+}

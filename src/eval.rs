@@ -1,0 +1,247 @@
+//! `mnemo eval`: measuring retrieval quality on a benchmark (LoCoMo's evidence recall; the
+//! data and its scoring are in [`crate::locomo`]).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use anyhow::{anyhow, Context};
+use clap::Args;
+use mnemo_engine::{MemoryClient, OpenOptions, SearchRequest};
+use serde::Serialize;
+
+use crate::commands::{load_config, print_json, progress_bar, CommandResult, Failure, GlobalArgs};
+use crate::locomo;
+
+#[derive(Args)]
+pub struct EvalArgs {
+    #[command(subcommand)]
+    benchmark: Benchmark,
+}
+
+#[derive(clap::Subcommand)]
+enum Benchmark {
+    /// Evidence recall on LoCoMo: ingest each conversation's turns, ask every question of
+    /// categories 1-4 through `search`, and score the evidence turns found
+    Locomo(LocomoArgs),
+}
+
+#[derive(Args)]
+struct LocomoArgs {
+    /// The LoCoMo JSON file (e.g. ../shared/data/locomo/locomo_dev.json)
+    #[arg(long)]
+    data: PathBuf,
+    /// Conversations to use, by position in the file: `0-4`, `2`
+    #[arg(long)]
+    convs: Option<String>,
+    /// Cut-offs to score, comma-separated
+    #[arg(short = 'k', long, value_delimiter = ',', default_values_t = [5, 10])]
+    k: Vec<usize>,
+    /// Print the report as JSON
+    #[arg(long)]
+    json: bool,
+}
+
+/// Runs a benchmark. Without `--memory-path` it works in a temporary store, never in the
+/// configured one; with it, conversations already ingested there are reused.
+pub async fn eval(global: &GlobalArgs, args: EvalArgs) -> CommandResult {
+    let Benchmark::Locomo(args) = args.benchmark;
+    let text = std::fs::read_to_string(&args.data)
+        .with_context(|| format!("cannot read {}", args.data.display()))
+        .map_err(Failure::invalid)?;
+    let mut samples = locomo::parse(&text)
+        .with_context(|| format!("{} is not LoCoMo data", args.data.display()))
+        .map_err(Failure::invalid)?;
+    if let Some(range) = &args.convs {
+        let (from, to) = parse_range(range, samples.len()).map_err(Failure::invalid)?;
+        samples = samples.drain(from..=to).collect();
+    }
+    let ks: Vec<usize> = {
+        let mut ks = args.k.clone();
+        ks.sort_unstable();
+        ks.dedup();
+        ks.retain(|&k| k > 0);
+        ks
+    };
+    let Some(&max_k) = ks.last() else {
+        return Err(Failure::invalid(anyhow!(
+            "-k needs at least one cut-off above 0"
+        )));
+    };
+
+    let scratch = tempfile::tempdir().context("cannot create a temporary store")?;
+    let mut config = load_config(global)?;
+    config.memory_path = global
+        .memory_path
+        .clone()
+        .unwrap_or_else(|| scratch.path().join("store"));
+    config.start_watcher = false;
+    config.enable_git_versioning = false;
+    let client = MemoryClient::open(config, OpenOptions::default()).await?;
+
+    let ingest_started = std::time::Instant::now();
+    let mut turns = 0;
+    for sample in &samples {
+        turns += ingest(&client, sample).await?;
+    }
+    let ingest_s = ingest_started.elapsed().as_secs_f64();
+
+    let mut overall = locomo::Tally::default();
+    let mut by_category: BTreeMap<u8, locomo::Tally> = BTreeMap::new();
+    let mut latencies = Vec::new();
+    let questions: usize = samples.iter().map(|s| s.questions.len()).sum();
+    let bar = progress_bar(questions as u64, "questions");
+    for sample in &samples {
+        for question in &sample.questions {
+            let request = SearchRequest {
+                now: Some(sample.last_session),
+                ..SearchRequest::new(question.text.clone(), sample.conversation.clone())
+                    .top_k(max_k)
+            };
+            let started = std::time::Instant::now();
+            let hits = client.search(request).await?;
+            latencies.push(started.elapsed().as_secs_f64() * 1000.0);
+            let retrieved: Vec<String> = hits
+                .iter()
+                .filter_map(|h| h.metadata.get("dia_id")?.as_str().map(str::to_owned))
+                .collect();
+            overall.add(&question.evidence, &retrieved, &ks);
+            by_category.entry(question.category).or_default().add(
+                &question.evidence,
+                &retrieved,
+                &ks,
+            );
+            bar.inc(1);
+        }
+    }
+    bar.finish_and_clear();
+    latencies.sort_by(f64::total_cmp);
+    let report = EvalReport {
+        conversations: samples.len(),
+        turns,
+        ingest_seconds: ingest_s,
+        questions: overall.questions,
+        overall: recall_row(&overall, &ks),
+        categories: by_category
+            .iter()
+            .map(|(c, t)| (category_name(*c).to_owned(), recall_row(t, &ks)))
+            .collect(),
+        search_ms_p50: percentile(&latencies, 0.50),
+        search_ms_p99: percentile(&latencies, 0.99),
+    };
+    if args.json {
+        return print_json(&report);
+    }
+    print_eval_report(&report, &ks);
+    Ok(())
+}
+
+/// Writes a sample's turns unless the store already holds them all.
+async fn ingest(client: &MemoryClient, sample: &locomo::Sample) -> Result<usize, Failure> {
+    let present = client.list(Some(sample.conversation.clone())).await?.len();
+    if present == sample.turns.len() {
+        return Ok(present);
+    }
+    if present > 0 {
+        return Err(anyhow!(
+            "the store holds {present} memories of {} but the data has {} turns; use an empty --memory-path",
+            sample.conversation,
+            sample.turns.len()
+        )
+        .into());
+    }
+    let bar = progress_bar(sample.turns.len() as u64, "turns");
+    for chunk in sample.turns.chunks(256) {
+        client.add_records(chunk.to_vec()).await?;
+        bar.inc(chunk.len() as u64);
+    }
+    bar.finish_and_clear();
+    Ok(sample.turns.len())
+}
+
+fn parse_range(raw: &str, len: usize) -> anyhow::Result<(usize, usize)> {
+    let (from, to) = raw.split_once('-').unwrap_or((raw, raw));
+    let parse = |s: &str| {
+        s.trim()
+            .parse::<usize>()
+            .map_err(|_| anyhow!("--convs {raw:?} is not a position or a range like 0-4"))
+    };
+    let (from, to) = (parse(from)?, parse(to)?);
+    if from > to || to >= len {
+        anyhow::bail!(
+            "--convs {raw:?} is outside the file's {len} conversations (0-{})",
+            len.saturating_sub(1)
+        );
+    }
+    Ok((from, to))
+}
+
+fn category_name(category: u8) -> &'static str {
+    match category {
+        1 => "1 multi-hop",
+        2 => "2 temporal",
+        3 => "3 open-domain",
+        _ => "4 single-hop",
+    }
+}
+
+fn percentile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * q).round() as usize;
+    (sorted[i] * 100.0).round() / 100.0
+}
+
+#[derive(Serialize)]
+struct EvalReport {
+    conversations: usize,
+    turns: usize,
+    ingest_seconds: f64,
+    questions: usize,
+    overall: BTreeMap<String, f64>,
+    categories: BTreeMap<String, BTreeMap<String, f64>>,
+    search_ms_p50: f64,
+    search_ms_p99: f64,
+}
+
+fn recall_row(tally: &locomo::Tally, ks: &[usize]) -> BTreeMap<String, f64> {
+    let round = |x: f64| (x * 1000.0).round() / 1000.0;
+    let mut row = BTreeMap::new();
+    for &k in ks {
+        let (all, any) = tally.means(k);
+        row.insert(format!("R_all@{k}"), round(all));
+        row.insert(format!("R_any@{k}"), round(any));
+    }
+    row.insert("questions".into(), tally.questions as f64);
+    row
+}
+
+fn print_eval_report(report: &EvalReport, ks: &[usize]) {
+    println!(
+        "LoCoMo: {} conversations, {} turns, {} questions (ingest {:.1} s)",
+        report.conversations, report.turns, report.questions, report.ingest_seconds
+    );
+    let columns: Vec<String> = ks
+        .iter()
+        .map(|k| format!("R_all@{k}"))
+        .chain(ks.iter().map(|k| format!("R_any@{k}")))
+        .collect();
+    print!("{:<16}", "");
+    for c in &columns {
+        print!("{c:>10}");
+    }
+    println!("{:>6}", "n");
+    let rows = std::iter::once(("overall", &report.overall))
+        .chain(report.categories.iter().map(|(c, r)| (c.as_str(), r)));
+    for (name, row) in rows {
+        print!("{name:<16}");
+        for c in &columns {
+            print!("{:>10.3}", row.get(c).copied().unwrap_or_default());
+        }
+        println!("{:>6}", row["questions"]);
+    }
+    println!(
+        "search latency: p50 {:.1} ms, p99 {:.1} ms",
+        report.search_ms_p50, report.search_ms_p99
+    );
+}
