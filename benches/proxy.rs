@@ -4,6 +4,10 @@
 //! the background work of the previous turn drained first (`idle`, what an agent sees when
 //! its turns are LLM-seconds apart) and with requests back to back.
 //!
+//! The scripted upstream answers mnemo's own calls as a model would (a fact per message,
+//! every fact added, a new summary), so each turn's background pass does the whole write
+//! path: extraction, reconciliation against the nearest facts, summary, commit.
+//!
 //! `cargo bench --workspace --bench proxy [-- --json] [-- --quick]`. The cross-encoder is off.
 
 use std::time::{Duration, Instant};
@@ -11,7 +15,7 @@ use std::time::{Duration, Instant};
 use futures_util::StreamExt;
 use mnemo_core::{Config, ConversationId, MemoryRecord, Role};
 use mnemo_engine::{MemoryClient, OpenOptions};
-use mnemo_scripted_llm::ScriptedLlm;
+use mnemo_scripted_llm::{echo, ChatRequest, Reply, ScriptedLlm};
 use mnemo_server::ServerOptions;
 use serde_json::{json, Value};
 
@@ -73,8 +77,33 @@ fn topics(i: usize) -> String {
     )
 }
 
+/// Echoes chats; turns each message into one fact, adds every new fact, and answers a new
+/// summary, as a model would.
+fn model(request: &ChatRequest) -> Reply {
+    let message = request.last_user_message().unwrap_or_default();
+    match request.schema_name() {
+        Some("facts") => {
+            let fact = message.replacen("My ", "The user's ", 1);
+            Reply::Json(json!({ "facts": [fact] }))
+        }
+        Some("memory_operations") => {
+            let ops: Vec<Value> = message
+                .lines()
+                .filter_map(|l| l.strip_prefix("- "))
+                .map(|fact| json!({"event": "ADD", "id": -1, "text": fact}))
+                .collect();
+            Reply::Json(json!({ "operations": ops }))
+        }
+        Some("summary") => {
+            let facts = message.lines().filter(|l| l.starts_with("- ")).count();
+            Reply::Json(json!({"summary": format!("The user told {facts} more things.")}))
+        }
+        _ => echo(request),
+    }
+}
+
 async fn run(quick: bool) -> (Value, tempfile::TempDir) {
-    let upstream = ScriptedLlm::start().await;
+    let upstream = ScriptedLlm::with_handler(model).await;
     let dir = tempfile::tempdir().unwrap();
     let mut config = Config {
         memory_path: dir.path().to_owned(),
@@ -123,7 +152,7 @@ async fn run(quick: bool) -> (Value, tempfile::TempDir) {
             "model": "scripted",
             "stream": stream,
             "memory_id": format!("c{}", i % CONVERSATIONS),
-            "messages": [{"role": "user", "content": format!("What does my sister love? ({i})")}]
+            "messages": [{"role": "user", "content": format!("My sister loves {}", topics(i))}]
         })
     };
     // Warm-up.
@@ -179,9 +208,26 @@ async fn run(quick: bool) -> (Value, tempfile::TempDir) {
     let (requests, errors) = load(&http, &mnemo, 16, Duration::from_secs(seconds)).await;
     client.wait_idle().await;
 
+    // Proof that the write path ran: mnemo's own calls, by kind.
+    let calls = |schema: &str| {
+        upstream
+            .requests()
+            .iter()
+            .filter(|r| {
+                r.body.as_ref().is_some_and(|b| {
+                    b["response_format"]["json_schema"]["name"].as_str() == Some(schema)
+                })
+            })
+            .count()
+    };
     let mut report = json!({
         "memories": MEMORIES,
         "rounds": rounds,
+        "write_path_calls": {
+            "extraction": calls("facts"),
+            "reconciliation": calls("memory_operations"),
+            "summary": calls("summary"),
+        },
         "throughput_16_clients": {
             "seconds": seconds,
             "requests": requests,

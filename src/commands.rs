@@ -178,6 +178,7 @@ pub async fn open_with_config(config: Config, rebuild: bool) -> Result<MemoryCli
         OpenOptions {
             on_progress: Some(on_progress),
             rebuild,
+            ..OpenOptions::default()
         },
     )
     .await?;

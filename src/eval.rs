@@ -87,6 +87,7 @@ pub async fn eval(global: &GlobalArgs, args: EvalArgs) -> CommandResult {
 
     let mut overall = locomo::Tally::default();
     let mut by_category: BTreeMap<u8, locomo::Tally> = BTreeMap::new();
+    let mut by_conversation: BTreeMap<String, locomo::Tally> = BTreeMap::new();
     let mut latencies = Vec::new();
     let questions: usize = samples.iter().map(|s| s.questions.len()).sum();
     let bar = progress_bar(questions as u64, "questions");
@@ -110,6 +111,10 @@ pub async fn eval(global: &GlobalArgs, args: EvalArgs) -> CommandResult {
                 &retrieved,
                 &ks,
             );
+            by_conversation
+                .entry(sample.conversation.to_string())
+                .or_default()
+                .add(&question.evidence, &retrieved, &ks);
             bar.inc(1);
         }
     }
@@ -120,10 +125,14 @@ pub async fn eval(global: &GlobalArgs, args: EvalArgs) -> CommandResult {
         turns,
         ingest_seconds: ingest_s,
         questions: overall.questions,
-        overall: recall_row(&overall, &ks),
+        overall: recall_row(&overall, &ks, 3),
         categories: by_category
             .iter()
-            .map(|(c, t)| (category_name(*c).to_owned(), recall_row(t, &ks)))
+            .map(|(c, t)| (category_name(*c).to_owned(), recall_row(t, &ks, 3)))
+            .collect(),
+        per_conversation: by_conversation
+            .iter()
+            .map(|(c, t)| (c.clone(), recall_row(t, &ks, 6)))
             .collect(),
         search_ms_p50: percentile(&latencies, 0.50),
         search_ms_p99: percentile(&latencies, 0.99),
@@ -200,12 +209,15 @@ struct EvalReport {
     questions: usize,
     overall: BTreeMap<String, f64>,
     categories: BTreeMap<String, BTreeMap<String, f64>>,
+    /// Recall of each conversation's questions, to 6 decimals: what a held-out check combines.
+    per_conversation: BTreeMap<String, BTreeMap<String, f64>>,
     search_ms_p50: f64,
     search_ms_p99: f64,
 }
 
-fn recall_row(tally: &locomo::Tally, ks: &[usize]) -> BTreeMap<String, f64> {
-    let round = |x: f64| (x * 1000.0).round() / 1000.0;
+fn recall_row(tally: &locomo::Tally, ks: &[usize], decimals: i32) -> BTreeMap<String, f64> {
+    let scale = 10f64.powi(decimals);
+    let round = |x: f64| (x * scale).round() / scale;
     let mut row = BTreeMap::new();
     for &k in ks {
         let (all, any) = tally.means(k);

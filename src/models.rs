@@ -1,6 +1,11 @@
 //! `mnemo models`: what is installed, and fetching the cross-encoder from the Hugging Face hub
 //! where the network allows (no package registry ships one; see docs/retrieval.md).
+//!
+//! A fetched file is installed only if its sha256 is the one pinned for it (`--sha256sums`,
+//! in `sha256sum`'s format); `--trust-hub` takes the files as the hub sends them instead, and
+//! says so. Either way the model must load before it replaces what was installed.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, bail, Context};
@@ -29,6 +34,13 @@ pub struct ModelsArgs {
     /// Hub to download from (a mirror, for instance)
     #[arg(long, default_value = "https://huggingface.co")]
     hub_url: String,
+    /// The sha256 each downloaded file must have, as `sha256sum` prints them
+    /// (model.onnx, tokenizer.json, config.json, special_tokens_map.json, tokenizer_config.json)
+    #[arg(long, value_name = "FILE", conflicts_with = "trust_hub")]
+    sha256sums: Option<PathBuf>,
+    /// Install the files as the hub sends them, unchecked (their hashes are still recorded)
+    #[arg(long)]
+    trust_hub: bool,
     /// Print the status as JSON
     #[arg(long)]
     json: bool,
@@ -58,17 +70,28 @@ pub async fn models(global: &GlobalArgs, args: ModelsArgs) -> CommandResult {
     let config = commands::load_config(global)?;
     let paths = config.model_paths();
     if args.fetch_reranker {
+        let pins = match (&args.sha256sums, args.trust_hub) {
+            (Some(file), _) => Some(read_pins(file).map_err(Failure::invalid)?),
+            (None, true) => None,
+            (None, false) => {
+                return Err(Failure::invalid(anyhow!(
+                    "--fetch-reranker needs the files' hashes to check them against: give \
+                     --sha256sums FILE (each file's sha256, as the model's page on the hub \
+                     shows them), or --trust-hub to install them unchecked"
+                )))
+            }
+        };
         let dir = paths.reranker_model_dir.clone();
         let hub = args.hub_url.trim_end_matches('/').to_owned();
-        fetch_reranker(&hub, &dir)
+        fetch_reranker(&hub, &dir, pins.as_ref(), &paths.onnxruntime_library)
             .await
             .map_err(|e| Failure { error: e, code: 1 })?;
-        let config = RerankerConfig::new(&paths.onnxruntime_library, &dir);
-        tokio::task::spawn_blocking(move || Reranker::load(&config))
-            .await
-            .context("the check of the downloaded model failed")?
-            .map_err(|e| anyhow!("the downloaded model does not work: {e}"))?;
-        eprintln!("cross-encoder installed in {}", dir.display());
+        let checked = if pins.is_some() {
+            "every file matched its pinned sha256"
+        } else {
+            "UNCHECKED: installed as the hub sent it (--trust-hub)"
+        };
+        eprintln!("cross-encoder installed in {} ({checked})", dir.display());
     }
     let status = Status {
         onnxruntime: installed(paths.onnxruntime_library),
@@ -96,9 +119,50 @@ pub async fn models(global: &GlobalArgs, args: ModelsArgs) -> CommandResult {
     Ok(())
 }
 
-/// Downloads every file into a temporary folder beside `dir`, then moves it into place and
-/// records the files' sha256 in `SHA256SUMS`.
-async fn fetch_reranker(hub: &str, dir: &Path) -> anyhow::Result<()> {
+/// Reads pinned hashes in `sha256sum`'s format (`<64 hex digits>  <file name>`); every file
+/// the cross-encoder needs must be pinned.
+fn read_pins(path: &Path) -> anyhow::Result<BTreeMap<String, String>> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let mut pins = BTreeMap::new();
+    for (n, line) in text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+    {
+        let parsed = line
+            .split_once(char::is_whitespace)
+            .and_then(|(hash, name)| {
+                let name = name.trim_start().trim_start_matches('*');
+                let valid = hash.len() == 64 && hash.chars().all(|c| c.is_ascii_hexdigit());
+                valid.then(|| (name.to_owned(), hash.to_ascii_lowercase()))
+            });
+        let (name, hash) = parsed.ok_or_else(|| {
+            anyhow!(
+                "{} line {}: expected `<sha256>  <file name>`",
+                path.display(),
+                n + 1
+            )
+        })?;
+        pins.insert(name, hash);
+    }
+    for (_, local) in RERANKER_FILES {
+        if !pins.contains_key(local) {
+            bail!("{} pins no sha256 for {local}", path.display());
+        }
+    }
+    Ok(pins)
+}
+
+/// Downloads every file into a temporary folder beside `dir`, checks each against its pinned
+/// sha256 (when pinned), records the hashes in `SHA256SUMS`, loads the model from there, and
+/// only then moves the folder into place. Any failure leaves what was installed untouched.
+async fn fetch_reranker(
+    hub: &str,
+    dir: &Path,
+    pins: Option<&BTreeMap<String, String>>,
+    onnxruntime: &Path,
+) -> anyhow::Result<()> {
     let parent = dir.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(parent)
         .with_context(|| format!("cannot create {}", parent.display()))?;
@@ -120,11 +184,22 @@ async fn fetch_reranker(hub: &str, dir: &Path) -> anyhow::Result<()> {
             .bytes()
             .await
             .with_context(|| format!("download of {url} broke off"))?;
-        sums.push_str(&format!("{:x}  {local}\n", Sha256::digest(&bytes)));
+        let sha256 = format!("{:x}", Sha256::digest(&bytes));
+        if let Some(pinned) = pins.and_then(|p| p.get(local)) {
+            if *pinned != sha256 {
+                bail!("{url} has sha256 {sha256}, not the pinned {pinned}: refusing to install it");
+            }
+        }
+        sums.push_str(&format!("{sha256}  {local}\n"));
         std::fs::write(staging.path().join(local), &bytes)
             .with_context(|| format!("cannot write {local}"))?;
     }
     std::fs::write(staging.path().join("SHA256SUMS"), sums).context("cannot write SHA256SUMS")?;
+    let config = RerankerConfig::new(onnxruntime, staging.path());
+    tokio::task::spawn_blocking(move || Reranker::load(&config))
+        .await
+        .context("the check of the downloaded model failed")?
+        .map_err(|e| anyhow!("the downloaded model does not load: {e}"))?;
     if dir.exists() {
         std::fs::remove_dir_all(dir)
             .with_context(|| format!("cannot replace {}", dir.display()))?;

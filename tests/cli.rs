@@ -420,16 +420,23 @@ fn watch_indexes_hand_edits_and_holds_the_store() {
     );
 }
 
-/// A model hub on loopback serving the tiny cross-encoder under the real one's hub paths;
-/// requests for `missing` answer 404. Returns the hub's URL.
-fn loopback_hub(missing: Option<&'static str>) -> String {
-    use std::io::{BufRead, BufReader, Write};
+/// The tiny cross-encoder set-up generates: what the loopback hub serves.
+fn tiny_cross_encoder() -> PathBuf {
     let models = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/tiny-cross-encoder");
     assert!(
         models.join("model.onnx").is_file(),
         "{} is missing: run `scripts/setup test` to generate the tiny cross-encoder",
         models.display()
     );
+    models
+}
+
+/// A model hub on loopback serving the tiny cross-encoder under the real one's hub paths;
+/// requests for `missing` answer 404, and `tampered` is served with a byte changed. Returns
+/// the hub's URL.
+fn loopback_hub(missing: Option<&'static str>, tampered: Option<&'static str>) -> String {
+    use std::io::{BufRead, BufReader, Write};
+    let models = tiny_cross_encoder();
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     std::thread::spawn(move || {
@@ -444,11 +451,17 @@ fn loopback_hub(missing: Option<&'static str>) -> String {
                 line.clear();
             }
             let path = request_line.split_whitespace().nth(1).unwrap_or("");
-            let file = path
+            let name = path
                 .strip_prefix("/cross-encoder/ms-marco-MiniLM-L-6-v2/resolve/main/")
-                .filter(|f| Some(*f) != missing)
-                .map(|f| models.join(f.strip_prefix("onnx/").unwrap_or(f)))
-                .and_then(|p| std::fs::read(p).ok());
+                .map(|f| f.strip_prefix("onnx/").unwrap_or(f))
+                .filter(|f| Some(*f) != missing);
+            let file = name.and_then(|f| {
+                let mut bytes = std::fs::read(models.join(f)).ok()?;
+                if Some(f) == tampered {
+                    bytes.push(b' ');
+                }
+                Some(bytes)
+            });
             let (status, body) = match file {
                 Some(bytes) => ("200 OK", bytes),
                 None => ("404 Not Found", b"not found".to_vec()),
@@ -464,7 +477,26 @@ fn loopback_hub(missing: Option<&'static str>) -> String {
     url
 }
 
-fn fetch_reranker(hub: &str, reranker_dir: &Path, config: &Path) -> Output {
+/// `sha256sum`'s lines for the tiny cross-encoder's files: the pins of a genuine download.
+fn tiny_pins() -> String {
+    use sha2::{Digest, Sha256};
+    let models = tiny_cross_encoder();
+    [
+        "model.onnx",
+        "tokenizer.json",
+        "config.json",
+        "special_tokens_map.json",
+        "tokenizer_config.json",
+    ]
+    .iter()
+    .map(|name| {
+        let bytes = std::fs::read(models.join(name)).unwrap();
+        format!("{:x}  {name}\n", Sha256::digest(&bytes))
+    })
+    .collect()
+}
+
+fn fetch_reranker(hub: &str, reranker_dir: &Path, config: &Path, check: &[&str]) -> Output {
     std::fs::write(
         config,
         format!(
@@ -483,28 +515,70 @@ fn fetch_reranker(hub: &str, reranker_dir: &Path, config: &Path) -> Output {
             "--config",
         ])
         .arg(config)
+        .args(check)
         .env_remove("RUST_LOG")
         .output()
         .unwrap()
 }
 
 #[test]
-fn the_reranker_is_fetched_checked_and_installed_whole() {
+fn the_reranker_is_fetched_checked_against_pinned_hashes_and_installed_whole() {
     let dir = tempfile::tempdir().unwrap();
     let reranker = dir.path().join("reranker");
     let config = dir.path().join("mnemo.toml");
+    let pins = dir.path().join("SHA256SUMS.pinned");
+    std::fs::write(&pins, tiny_pins()).unwrap();
+    let pinned = ["--sha256sums", pins.to_str().unwrap()];
+    let entries = || -> Vec<_> {
+        let mut names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        names
+    };
 
-    let out = fetch_reranker(&loopback_hub(None), &reranker, &config);
+    // Nothing to check against: refused before anything is downloaded.
+    let out = fetch_reranker(&loopback_hub(None, None), &reranker, &config, &[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--sha256sums"));
+    assert!(!reranker.exists());
+
+    let out = fetch_reranker(&loopback_hub(None, None), &reranker, &config, &pinned);
     assert_success(&out);
     let status: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(status["reranker"]["installed"], true, "{status}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("matched its pinned sha256"));
     let sums = std::fs::read_to_string(reranker.join("SHA256SUMS")).unwrap();
-    assert_eq!(sums.lines().count(), 5, "{sums}");
-    assert!(sums.contains("  model.onnx"), "{sums}");
+    assert_eq!(sums, tiny_pins(), "the installed files are the pinned ones");
+    let installed = std::fs::read(reranker.join("tokenizer.json")).unwrap();
+
+    // A file that is not what was pinned is refused, and the installed model stays.
+    let out = fetch_reranker(
+        &loopback_hub(None, Some("tokenizer.json")),
+        &reranker,
+        &config,
+        &pinned,
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("tokenizer.json has sha256") && stderr.contains("not the pinned"),
+        "{stderr}"
+    );
+    assert_eq!(
+        std::fs::read(reranker.join("tokenizer.json")).unwrap(),
+        installed
+    );
 
     // A hub that lacks one file leaves nothing half-installed.
     std::fs::remove_dir_all(&reranker).unwrap();
-    let out = fetch_reranker(&loopback_hub(Some("tokenizer.json")), &reranker, &config);
+    let out = fetch_reranker(
+        &loopback_hub(Some("tokenizer.json"), None),
+        &reranker,
+        &config,
+        &pinned,
+    );
     assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -512,9 +586,113 @@ fn the_reranker_is_fetched_checked_and_installed_whole() {
         "{stderr}"
     );
     assert!(!reranker.exists(), "no partial model folder");
-    let leftovers: Vec<_> = std::fs::read_dir(dir.path())
+    assert_eq!(
+        entries(),
+        ["SHA256SUMS.pinned", "mnemo.toml"],
+        "no download folder left behind"
+    );
+
+    // Unchecked only when asked for, and then it says so.
+    let out = fetch_reranker(
+        &loopback_hub(None, Some("tokenizer.json")),
+        &reranker,
+        &config,
+        &["--trust-hub"],
+    );
+    assert_success(&out);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("UNCHECKED"));
+}
+
+#[test]
+fn status_exits_1_when_the_index_does_not_match_the_files() {
+    let store = Store::new();
+    let added = store.ok_json(&["add", "--json", "First fact.", "Second fact."]);
+    let first = added[0]["id"].as_str().unwrap().to_owned();
+    let second = added[1]["id"].as_str().unwrap().to_owned();
+    assert_eq!(store.ok_json(&["status", "--json"])["points"], 2);
+
+    // A snapshot that lies: it says the first file was indexed under the second's id. Its
+    // hash matches and the index holds that id, so start-up trusts it without reading the
+    // file, and the first memory ends up with no point.
+    let snapshot_path = store.root.join("memory_index.json");
+    let mut snapshot: Value =
+        serde_json::from_str(&std::fs::read_to_string(&snapshot_path).unwrap()).unwrap();
+    for entry in snapshot["files"].as_object_mut().unwrap().values_mut() {
+        if entry["id"] == first.as_str() {
+            entry["id"] = Value::from(second.clone());
+        }
+    }
+    std::fs::write(&snapshot_path, snapshot.to_string()).unwrap();
+
+    let out = store.mnemo(&["status"]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("INCONSISTENT"), "{stdout}");
+    assert!(
+        stdout.contains(&format!("missing from the index: {first}")),
+        "{stdout}"
+    );
+    let json = store.mnemo(&["status", "--json"]);
+    assert_eq!(json.status.code(), Some(1));
+    let report: Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(report["missing"], serde_json::json!([first]));
+
+    assert_success(&store.mnemo(&["reindex", "--full"]));
+    let status = store.mnemo(&["status"]);
+    assert_success(&status);
+    assert!(String::from_utf8_lossy(&status.stdout).contains("consistent"));
+}
+
+#[test]
+fn log_and_show_browse_the_history_of_the_memories() {
+    let store = Store::new();
+    let added = store.ok_json(&["add", "--json", "-c", "garden", "The roses need water."]);
+    let path = added[0]["path"].as_str().unwrap().to_owned();
+    let relative = Path::new(&path)
+        .strip_prefix(store.root.canonicalize().unwrap())
         .unwrap()
-        .map(|e| e.unwrap().file_name())
+        .to_string_lossy()
+        .into_owned();
+    store.ok_json(&["add", "--json", "-c", "kitchen", "The oven is broken."]);
+
+    let log = store.ok_json(&["log", "--json"]);
+    let messages: Vec<&str> = log
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["message"].as_str().unwrap())
         .collect();
-    assert_eq!(leftovers.len(), 1, "only the config is left: {leftovers:?}");
+    assert_eq!(messages.len(), 3, "{messages:?}");
+    assert!(messages[0].starts_with("mnemo: kitchen"), "{messages:?}");
+    assert!(messages[1].starts_with("mnemo: garden"), "{messages:?}");
+    assert_eq!(messages[2], "mnemo: initial commit");
+
+    let garden = store.ok_json(&["log", "--json", "-c", "garden"]);
+    assert_eq!(garden.as_array().unwrap().len(), 1, "{garden}");
+    assert_eq!(garden[0]["changes"][0]["path"], relative);
+    let human = store.mnemo(&["log", "-n", "1"]);
+    assert_success(&human);
+    let text = String::from_utf8_lossy(&human.stdout);
+    assert_eq!(
+        text.lines().filter(|l| !l.starts_with(' ')).count(),
+        1,
+        "{text}"
+    );
+    assert!(text.contains("kitchen"), "{text}");
+
+    let commit = garden[0]["short_id"].as_str().unwrap();
+    let file = store.mnemo(&["show", &format!("{commit}:{relative}")]);
+    assert_success(&file);
+    let text = String::from_utf8_lossy(&file.stdout);
+    assert!(text.starts_with("---\n"), "{text}");
+    assert!(text.contains("The roses need water."), "{text}");
+    let shown = store.ok_json(&["show", "--json", commit]);
+    assert_eq!(shown["kind"], "commit");
+    assert_eq!(shown["changes"][0]["status"], "added");
+
+    let missing = store.mnemo(&["show", "HEAD:entries/garden/facts/nothing.md"]);
+    assert_eq!(missing.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("did not exist"));
+    let bad = store.mnemo(&["log", "-c", "../etc"]);
+    assert_eq!(bad.status.code(), Some(2));
 }

@@ -1,12 +1,12 @@
-//! The real binary killed with SIGKILL at random moments during bulk adds: after a restart,
-//! every acknowledged memory is on disk and in the index, no half-written file remains, and no
-//! point lacks its file.
+//! The real binary killed with SIGKILL in the middle of bulk adds, each time after a random
+//! number of acknowledgements: after a restart, every acknowledged memory is on disk and in
+//! the index, no half-written file remains, and no point lacks its file.
 
 use std::collections::HashSet;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::sync::mpsc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
@@ -48,6 +48,8 @@ fn files_named(dir: &Path, pred: &dyn Fn(&str) -> bool, out: &mut Vec<PathBuf>) 
 #[test]
 fn sigkill_during_bulk_adds_loses_nothing_acknowledged() {
     const LINES: usize = 300;
+    /// `mnemo add` acknowledges memories in chunks of this many (a line each on stdout).
+    const CHUNK: usize = 16;
     let seed = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap()
@@ -57,7 +59,7 @@ fn sigkill_during_bulk_adds_loses_nothing_acknowledged() {
     let mut rng = Rng(seed);
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("mem");
-    let acked: Arc<Mutex<HashSet<String>>> = Arc::default();
+    let mut acked: HashSet<String> = HashSet::new();
     let mut interrupted = 0;
 
     for round in 0..6 {
@@ -79,25 +81,42 @@ fn sigkill_during_bulk_adds_loses_nothing_acknowledged() {
             .spawn()
             .unwrap();
         let stdout = child.stdout.take().unwrap();
-        let sink = acked.clone();
+        let (ids, acks) = mpsc::channel::<String>();
         let reader = std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines().map_while(Result::ok) {
                 if let Some(id) = line.split_whitespace().next() {
-                    sink.lock().unwrap().insert(id.to_owned());
+                    let _ = ids.send(id.to_owned());
                 }
             }
         });
-        let before = acked.lock().unwrap().len();
-        std::thread::sleep(Duration::from_millis(300 + rng.below(2000)));
+        // Kill once this many memories are acknowledged: at least one, and before the last
+        // chunk, so every round dies in the middle of its burst.
+        let kill_after = 1 + rng.below((LINES - CHUNK) as u64) as usize;
+        let mut this_round = 0;
+        while this_round < kill_after {
+            let id = acks
+                .recv_timeout(Duration::from_secs(120))
+                .unwrap_or_else(|e| panic!("round {round}: no acknowledgement ({e})"));
+            acked.insert(id);
+            this_round += 1;
+        }
         let _ = child.kill(); // SIGKILL on Unix
         let status = child.wait().unwrap();
         reader.join().unwrap();
-        if !status.success() && acked.lock().unwrap().len() - before < LINES {
+        // What was printed before the kill landed was acknowledged too.
+        for id in acks.try_iter() {
+            acked.insert(id);
+            this_round += 1;
+        }
+        assert!(
+            this_round > 0,
+            "round {round}: killed before any acknowledgement"
+        );
+        if !status.success() && this_round < LINES {
             interrupted += 1;
         }
     }
 
-    let acked = acked.lock().unwrap().clone();
     println!(
         "{} memories acknowledged; {interrupted} of 6 adds killed mid-way",
         acked.len()

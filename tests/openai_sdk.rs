@@ -5,10 +5,37 @@ use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
-use mnemo_scripted_llm::ScriptedLlm;
+use mnemo_scripted_llm::{echo, ChatRequest, Reply, ScriptedLlm};
+use serde_json::json;
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Echoes chats, and answers mnemo's own calls as a model would: the sister's city as a
+/// fact, every new fact added, a one-line summary.
+fn model(request: &ChatRequest) -> Reply {
+    let message = request.last_user_message().unwrap_or_default();
+    match request.schema_name() {
+        Some("facts") => {
+            let facts: Vec<String> = message
+                .strip_prefix("My sister lives in ")
+                .map(|city| format!("The user's sister lives in {city}"))
+                .into_iter()
+                .collect();
+            Reply::Json(json!({ "facts": facts }))
+        }
+        Some("memory_operations") => {
+            let ops: Vec<_> = message
+                .lines()
+                .filter_map(|l| l.strip_prefix("- "))
+                .map(|fact| json!({"event": "ADD", "id": -1, "text": fact}))
+                .collect();
+            Reply::Json(json!({ "operations": ops }))
+        }
+        Some("summary") => Reply::Json(json!({"summary": "The user's sister lives in Oslo."})),
+        _ => echo(request),
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -19,7 +46,7 @@ async fn the_openai_sdk_works_against_mnemo_serve() {
         "{} is missing: run `scripts/setup test`",
         python.display()
     );
-    let upstream = ScriptedLlm::start().await;
+    let upstream = ScriptedLlm::with_handler(model).await;
     let store = tempfile::tempdir().unwrap();
     let mut server = Command::new(env!("CARGO_BIN_EXE_mnemo"))
         .args(["serve", "--port", "0", "--memory-path"])
@@ -69,4 +96,19 @@ async fn the_openai_sdk_works_against_mnemo_serve() {
     let turns = store.path().join("entries/sdk/turns/user");
     // Three accepted requests; the one with a hostile memory_id wrote nothing.
     assert_eq!(std::fs::read_dir(turns).unwrap().count(), 3);
+    // The write path ran on what the SDK sent: the fact, and the summary.
+    let facts: Vec<String> = std::fs::read_dir(store.path().join("entries/sdk/facts"))
+        .unwrap()
+        .map(|f| std::fs::read_to_string(f.unwrap().path()).unwrap())
+        .collect();
+    assert_eq!(facts.len(), 1, "{facts:?}");
+    assert!(
+        facts[0].contains("The user's sister lives in Oslo."),
+        "{}",
+        facts[0]
+    );
+    let summary = store.path().join("entries/sdk/summaries/summary.md");
+    assert!(std::fs::read_to_string(summary)
+        .unwrap()
+        .contains("sister lives in Oslo"));
 }

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # The read path's ablation on the LoCoMo dev split: one line per config in this folder, each in
-# a fresh temporary store. Usage: benches/locomo/ablation.sh [DATA] (needs a release build).
+# a fresh temporary store. Usage: benches/locomo/ablation.sh [DATA] (needs the built binary:
+# `scripts/run --help` builds it).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$here/../.."
 data="${1:-$root/../shared/data/locomo/locomo_dev.json}"
-mnemo="$root/target/release/mnemo"
-[ -x "$mnemo" ] || { echo "build first: cargo build --release --bin mnemo" >&2; exit 1; }
+mnemo="${MNEMO_BIN:-$root/target/debug/mnemo}"
+[ -x "$mnemo" ] || { echo "build first: scripts/run --help" >&2; exit 1; }
 printf '%-34s %8s %8s %8s %8s %8s\n' config R_all@5 R_all@10 R_any@10 p50_ms p99_ms
 for cfg in "$here"/*.toml; do
   "$mnemo" eval locomo --data "$data" --config "$cfg" --json 2>/dev/null | python3 -c '

@@ -1,3 +1,9 @@
+//! [`Config`]: every tunable of mnemo, with its defaults, and how it is loaded.
+//!
+//! [`Config::load`] layers built-in defaults, a TOML file and `MNEMO_*` environment variables,
+//! then checks the ranges of weights and limits, so the rest of mnemo can trust every value.
+//! [`Config::model_paths`] resolves the model files it names to paths on disk.
+
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -5,17 +11,31 @@ use serde::{Deserialize, Serialize};
 /// Where a configuration value could not be read from, and why.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
+    /// The config file could not be read.
     #[error("cannot read config file {path}: {source}")]
     Read {
+        /// The config file.
         path: PathBuf,
+        /// Why the operating system refused.
         source: std::io::Error,
     },
+    /// The config file is not valid TOML, names an unknown key, or sets a bad value.
     #[error("config file {path} is not valid: {message}")]
-    Parse { path: PathBuf, message: String },
+    Parse {
+        /// The config file.
+        path: PathBuf,
+        /// What is wrong, naming the key: a TOML syntax error, an unknown key, a value of the
+        /// wrong type or out of range.
+        message: String,
+    },
+    /// An `MNEMO_*` variable does not parse; with no config file, also any invalid value.
     #[error("environment variable {var}={value:?} is not valid: {message}")]
     Env {
+        /// The variable's name (`MNEMO_*` when the fault is in the merged configuration).
         var: String,
+        /// Its value as set (empty when the fault is not in one variable).
         value: String,
+        /// What is wrong with it.
         message: String,
     },
 }
@@ -39,12 +59,21 @@ pub struct Config {
     pub embed_threads: usize,
     /// Texts per ONNX Runtime call when embedding many at once.
     pub embed_batch_size: usize,
+    /// Memories a search returns when the request does not say; at most [`MAX_TOP_K`].
     pub default_top_k: usize,
     /// Facts and turns kept per conversation; beyond it the oldest are tombstoned.
     pub max_entries: usize,
+    /// MMR's trade-off, 0..1, between relevance and variety among the results: 1 is relevance
+    /// only. A search request may override it.
     pub mmr_lambda: f32,
+    /// Share of recency, 0..1, in a result's final score (see
+    /// [`RetrievalConfig::query_aware_recency`]). A search request may override it.
     pub recency_weight: f32,
+    /// Results whose relevance (0..1, before recency) falls below this are dropped; unset keeps
+    /// them all. A search request may override it.
     pub score_threshold: Option<f32>,
+    /// Keep a rolling summary per conversation, rewritten by the LLM whenever a message changes
+    /// its facts.
     pub enable_summarization: bool,
     /// The upstream LLM (`http://host:port/v1`); unset: the local LLM.
     pub openai_base_url: Option<String>,
@@ -58,9 +87,14 @@ pub struct Config {
     pub local_llm_model: PathBuf,
     /// CPU threads of the local LLM.
     pub local_llm_threads: usize,
+    /// Commit every change to the store to a git repository at its root, so people can see how
+    /// their memories changed (`mnemo log`).
     pub enable_git_versioning: bool,
+    /// Author name on the commits mnemo makes.
     pub git_author_name: String,
+    /// Author e-mail on the commits mnemo makes.
     pub git_author_email: String,
+    /// Watch the memory files while serving, so hand edits reach the index without a restart.
     pub start_watcher: bool,
     /// How the read path finds and ranks memories (`[retrieval]` table).
     pub retrieval: RetrievalConfig,
@@ -99,7 +133,9 @@ pub struct RetrievalConfig {
     pub reranker_model: String,
     /// How many of the best fused candidates the cross-encoder rescores.
     pub rerank_candidates: usize,
+    /// BM25's term-frequency saturation: how quickly repeats of a word stop adding to a score.
     pub bm25_k1: f64,
+    /// BM25's length normalisation, 0..1: 0 ignores a key's length, 1 normalises fully.
     pub bm25_b: f64,
     /// Typical key length in tokens, for BM25's length normalisation. Qdrant's 256 is far
     /// above a real key's ~36, which nearly switches length normalisation off; on LoCoMo that
@@ -191,6 +227,7 @@ fn default_models_dir() -> PathBuf {
 pub struct ApiKey(pub String);
 
 impl ApiKey {
+    /// The secret itself, for the code that sends it upstream as a bearer token.
     pub fn expose(&self) -> &str {
         &self.0
     }
@@ -225,9 +262,13 @@ const OPTIONAL_KEYS: &[&str] = &["score_threshold", "openai_base_url", "openai_a
 /// Resolved on-disk locations of the models a [`Config`] names.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ModelPaths {
+    /// The ONNX Runtime shared library to load.
     pub onnxruntime_library: PathBuf,
+    /// The embedding model's folder (ONNX graph plus tokenizer files).
     pub embedding_model_dir: PathBuf,
+    /// The cross-encoder's folder; it need not exist, as the reranker is optional.
     pub reranker_model_dir: PathBuf,
+    /// The local LLM's GGUF file.
     pub local_llm_model: PathBuf,
     /// The Python of set-up's virtual environment, which runs the local LLM.
     pub python: PathBuf,
@@ -308,6 +349,8 @@ impl Config {
         Ok(())
     }
 
+    /// Where the models this configuration names are: relative names resolve under
+    /// `models_dir`, absolute paths stay as they are.
     pub fn model_paths(&self) -> ModelPaths {
         let under_models = |p: &Path| {
             if p.is_absolute() {

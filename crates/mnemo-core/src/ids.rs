@@ -1,3 +1,9 @@
+//! The identifiers mnemo validates once, at the edge, and trusts everywhere else.
+//!
+//! A [`ConversationId`] comes from users and becomes a directory name, so its rules keep it
+//! inside its own folder; a [`MemoryId`] is a UUID that names both a memory's file and its
+//! point in the vector index. Parsing either fails with an [`IdError`] that says why.
+
 use std::fmt;
 use std::str::FromStr;
 
@@ -10,20 +16,40 @@ pub const MAX_CONVERSATION_ID_LEN: usize = 128;
 /// Why a user-supplied identifier was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum IdError {
+    /// The id is the empty string.
     #[error("conversation id is empty")]
     Empty,
+    /// The id is longer than `MAX_CONVERSATION_ID_LEN` (128) characters.
     #[error(
         "conversation id is {len} characters long; at most {MAX_CONVERSATION_ID_LEN} are allowed"
     )]
-    TooLong { len: usize },
+    TooLong {
+        /// Its length in characters.
+        len: usize,
+    },
+    /// The id starts with `.`, which would make a hidden folder (or `..`, the parent).
     #[error("conversation id {shown} must not start with '.'")]
-    LeadingDot { shown: String },
+    LeadingDot {
+        /// The id, quoted and shortened if long, as the message shows it.
+        shown: String,
+    },
+    /// The id holds a character outside `[A-Za-z0-9._-]`.
     #[error(
         "conversation id {shown} contains {bad}; only letters, digits, '.', '_' and '-' are allowed"
     )]
-    BadCharacter { shown: String, bad: String },
+    BadCharacter {
+        /// The id, quoted and shortened if long, as the message shows it.
+        shown: String,
+        /// The first refused character, described (a path separator or a control character
+        /// is named as such).
+        bad: String,
+    },
+    /// A memory id that does not parse as a UUID.
     #[error("memory id {shown} is not a UUID")]
-    BadMemoryId { shown: String },
+    BadMemoryId {
+        /// The input, quoted and shortened if long, as the message shows it.
+        shown: String,
+    },
 }
 
 /// A conversation id: `[A-Za-z0-9._-]{1,128}`, not starting with `.`.
@@ -40,6 +66,7 @@ impl ConversationId {
     /// The conversation used when a caller names none.
     pub const DEFAULT: &'static str = "default";
 
+    /// Checks `raw` against the rules above; the error says which rule it breaks.
     pub fn new(raw: &str) -> Result<Self, IdError> {
         // Debug formatting escapes NULs and newlines, so the message stays on one line.
         let shown = || format!("{:?}", truncate_for_display(raw));
@@ -66,18 +93,22 @@ impl ConversationId {
         Ok(Self(raw.to_owned()))
     }
 
+    /// The reserved `global` conversation, whose memories every search also sees.
     pub fn global() -> Self {
         Self(Self::GLOBAL.to_owned())
     }
 
+    /// The `default` conversation, for callers that name none.
     pub fn default_conversation() -> Self {
         Self(Self::DEFAULT.to_owned())
     }
 
+    /// Whether this is the reserved `global` conversation.
     pub fn is_global(&self) -> bool {
         self.0 == Self::GLOBAL
     }
 
+    /// The id as written: also the name of its folder under `entries/`.
     pub fn as_str(&self) -> &str {
         &self.0
     }
@@ -143,6 +174,7 @@ pub struct MemoryId(Uuid);
 const MNEMO_NAMESPACE: Uuid = Uuid::from_u128(0x6d6e_656d_6f00_4000_8000_6d65_6d6f_7279);
 
 impl MemoryId {
+    /// A fresh random (version 4) id, for a new fact or turn.
     pub fn random() -> Self {
         Self(Uuid::new_v4())
     }
@@ -157,10 +189,12 @@ impl MemoryId {
         Self::derived_from(&format!("summary:{conversation}"))
     }
 
+    /// Wraps a UUID read from elsewhere (an index point id, say) without checking anything.
     pub fn from_uuid(uuid: Uuid) -> Self {
         Self(uuid)
     }
 
+    /// The UUID itself, as the vector index takes it for a point id.
     pub fn as_uuid(&self) -> Uuid {
         self.0
     }

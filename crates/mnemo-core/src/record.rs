@@ -1,3 +1,9 @@
+//! One memory as it lives in a Markdown file: [`MemoryRecord`], its [`Role`] and its free-form
+//! [`Metadata`].
+//!
+//! A record is the front matter plus the body, and nothing about where it is stored or how it
+//! is indexed; the store crate renders and parses the file, the index keys it by its id.
+
 use std::fmt;
 use std::str::FromStr;
 
@@ -24,8 +30,10 @@ pub enum Role {
 }
 
 impl Role {
+    /// Every role: facts, user turns, assistant turns, the summary.
     pub const ALL: [Role; 4] = [Role::Memory, Role::User, Role::Assistant, Role::Summary];
 
+    /// The role's lower-case name, as front matter's `role:` writes it.
     pub fn as_str(self) -> &'static str {
         match self {
             Role::Memory => "memory",
@@ -42,6 +50,8 @@ impl fmt::Display for Role {
     }
 }
 
+/// A role name that is none of `memory`, `user`, `assistant` or `summary`; holds the text as
+/// given.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("unknown role {0:?}; expected memory, user, assistant or summary")]
 pub struct RoleParseError(pub String);
@@ -56,14 +66,20 @@ impl FromStr for Role {
     }
 }
 
-/// One memory: the front matter fields of DESIGN §2 plus the body.
+/// One memory: every front matter field of its file, plus the body as `content`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MemoryRecord {
+    /// The memory's id; also its point id in the vector index and part of its file name.
     pub id: MemoryId,
+    /// The conversation it belongs to, which is also its folder under `entries/`.
     pub conversation_id: ConversationId,
+    /// What kind of memory it is: a fact, a raw turn or the rolling summary.
     pub role: Role,
+    /// When it was written, to the millisecond (what files keep); recency is measured from it.
     pub created_at: DateTime<Utc>,
+    /// The text itself: the file's body, without the front matter.
     pub content: String,
+    /// On summaries, which kind (the engine writes `rolling`); `None` on every other role.
     pub summary_kind: Option<String>,
     /// On tombstones of updated facts: the id of the fact that replaced this one.
     pub replaced_by: Option<MemoryId>,
@@ -71,6 +87,8 @@ pub struct MemoryRecord {
     pub source_id: Option<MemoryId>,
     /// Set on tombstones: when the engine soft-deleted the memory.
     pub deleted_at: Option<DateTime<Utc>>,
+    /// The user's own fields, searchable with metadata filters; unknown front matter fields of
+    /// a hand-written file are kept here too.
     pub metadata: Metadata,
 }
 

@@ -1,3 +1,9 @@
+//! [`Embedder`]: turning texts into unit-length dense vectors for the vector index and for
+//! queries, with a sentence-embedding model run through ONNX Runtime.
+//!
+//! Loading checks that the model runs and learns its dimension from one probe embedding, so a
+//! broken or mismatched model fails at start-up rather than on the first write.
+
 use std::path::PathBuf;
 use std::sync::Mutex;
 
@@ -10,17 +16,22 @@ use crate::{runtime, EmbedError};
 /// Where the model lives and how to run it.
 #[derive(Debug, Clone)]
 pub struct EmbedderConfig {
+    /// The ONNX Runtime shared library (loaded once per process; see [`crate::runtime`]).
     pub onnxruntime_library: PathBuf,
     /// Folder with `model.onnx`, `tokenizer.json`, `config.json`, `special_tokens_map.json`
     /// and `tokenizer_config.json`.
     pub model_dir: PathBuf,
+    /// Cores the ONNX session may use.
     pub threads: usize,
+    /// Texts per ONNX Runtime call when embedding many at once.
     pub batch_size: usize,
     /// Longer inputs are truncated to this many tokens.
     pub max_length: usize,
 }
 
 impl EmbedderConfig {
+    /// The model in `model_dir`, run by the library at `onnxruntime_library`, with 2 threads,
+    /// batches of 64 and inputs up to 256 tokens.
     pub fn new(onnxruntime_library: impl Into<PathBuf>, model_dir: impl Into<PathBuf>) -> Self {
         Self {
             onnxruntime_library: onnxruntime_library.into(),
@@ -49,6 +60,8 @@ impl std::fmt::Debug for Embedder {
 }
 
 impl Embedder {
+    /// Loads the runtime and the model, and embeds one probe text to check that the model runs
+    /// and to learn its dimension.
     pub fn load(config: &EmbedderConfig) -> Result<Self, EmbedError> {
         let files = ModelFiles::read(&config.model_dir, "the embedding model")?;
         let environment = runtime::environment(&config.onnxruntime_library)?;
@@ -103,6 +116,7 @@ impl Embedder {
         Ok(vectors)
     }
 
+    /// The unit-length vector of one text (a query, say).
     pub fn embed_one(&self, text: &str) -> Result<Vec<f32>, EmbedError> {
         self.embed(&[text])?
             .pop()

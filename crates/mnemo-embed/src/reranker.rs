@@ -1,3 +1,10 @@
+//! [`Reranker`]: a cross-encoder that rescores the best candidates of a search by reading the
+//! query and each memory together, run through ONNX Runtime.
+//!
+//! It is optional: the read path uses it when configured and installed, and ranks by
+//! first-stage scores otherwise. Loading scores one probe pair, so a model that is not a
+//! cross-encoder fails at start-up.
+
 use std::path::PathBuf;
 use std::sync::Mutex;
 
@@ -10,9 +17,11 @@ use crate::{runtime, EmbedError};
 /// Where the cross-encoder lives and how to run it.
 #[derive(Debug, Clone)]
 pub struct RerankerConfig {
+    /// The ONNX Runtime shared library (loaded once per process; see [`crate::runtime`]).
     pub onnxruntime_library: PathBuf,
     /// Folder with `model.onnx` and the four tokenizer files (as for the embedder).
     pub model_dir: PathBuf,
+    /// Cores the ONNX session may use.
     pub threads: usize,
     /// Query-document pairs per ONNX Runtime call.
     pub batch_size: usize,
@@ -21,6 +30,8 @@ pub struct RerankerConfig {
 }
 
 impl RerankerConfig {
+    /// The cross-encoder in `model_dir`, run by the library at `onnxruntime_library`, with 2
+    /// threads, batches of 16 pairs and pairs up to 512 tokens.
     pub fn new(onnxruntime_library: impl Into<PathBuf>, model_dir: impl Into<PathBuf>) -> Self {
         Self {
             onnxruntime_library: onnxruntime_library.into(),
@@ -46,6 +57,8 @@ impl std::fmt::Debug for Reranker {
 }
 
 impl Reranker {
+    /// Loads the runtime and the model, and scores one probe pair to check that it runs as a
+    /// cross-encoder.
     pub fn load(config: &RerankerConfig) -> Result<Self, EmbedError> {
         let files = ModelFiles::read(&config.model_dir, "the cross-encoder")?;
         let environment = runtime::environment(&config.onnxruntime_library)?;

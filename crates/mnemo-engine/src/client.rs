@@ -38,8 +38,12 @@ pub struct OpenOptions {
     /// Called as the start-up sync embeds files (for progress bars).
     pub on_progress: Option<Box<dyn FnMut(SyncProgress) + Send>>,
     /// Throw the index away and rebuild it from the files (`mnemo reindex --full`). This also
-    /// resets the index's write-ahead log.
+    /// resets the embedded index's write-ahead log.
     pub rebuild: bool,
+    /// The index to keep in step with the files, instead of the embedded one under
+    /// `<memory_path>/index/`: another backend, or a test's instrumented one. It must hold
+    /// vectors of the embedding model's dimension.
+    pub index: Option<Arc<dyn VectorIndex>>,
 }
 
 /// Whether the index holds exactly the live memory files.
@@ -121,13 +125,25 @@ impl MemoryClient {
         })?;
         let lock = lock_store(&store)?;
         store.remove_stale_temp_files();
-        if options.rebuild {
-            wipe_index(&store)?;
-        }
-        let index: Arc<dyn VectorIndex> = Arc::new(EdgeIndex::open(
-            &store.index_dir(),
-            &EdgeIndexOptions::new(embedder.dimension()),
-        )?);
+        let index: Arc<dyn VectorIndex> = match options.index.take() {
+            Some(index) => {
+                if options.rebuild {
+                    index.delete(&index.ids()?)?;
+                    remove_snapshot(&store)?;
+                }
+                check_dimension(index.as_ref(), embedder.dimension())?;
+                index
+            }
+            None => {
+                if options.rebuild {
+                    wipe_index(&store)?;
+                }
+                Arc::new(EdgeIndex::open(
+                    &store.index_dir(),
+                    &EdgeIndexOptions::new(embedder.dimension()),
+                )?)
+            }
+        };
         let key_scheme = key_scheme(&config);
         let mut snapshot = Snapshot::load(&store.snapshot_path());
         let mut progress = options.on_progress.take();
@@ -487,11 +503,31 @@ fn wipe_index(store: &FileStore) -> Result<(), EngineError> {
             std::fs::remove_file(&path).map_err(io(path.clone()))?;
         }
     }
+    remove_snapshot(store)
+}
+
+/// Removes `memory_index.json`, so the next sync trusts nothing it recorded.
+fn remove_snapshot(store: &FileStore) -> Result<(), EngineError> {
     let snapshot = store.snapshot_path();
     match std::fs::remove_file(&snapshot) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(io(snapshot)(e)),
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(EngineError::Io {
+            action: "cannot remove",
+            path: snapshot,
+            source: e,
+        }),
         _ => Ok(()),
     }
+}
+
+/// A given index must hold vectors of the embedding model's size.
+fn check_dimension(index: &dyn VectorIndex, model: usize) -> Result<(), EngineError> {
+    if index.dimension() == model {
+        return Ok(());
+    }
+    Err(EngineError::Index(mnemo_index::IndexError::Dimension {
+        expected: index.dimension(),
+        got: model,
+    }))
 }
 
 /// Takes the store's lock, or says that another process holds it.

@@ -1,29 +1,54 @@
+//! [`EngineError`]: every way an engine call can fail, wrapping the errors of the crates it
+//! drives (store, models, index, LLM, git) so a caller handles one type.
+//!
+//! Front ends sort errors by kind rather than by message: [`EngineError::InvalidInput`] is the
+//! caller's mistake (the server answers 400, not 500), [`EngineError::is_missing_setup`] a
+//! model or library that set-up has not installed.
+
 use std::path::PathBuf;
 
+/// Why an engine call failed.
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
+    /// Reading, writing or deleting a memory file failed.
     #[error(transparent)]
     Store(#[from] mnemo_store::StoreError),
+    /// The embedding model or the cross-encoder could not be loaded or run.
     #[error(transparent)]
     Embed(#[from] mnemo_embed::EmbedError),
+    /// The vector index could not be opened, queried or updated.
     #[error(transparent)]
     Index(#[from] mnemo_index::IndexError),
+    /// The caller asked for something invalid (a bad filter, an out-of-range knob, an empty
+    /// memory); the message says what and why.
     #[error("{0}")]
     InvalidInput(String),
+    /// A call to the upstream LLM failed.
     #[error("upstream LLM: {0}")]
     Llm(#[from] mnemo_llm::LlmError),
+    /// A chat was asked for, but no upstream LLM is configured and no local one runs.
     #[error("no upstream LLM is configured (set openai_base_url, or run with the local LLM)")]
     NoUpstream,
+    /// Versioning the store, or reading its history, failed.
     #[error(transparent)]
     Git(#[from] mnemo_git::GitError),
+    /// Another process holds the store's lock: one process at a time may own a store.
     #[error("{path} is in use by another mnemo process")]
-    Locked { path: PathBuf },
+    Locked {
+        /// The locked index folder.
+        path: PathBuf,
+    },
+    /// A file-system call of the engine's own failed (the lock, the snapshot, the watcher).
     #[error("{action} {path}: {source}")]
     Io {
+        /// What was being done, as the message words it (`"cannot lock"`, ...).
         action: &'static str,
+        /// The file or folder it was done to.
         path: PathBuf,
+        /// Why the operating system refused.
         source: std::io::Error,
     },
+    /// Blocking work moved off the async runtime panicked or was cancelled.
     #[error("background task failed: {0}")]
     Task(String),
 }

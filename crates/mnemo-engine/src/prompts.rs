@@ -1,12 +1,16 @@
 //! What mnemo asks the LLM, and how it checks the answers.
 //!
-//! Every call asks for JSON under a schema ([`JsonSchema`]) and every answer is validated
-//! here before the engine acts on it: a small local model does produce the odd invented id or
+//! Every call asks for JSON under a schema ([`JsonSchema`]) derived from the Rust type the
+//! answer is read into ([`Extraction`], [`Reconciliation`], [`Summary`]), so the two cannot
+//! drift. The schema is strict (every field required, nothing else allowed); reading is
+//! lenient (a missing id or text, a lower-case event), and every answer is validated here
+//! before the engine acts on it: a small local model does produce the odd invented id or
 //! empty string, and the write path must never act on those.
 
 use mnemo_llm::{ChatMessage, JsonSchema};
+use schemars::generate::SchemaSettings;
+use schemars::transform::{RecursiveTransform, Transform};
 use serde::Deserialize;
-use serde_json::json;
 
 /// At most this many facts come out of one message.
 pub const MAX_FACTS: usize = 3;
@@ -36,30 +40,44 @@ A new fact already covered by a memory needs no ADD. Use only the ids shown. Ret
 
 const SUMMARY_PROMPT: &str = r#"You keep a short running summary of what is known about a user and what their conversation is about. You get the PREVIOUS summary (possibly empty) and NEW facts. Rewrite the summary so it includes the new facts, drops what they contradict, and stays under 120 words, in plain sentences. If the new facts add nothing, return the previous summary unchanged. Return JSON: {"summary": "<text>"}"#;
 
+/// The JSON schema of `T`, named `name`, as an LLM call asks for it: every subschema
+/// inlined (small models and grammar-constrained servers handle no `$ref`), and none of what
+/// is written for developers (rustdoc descriptions, titles, Rust's integer formats), which a
+/// server in JSON mode would otherwise put in the model's prompt.
+fn schema_of<T: schemars::JsonSchema>(name: &str) -> JsonSchema {
+    let generator = SchemaSettings::draft2020_12()
+        .with(|s| {
+            s.meta_schema = None;
+            s.inline_subschemas = true;
+        })
+        .into_generator();
+    let mut schema = generator.into_root_schema_for::<T>();
+    RecursiveTransform(|s: &mut schemars::Schema| {
+        for key in ["title", "description", "format"] {
+            s.remove(key);
+        }
+    })
+    .transform(&mut schema);
+    JsonSchema::new(name, schema.to_value())
+}
+
 /// The extraction call: the system prompt, then the user's message alone.
 pub fn extraction(message: &str) -> (Vec<ChatMessage>, JsonSchema) {
-    let schema = JsonSchema::new(
-        "facts",
-        json!({
-            "type": "object",
-            "properties": {
-                "facts": {"type": "array", "items": {"type": "string"}, "maxItems": MAX_FACTS}
-            },
-            "required": ["facts"],
-            "additionalProperties": false
-        }),
-    );
     (
         vec![
             ChatMessage::system(EXTRACTION_PROMPT),
             ChatMessage::user(message),
         ],
-        schema,
+        schema_of::<Extraction>("facts"),
     )
 }
 
-#[derive(Debug, Deserialize)]
+/// The extraction's answer.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[schemars(deny_unknown_fields)]
 pub struct Extraction {
+    /// Short, standalone facts about the user, in the third person.
+    #[schemars(length(max = MAX_FACTS))]
     pub facts: Vec<String>,
 }
 
@@ -90,57 +108,58 @@ pub fn reconciliation(existing: &[&str], new_facts: &[String]) -> (Vec<ChatMessa
     for fact in new_facts {
         listing.push_str(&format!("- {fact}\n"));
     }
-    let schema = JsonSchema::new(
-        "memory_operations",
-        json!({
-            "type": "object",
-            "properties": {
-                "operations": {
-                    "type": "array",
-                    "items": {
-                        "type": "object",
-                        "properties": {
-                            "event": {"type": "string", "enum": ["ADD", "UPDATE", "DELETE", "NONE"]},
-                            "id": {"type": "integer"},
-                            "text": {"type": "string"}
-                        },
-                        "required": ["event", "id", "text"],
-                        "additionalProperties": false
-                    }
-                }
-            },
-            "required": ["operations"],
-            "additionalProperties": false
-        }),
-    );
     (
         vec![
             ChatMessage::system(RECONCILE_PROMPT),
             ChatMessage::user(listing),
         ],
-        schema,
+        schema_of::<Reconciliation>("memory_operations"),
     )
 }
 
-#[derive(Debug, Deserialize)]
+/// The reconciliation's answer.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[schemars(deny_unknown_fields)]
 pub struct Reconciliation {
+    /// What to do, per memory.
     pub operations: Vec<RawOperation>,
 }
 
-#[derive(Debug, Deserialize)]
+/// One operation as the model wrote it, before [`Reconciliation::validate`] checks it.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[schemars(deny_unknown_fields)]
 pub struct RawOperation {
+    /// ADD, UPDATE, DELETE or NONE (read in any case).
+    #[schemars(with = "Event")]
     pub event: String,
-    #[serde(default)]
+    /// The existing memory's number; -1 for ADD. (A missing `Option` field reads as
+    /// `None`; the schema still requires it.)
+    #[schemars(with = "i64")]
     pub id: Option<i64>,
-    #[serde(default)]
+    /// The new text (ADD, UPDATE); empty otherwise.
+    #[schemars(with = "String")]
     pub text: Option<String>,
+}
+
+/// The events the schema allows (the answer's `event` is read leniently, as a string).
+#[derive(schemars::JsonSchema)]
+#[allow(dead_code, clippy::upper_case_acronyms)]
+enum Event {
+    ADD,
+    UPDATE,
+    DELETE,
+    NONE,
 }
 
 /// A checked operation; ids index the existing memories shown to the model.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Operation {
+    /// Write this text as a new fact.
     Add(String),
+    /// Replace the fact at this position in the list shown with this text (the old one is
+    /// tombstoned, pointing at the new one).
     Update(usize, String),
+    /// Tombstone the fact at this position in the list shown: it no longer holds.
     Delete(usize),
 }
 
@@ -192,23 +211,17 @@ pub fn summary(previous: Option<&str>, new_facts: &[String]) -> (Vec<ChatMessage
     for fact in new_facts {
         text.push_str(&format!("- {fact}\n"));
     }
-    let schema = JsonSchema::new(
-        "summary",
-        json!({
-            "type": "object",
-            "properties": {"summary": {"type": "string"}},
-            "required": ["summary"],
-            "additionalProperties": false
-        }),
-    );
     (
         vec![ChatMessage::system(SUMMARY_PROMPT), ChatMessage::user(text)],
-        schema,
+        schema_of::<Summary>("summary"),
     )
 }
 
-#[derive(Debug, Deserialize)]
+/// The summary's answer.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[schemars(deny_unknown_fields)]
 pub struct Summary {
+    /// The rewritten summary.
     pub summary: String,
 }
 
@@ -280,6 +293,43 @@ mod tests {
             let err = ops(bad.clone()).validate(3).unwrap_err();
             assert!(err.contains(why), "{bad}: {err}");
         }
+    }
+
+    #[test]
+    fn the_schemas_are_strict_and_self_contained() {
+        let (_, facts) = extraction("x");
+        let (_, ops) = reconciliation(&["a"], &["b".into()]);
+        let (_, summary) = summary(None, &["b".into()]);
+        let f = &facts.schema;
+        assert_eq!(f["type"], "object");
+        assert_eq!(f["required"], serde_json::json!(["facts"]));
+        assert_eq!(f["additionalProperties"], false);
+        assert_eq!(f["properties"]["facts"]["maxItems"], MAX_FACTS);
+        assert_eq!(f["properties"]["facts"]["items"]["type"], "string");
+        let op = &ops.schema["properties"]["operations"]["items"];
+        assert_eq!(op["required"], serde_json::json!(["event", "id", "text"]));
+        assert_eq!(op["additionalProperties"], false);
+        assert_eq!(op["properties"]["id"]["type"], "integer");
+        assert_eq!(op["properties"]["text"]["type"], "string");
+        assert_eq!(
+            op["properties"]["event"]["enum"],
+            serde_json::json!(["ADD", "UPDATE", "DELETE", "NONE"])
+        );
+        assert_eq!(summary.schema["required"], serde_json::json!(["summary"]));
+        for schema in [&facts, &ops, &summary] {
+            let text = schema.schema.to_string();
+            for word in ["$ref", "$schema", "description", "format", "title"] {
+                assert!(!text.contains(word), "{word} in {text}");
+            }
+        }
+        assert_eq!(
+            (
+                facts.name.as_str(),
+                ops.name.as_str(),
+                summary.name.as_str()
+            ),
+            ("facts", "memory_operations", "summary")
+        );
     }
 
     #[test]

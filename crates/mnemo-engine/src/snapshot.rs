@@ -71,9 +71,10 @@ impl SnapshotEntry {
 /// What the index holds, per file.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Snapshot {
-    /// The format's version ([`SNAPSHOT_VERSION`] when written by this mnemo).
+    /// The format's version (`SNAPSHOT_VERSION` when written by this mnemo).
     pub version: u32,
-    /// How the lexical keys were built ([`KeyScheme::describe`]); a change rebuilds them all.
+    /// How the lexical keys were built
+    /// ([`KeyScheme::describe`](crate::keys::KeyScheme::describe)); a change rebuilds them all.
     #[serde(default)]
     pub key_scheme: String,
     /// Every indexed file, by its path relative to the store.
@@ -139,7 +140,8 @@ impl Snapshot {
 /// [`FLUSH_INTERVAL`], [`crate::MemoryClient::wait_idle`], and closing the client. The index
 /// is flushed first, so the file never claims more than the index durably holds. A crash
 /// loses at most the index writes of the last interval, never a memory file: the next
-/// start-up sync ([`Indexer::sync`], which checks the index's own point ids) re-indexes them.
+/// start-up sync ([`Indexer::sync`](crate::sync::Indexer::sync), which checks the index's own
+/// point ids) re-indexes them.
 pub struct SnapshotCell {
     /// Where the snapshot is written (`memory_index.json`).
     path: PathBuf,

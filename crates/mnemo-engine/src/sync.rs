@@ -1,11 +1,10 @@
 //! Keeping the vector index in step with the files.
 //!
-//! [`Indexer`] turns memory files into index points and records each in the
-//! [`Snapshot`](crate::snapshot::Snapshot): [`Indexer::sync`] brings the whole index in step
-//! (on start-up and `mnemo reindex`), [`Indexer::sync_path`] one file the watcher saw change,
-//! and [`Indexer::refresh_keys`] rebuilds the lexical keys whose neighbouring turns changed.
-//! Files whose bytes hash to what the snapshot recorded, and whose point the index holds, are
-//! not even parsed.
+//! [`Indexer`] turns memory files into index points and records each in the [`Snapshot`]:
+//! [`Indexer::sync`] brings the whole index in step (on start-up and `mnemo reindex`),
+//! [`Indexer::sync_path`] one file the watcher saw change, and `Indexer::refresh_keys`
+//! rebuilds the lexical keys whose neighbouring turns changed. Files whose bytes hash to what
+//! the snapshot recorded, and whose point the index holds, are not even parsed.
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -380,8 +379,13 @@ impl Indexer<'_> {
 /// What happened to one path the watcher reported.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PathChange {
+    /// The file is new or changed and is now indexed as it reads.
     Indexed,
+    /// The file is gone (or no longer reads as a memory), and its point left the index.
     Removed,
+    /// The file's bytes are what the index already holds; nothing was done.
     Unchanged,
+    /// Not a live memory file (a tombstone, a temporary file, another folder), or one whose id
+    /// another file already has; the index was left alone.
     Ignored,
 }

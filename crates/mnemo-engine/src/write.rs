@@ -61,8 +61,9 @@ pub struct WriteReport {
     pub fallback: Option<String>,
     /// The git commit, when one was made.
     pub commit: Option<String>,
-    /// Time spent waiting for the LLM, and in the engine itself.
+    /// Time spent waiting for the LLM.
     pub llm_time: Duration,
+    /// Time spent in the engine itself (files, embedding, index, git), LLM calls excluded.
     pub engine_time: Duration,
 }
 

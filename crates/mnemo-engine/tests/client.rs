@@ -5,6 +5,9 @@ use std::path::{Path, PathBuf};
 use mnemo_core::{Config, ConversationId};
 use mnemo_engine::{EngineError, MemoryClient, OpenOptions, SearchRequest};
 
+mod support;
+use support::CountingIndex;
+
 fn config(memory_path: &Path) -> Config {
     Config {
         memory_path: memory_path.to_owned(),
@@ -82,13 +85,22 @@ async fn a_lost_snapshot_only_costs_a_re_embed() {
         .unwrap();
     drop(client);
     std::fs::write(dir.path().join("memory_index.json"), "{ not json").unwrap();
-    let client = open(dir.path()).await;
+    let index = CountingIndex::open(dir.path());
+    let options = OpenOptions {
+        index: Some(index.clone()),
+        ..OpenOptions::default()
+    };
+    let client = MemoryClient::open(config(dir.path()), options)
+        .await
+        .unwrap();
     assert_eq!(client.startup_sync().embedded, 1);
+    assert_eq!(index.upserts(), 1, "one file re-embedded, upserted once");
+    assert_eq!(client.index_size().await.unwrap(), 1, "under its own id");
     let hits = client
         .search(SearchRequest::new("spare key", conv("c1")).top_k(5))
         .await
         .unwrap();
-    assert_eq!(hits.len(), 1, "no duplicate points after the re-embed");
+    assert_eq!(hits.len(), 1);
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -1,6 +1,8 @@
 //! The write path end to end with the real local LLM (Qwen2.5-Coder-1.5B through llama.cpp,
 //! installed by `scripts/setup llm`). These tests check structure — files, front matter,
-//! commits — not the model's wording.
+//! commits, a summary, facts that carry what was said — not the model's wording. The message
+//! shares nothing with the examples in the extraction prompt (`prompts.rs`), so a fact found
+//! here was extracted, not copied.
 
 use std::path::PathBuf;
 
@@ -50,7 +52,7 @@ async fn a_chat_turn_becomes_turns_facts_a_summary_and_a_commit() {
             "model": LOCAL_LLM_ALIAS,
             "max_tokens": 24,
             "memory_id": "home",
-            "messages": [{"role": "user", "content": "My wife is Anne and I dislike pizza."}]
+            "messages": [{"role": "user", "content": "My brother Tomasz works as a pilot, and I am allergic to cats."}]
         }))
         .await
         .unwrap();
@@ -80,6 +82,15 @@ async fn a_chat_turn_becomes_turns_facts_a_summary_and_a_commit() {
         assert!(text.starts_with("---\nid: "), "{text}");
         assert!(text.contains("role: memory"));
     }
+    let mentions = |text: &str, words: &[&str]| {
+        let text = text.to_lowercase();
+        words.iter().any(|w| text.contains(w))
+    };
+    const BROTHER: [&str; 3] = ["tomasz", "pilot", "brother"];
+    assert!(
+        facts.iter().any(|f| mentions(&f.record.content, &BROTHER)),
+        "a fact carries what the user said of their brother: {facts:?}"
+    );
     assert!(memories
         .iter()
         .any(|m| m.record.role == mnemo_core::Role::Assistant));
@@ -92,11 +103,37 @@ async fn a_chat_turn_becomes_turns_facts_a_summary_and_a_commit() {
     let log = String::from_utf8(log.stdout).unwrap();
     assert!(log.starts_with("mnemo: home: 2 turns, +"), "{log}");
 
-    // The facts are found again by the read path.
+    let summary = memories
+        .iter()
+        .find(|m| m.record.role == mnemo_core::Role::Summary)
+        .expect("a rolling summary was written");
+    assert!(summary.path.ends_with("summaries/summary.md"));
+    assert!(
+        mentions(
+            &summary.record.content,
+            &["tomasz", "pilot", "brother", "cat", "allerg"]
+        ),
+        "the summary is about what was said: {}",
+        summary.record.content
+    );
+
+    // The facts themselves (not the stored turn) are found again by the read path.
     let hits = client
-        .search(SearchRequest::new("who is my wife", conversation.clone()).top_k(3))
+        .search(SearchRequest {
+            filter: Some(json!({"role": "memory"})),
+            ..SearchRequest::new(
+                "What does my brother do for a living?",
+                conversation.clone(),
+            )
+            .top_k(3)
+        })
         .await
         .unwrap();
-    assert!(!hits.is_empty());
+    assert!(
+        hits.first().is_some_and(
+            |h| facts.iter().any(|f| f.record.id == h.id) && mentions(&h.content, &BROTHER)
+        ),
+        "{hits:?}"
+    );
     llm.stop().await;
 }

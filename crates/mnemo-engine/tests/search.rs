@@ -392,3 +392,84 @@ async fn a_threshold_drops_weak_matches_and_top_k_zero_retrieves_nothing() {
         .unwrap();
     assert!(none.is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_new_key_scheme_or_bm25_setting_rebuilds_every_lexical_vector() {
+    let dir = tempfile::tempdir().unwrap();
+    let lexical_only = |date: bool, k1: f64| {
+        let mut config = config(dir.path());
+        config.retrieval.dense = false;
+        config.retrieval.lexical_date = date;
+        config.retrieval.bm25_k1 = k1;
+        config
+    };
+    let lexical_scores = |hits: &[SearchHit]| -> Vec<(String, String)> {
+        hits.iter()
+            .map(|h| {
+                (
+                    h.content.clone(),
+                    format!("{:.5}", h.scores.lexical.unwrap()),
+                )
+            })
+            .collect()
+    };
+    let mut records = turns(
+        "c1",
+        &[
+            "We planted the tomatoes.",
+            "Tomatoes need sun, lots of sun.",
+            "The basil went in too.",
+        ],
+    );
+    for r in &mut records {
+        r.created_at = chrono::DateTime::parse_from_rfc3339("2023-05-08T13:56:00Z")
+            .unwrap()
+            .to_utc();
+    }
+    let query = || SearchRequest::new("tomatoes sun 2023", conv("c1")).top_k(3);
+
+    let without_dates = open_with(lexical_only(false, 1.2)).await;
+    without_dates.add_records(records).await.unwrap();
+    let hits = without_dates
+        .search(SearchRequest::new("2023", conv("c1")).top_k(3))
+        .await
+        .unwrap();
+    assert!(
+        hits.is_empty(),
+        "no key holds a date yet: {:?}",
+        contents(&hits)
+    );
+    drop(without_dates);
+
+    // The same files under a scheme with dates: every key is rebuilt on opening, nothing is
+    // re-embedded.
+    let with_dates = open_with(lexical_only(true, 1.2)).await;
+    assert_eq!(with_dates.startup_sync().embedded, 0);
+    let hits = with_dates
+        .search(SearchRequest::new("2023", conv("c1")).top_k(3))
+        .await
+        .unwrap();
+    assert_eq!(hits.len(), 3, "every key now carries its date");
+    let k1_12 = lexical_scores(&with_dates.search(query()).await.unwrap());
+    drop(with_dates);
+
+    // Another BM25 saturation: the term weights change, so every vector is rebuilt, and the
+    // index answers as one built from scratch under the new setting would.
+    let resaturated = open_with(lexical_only(true, 2.0)).await;
+    let k1_20 = lexical_scores(&resaturated.search(query()).await.unwrap());
+    assert_ne!(k1_20, k1_12, "the scores follow the new k1");
+    drop(resaturated);
+    let rebuilt = MemoryClient::open(
+        lexical_only(true, 2.0),
+        OpenOptions {
+            rebuild: true,
+            ..OpenOptions::default()
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        lexical_scores(&rebuilt.search(query()).await.unwrap()),
+        k1_20
+    );
+}

@@ -8,6 +8,9 @@ use std::time::{Duration, Instant};
 use mnemo_core::{Config, ConversationId};
 use mnemo_engine::{MemoryClient, OpenOptions, SearchRequest, WatcherHandle};
 
+mod support;
+use support::CountingIndex;
+
 fn config(memory_path: &Path) -> Config {
     Config {
         memory_path: memory_path.to_owned(),
@@ -185,24 +188,39 @@ async fn follows_creates_edits_renames_and_deletes() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn bulk_changes_and_the_engine_s_own_writes() {
-    let (dir, client, _watch) = watched_store().await;
+    let dir = tempfile::tempdir().unwrap();
+    let index = CountingIndex::open(dir.path());
+    let options = OpenOptions {
+        index: Some(index.clone()),
+        ..OpenOptions::default()
+    };
+    let client = MemoryClient::open(config(dir.path()), options)
+        .await
+        .unwrap();
+    let _watch = client.start_watcher().unwrap();
 
-    // The engine's own writes are indexed once, not again by the watcher.
+    // The engine's own writes are indexed once, not again by the watcher. A hand edit made
+    // after them is a marker: once the watcher has indexed it, it has handled the events of
+    // the engine's write too (events are handled in order).
     let added = client
         .add(vec!["My locker code is 4711.".into()], &conv())
         .await
         .unwrap()
         .added;
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let hits = contents(&client, "locker code").await;
+    let facts = dir.path().join("entries/notes/facts");
+    fs::write(facts.join("marker.md"), "The marker buoy is orange.").unwrap();
+    eventually(&client, "marker buoy", "the marker", |got| {
+        got.iter().any(|s| s.contains("marker buoy"))
+    })
+    .await;
     assert_eq!(
-        hits.iter().filter(|s| s.contains("4711")).count(),
+        index.upserts_of(added[0].record.id),
         1,
-        "{hits:?}"
+        "the engine's write was indexed again by the watcher"
     );
+    fs::remove_file(facts.join("marker.md")).unwrap();
 
     // A bulk change, as a checkout of another commit makes: 300 files at once.
-    let facts = dir.path().join("entries/notes/facts");
     for i in 0..300 {
         fs::write(
             facts.join(format!("bulk-{i:03}.md")),

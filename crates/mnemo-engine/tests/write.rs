@@ -464,3 +464,229 @@ async fn bad_requests_are_refused_before_anything_is_written() {
     assert_eq!(llm.chat_calls(), 0);
     assert!(!dir.path().join("entries/default").exists());
 }
+
+/// The EXISTING memories a reconciliation call showed the model.
+fn shown_to_reconciler(request: &ChatRequest) -> Vec<String> {
+    let listing = request.last_user_message().unwrap_or_default();
+    let existing = listing
+        .split("NEW facts:")
+        .next()
+        .unwrap_or_default()
+        .to_owned();
+    existing
+        .lines()
+        .filter_map(|l| l.split_once(": ").map(|(_, fact)| fact.to_owned()))
+        .filter(|l| !l.is_empty())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_reconciler_delete_tombstones_the_fact_without_a_replacement() {
+    let llm = ScriptedLlm::with_handler(|request: &ChatRequest| {
+        let message = request.last_user_message().unwrap_or_default();
+        match request.schema_name() {
+            Some("facts") if message.contains("no longer") => {
+                Reply::Json(json!({"facts": ["The user no longer has a dog."]}))
+            }
+            Some("facts") => Reply::Json(json!({"facts": []})),
+            Some("memory_operations") => {
+                Reply::Json(json!({"operations": [{"event": "DELETE", "id": 0, "text": ""}]}))
+            }
+            Some("summary") => Reply::Json(json!({"summary": "The user has no pets."})),
+            _ => Reply::text("Sorry to hear."),
+        }
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let client = open(dir.path(), &llm).await;
+    let added = client
+        .add(vec!["The user has a dog named Rex.".into()], &conv("pets"))
+        .await
+        .unwrap();
+    let rex = added.added[0].record.id;
+
+    client
+        .chat(user("I no longer have a dog, Rex ran away.", "pets"))
+        .await
+        .unwrap();
+    client.wait_idle().await;
+
+    assert!(
+        files(dir.path(), "pets", "facts").is_empty(),
+        "DELETE adds nothing and removes the fact"
+    );
+    let tombstones = files(dir.path(), "pets", "deleted/facts");
+    assert_eq!(tombstones.len(), 1, "{tombstones:?}");
+    assert!(tombstones[0].contains(&format!("id: {rex}")));
+    assert!(tombstones[0].contains("deleted_at: "));
+    assert!(
+        !tombstones[0].contains("replaced_by"),
+        "nothing replaced it: {}",
+        tombstones[0]
+    );
+    let hits = client
+        .search(SearchRequest::new("dog named Rex", conv("pets")).top_k(5))
+        .await
+        .unwrap();
+    assert!(hits.iter().all(|h| h.id != rex), "{hits:?}");
+    assert!(client.get(rex).await.unwrap().is_none());
+    let log = git(dir.path(), &["log", "--format=%s", "-1"]);
+    assert!(log.contains("pets:") && log.contains("1 deleted"), "{log}");
+    let summary = files(dir.path(), "pets", "summaries");
+    assert!(summary[0].contains("The user has no pets."), "{summary:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_reconciler_sees_only_related_facts_five_per_new_fact_and_ten_in_all() {
+    let shown: Arc<Mutex<Vec<Vec<String>>>> = Arc::default();
+    let recorded = shown.clone();
+    let llm = ScriptedLlm::with_handler(move |request: &ChatRequest| {
+        if request.schema_name() == Some("memory_operations") {
+            recorded.lock().unwrap().push(shown_to_reconciler(request));
+        }
+        add_all(request)
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = config(dir.path(), &llm);
+    config.enable_summarization = false;
+    let client = MemoryClient::open(config, OpenOptions::default())
+        .await
+        .unwrap();
+    let topic = |what: &str| -> Vec<String> {
+        (1..=7)
+            .map(|i| format!("The user's {what} number {i} lives in the garden."))
+            .collect()
+    };
+    let unrelated = vec![
+        "The printer on the second floor needs new toner.".to_owned(),
+        "Quarterly tax returns are due in April.".to_owned(),
+    ];
+    let existing: Vec<String> = [
+        topic("beehive"),
+        topic("cat"),
+        topic("tortoise"),
+        unrelated.clone(),
+    ]
+    .concat();
+    // Without existing facts nothing is reconciled; these are added as they are.
+    client.add(existing.clone(), &conv("home")).await.unwrap();
+    assert!(shown.lock().unwrap().is_empty());
+
+    client
+        .add(
+            vec!["The user's new beehive lives in the garden.".into()],
+            &conv("home"),
+        )
+        .await
+        .unwrap();
+    let one = shown.lock().unwrap().pop().unwrap();
+    assert_eq!(one.len(), 5, "five nearest for one new fact: {one:?}");
+    assert!(one.iter().all(|f| f.contains("beehive")), "{one:?}");
+
+    client
+        .add(
+            vec![
+                "The user's new beehive lives in the garden.".into(),
+                "The user's new cat lives in the garden.".into(),
+                "The user's new tortoise lives in the garden.".into(),
+            ],
+            &conv("home"),
+        )
+        .await
+        .unwrap();
+    let three = shown.lock().unwrap().pop().unwrap();
+    assert_eq!(
+        three.len(),
+        10,
+        "ten in all, however many new facts: {three:?}"
+    );
+    assert!(
+        three.iter().all(|f| !unrelated.contains(f)),
+        "facts below the similarity floor are never shown: {three:?}"
+    );
+    let mut distinct = three.clone();
+    distinct.sort();
+    distinct.dedup();
+    assert_eq!(distinct.len(), three.len(), "no fact shown twice");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn with_git_and_summaries_off_the_pass_writes_facts_only() {
+    let llm = ScriptedLlm::with_handler(spouse_model).await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = config(dir.path(), &llm);
+    config.enable_git_versioning = false;
+    config.enable_summarization = false;
+    let client = MemoryClient::open(config, OpenOptions::default())
+        .await
+        .unwrap();
+    let report = client
+        .add(vec!["The user's wife is Jane.".into()], &conv("family"))
+        .await
+        .unwrap();
+    assert_eq!(report.commit, None);
+    assert!(!report.summary_updated);
+    client
+        .chat(user("My wife is Anne.", "family"))
+        .await
+        .unwrap();
+    client.wait_idle().await;
+
+    let facts = files(dir.path(), "family", "facts");
+    assert_eq!(facts.len(), 1, "the update still happened: {facts:?}");
+    assert!(facts[0].contains("Anne"));
+    assert!(files(dir.path(), "family", "summaries").is_empty());
+    assert!(!dir.path().join(".git").exists(), "no repository is made");
+    assert!(
+        llm.requests().iter().all(|r| r
+            .body
+            .as_ref()
+            .is_none_or(|b| { b["response_format"]["json_schema"]["name"] != "summary" })),
+        "no summary is asked for"
+    );
+    let id = report.added[0].record.id;
+    assert_eq!(client.history(id, 10).await.unwrap(), []);
+    let err = client.log(None, 10).await.unwrap_err();
+    assert!(err.is_invalid_input());
+    assert!(
+        err.to_string().contains("enable_git_versioning = false"),
+        "{err}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn passes_of_different_conversations_run_in_parallel() {
+    // Each extraction takes the model two seconds. Were passes serialised across
+    // conversations, the second extraction could not start before the first had answered.
+    let arrivals: Arc<Mutex<Vec<std::time::Instant>>> = Arc::default();
+    let seen = arrivals.clone();
+    let llm = ScriptedLlm::with_handler(move |request: &ChatRequest| match request.schema_name() {
+        Some("facts") => {
+            seen.lock().unwrap().push(std::time::Instant::now());
+            Reply::delay(Duration::from_secs(2), Reply::Json(json!({"facts": []})))
+        }
+        _ => Reply::text("Noted."),
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = config(dir.path(), &llm);
+    config.llm_timeout_secs = 10;
+    let client = MemoryClient::open(config, OpenOptions::default())
+        .await
+        .unwrap();
+    let (a, b) = tokio::join!(
+        client.chat(user("I planted tulips today.", "garden")),
+        client.chat(user("I fixed the oven today.", "kitchen")),
+    );
+    a.unwrap();
+    b.unwrap();
+    client.wait_idle().await;
+    let arrivals = arrivals.lock().unwrap();
+    assert_eq!(arrivals.len(), 2);
+    let gap = arrivals[1].duration_since(arrivals[0]);
+    assert!(
+        gap < Duration::from_millis(1500),
+        "the second conversation's pass waited for the first: {gap:?}"
+    );
+}

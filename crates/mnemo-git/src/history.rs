@@ -15,9 +15,13 @@ use crate::{GitError, Versioning};
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "kind", rename_all = "lowercase")]
 pub enum Shown {
+    /// No path was given: the commit, with every file it changed.
     Commit(CommitInfo),
+    /// A path was given: that file as the commit left it.
     File {
+        /// The commit, with its change to this file only (none if it left the file alone).
         commit: CommitInfo,
+        /// The file, relative to the store.
         path: PathBuf,
         /// The file as it was at that revision (invalid UTF-8 replaced).
         content: String,

@@ -39,12 +39,14 @@ pub const SPARSE: &str = "lexical";
 /// How to create a new embedded index.
 #[derive(Debug, Clone)]
 pub struct EdgeIndexOptions {
+    /// Dimension of the dense vectors, fixed for the index's lifetime (the embedding model's).
     pub dimension: usize,
     /// Size of one write-ahead-log segment file.
     pub wal_segment_bytes: usize,
 }
 
 impl EdgeIndexOptions {
+    /// Options for an index of `dimension`-dimensional dense vectors, with 4 MiB log segments.
     pub fn new(dimension: usize) -> Self {
         Self {
             dimension,
@@ -112,6 +114,7 @@ impl EdgeIndex {
         Ok(index)
     }
 
+    /// The index's folder.
     pub fn path(&self) -> &Path {
         &self.path
     }

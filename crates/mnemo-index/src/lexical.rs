@@ -37,6 +37,7 @@ pub struct LexicalEncoder {
 }
 
 impl LexicalEncoder {
+    /// An encoder with these BM25 parameters; a NaN parameter is an error.
     pub fn new(options: LexicalOptions) -> Result<Self, IndexError> {
         let not_nan = |name: &str, v: f64| {
             NotNan::new(v).map_err(|_| IndexError::Backend(format!("BM25 {name} is NaN")))

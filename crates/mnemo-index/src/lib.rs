@@ -29,11 +29,14 @@ pub use payload::PointPayload;
 /// Term weights of a text: term ids (hashes) and their weights, ids ascending.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct SparseVector {
+    /// Term ids, ascending and distinct.
     pub indices: Vec<u32>,
+    /// The weight of each term in `indices`, in the same order.
     pub values: Vec<f32>,
 }
 
 impl SparseVector {
+    /// Whether the text had no terms (empty, or stop words only).
     pub fn is_empty(&self) -> bool {
         self.indices.is_empty()
     }
@@ -42,6 +45,7 @@ impl SparseVector {
 /// One memory as the index holds it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Point {
+    /// The memory's id, which is the point's id.
     pub id: MemoryId,
     /// The dense embedding.
     pub vector: Vec<f32>,
@@ -69,8 +73,11 @@ impl From<Vec<f32>> for QueryVector {
 /// A filtered top-k query.
 #[derive(Debug, Clone)]
 pub struct Query {
+    /// What to rank by: a dense embedding or lexical query terms.
     pub vector: QueryVector,
+    /// Only points matching this are considered.
     pub filter: Filter,
+    /// At most this many hits, best first.
     pub limit: usize,
     /// Return each hit's stored dense vector (MMR needs them).
     pub with_vectors: bool,
@@ -79,6 +86,7 @@ pub struct Query {
 /// A point found by a query (or by [`VectorIndex::retrieve`], with score 0).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Hit {
+    /// The memory's id.
     pub id: MemoryId,
     /// Cosine similarity to a dense query, or BM25 score for a lexical one.
     pub score: f32,
@@ -88,15 +96,27 @@ pub struct Hit {
     pub vector: Option<Vec<f32>>,
 }
 
+/// Why an index operation failed.
 #[derive(Debug, thiserror::Error)]
 pub enum IndexError {
+    /// The index could not be opened or created (a damaged folder, or one built for another
+    /// embedding dimension).
     #[error("vector index at {path}: {message}")]
     Open {
+        /// The index's folder.
         path: std::path::PathBuf,
+        /// What went wrong, with what to do about it where known.
         message: String,
     },
+    /// A vector's dimension differs from the index's: the embedding model changed.
     #[error("vector has {got} dimensions, the index holds {expected}-dimensional vectors")]
-    Dimension { expected: usize, got: usize },
+    Dimension {
+        /// The dimension of the index's dense vectors.
+        expected: usize,
+        /// The dimension of the vector given.
+        got: usize,
+    },
+    /// The backend refused an operation; holds its message.
     #[error("vector index operation failed: {0}")]
     Backend(String),
 }
@@ -106,14 +126,21 @@ pub enum IndexError {
 pub trait VectorIndex: Send + Sync {
     /// Makes every write so far durable.
     fn flush(&self) -> Result<(), IndexError>;
+    /// Inserts the points, replacing any with the same id (vectors and payload alike).
     fn upsert(&self, points: Vec<Point>) -> Result<(), IndexError>;
+    /// Removes the points with these ids; ids not in the index are ignored.
     fn delete(&self, ids: &[MemoryId]) -> Result<(), IndexError>;
     /// Replaces the lexical vectors of existing points, keeping their dense vectors and
     /// payloads (a memory's lexical key also holds its neighbours' words, which change
     /// without the memory changing). An empty vector removes the point's lexical vector.
     fn set_lexical(&self, updates: Vec<(MemoryId, SparseVector)>) -> Result<(), IndexError>;
+    /// The best `query.limit` points matching `query.filter`, best first. A lexical query with
+    /// no terms finds nothing.
     fn query(&self, query: &Query) -> Result<Vec<Hit>, IndexError>;
+    /// The points with these ids (those not in the index are left out), each with score 0;
+    /// with `with_vectors`, their dense vectors too.
     fn retrieve(&self, ids: &[MemoryId], with_vectors: bool) -> Result<Vec<Hit>, IndexError>;
+    /// How many points match `filter`, exactly.
     fn count(&self, filter: &Filter) -> Result<usize, IndexError>;
     /// Every point id in the index (for consistency checks).
     fn ids(&self) -> Result<Vec<MemoryId>, IndexError>;

@@ -1,3 +1,11 @@
+//! [`LlmClient`]: the HTTP side of talking to the upstream LLM.
+//!
+//! One shared connection pool serves four kinds of call: the agent's chat requests, plain
+//! ([`LlmClient::chat`]) or streamed ([`LlmClient::chat_stream`]), retried with exponential
+//! backoff and jitter while the failure is transient; mnemo's own structured calls
+//! ([`LlmClient::complete_json`]); and everything else, passed through unchanged
+//! ([`LlmClient::forward`]). Errors become [`LlmError`]s that quote what came back.
+
 use std::error::Error as _;
 use std::future::Future;
 use std::pin::Pin;
@@ -22,8 +30,12 @@ pub type ByteStream = Pin<Box<dyn Stream<Item = Result<Bytes, LlmError>> + Send>
 /// upstream's minus hop-by-hop ones, ready to pass on. Feed `body` to a
 /// [`DeltaAccumulator`](crate::DeltaAccumulator) to get the assistant's text.
 pub struct ChatStream {
+    /// The upstream's status: always 2xx, since other statuses are errors.
     pub status: StatusCode,
+    /// The upstream's response headers, hop-by-hop ones removed.
     pub headers: HeaderMap,
+    /// The body as it arrives; an error ends it (a broken connection, or silence for longer
+    /// than `request_timeout`).
     pub body: ByteStream,
 }
 
@@ -73,6 +85,7 @@ struct Inner {
 }
 
 impl LlmClient {
+    /// A client for the upstream `config` names; validates it first. Sends nothing yet.
     pub fn new(config: LlmConfig) -> Result<Self, LlmError> {
         config.validate()?;
         let http = reqwest::Client::builder()
@@ -85,6 +98,7 @@ impl LlmClient {
         })
     }
 
+    /// The configuration the client was built with.
     pub fn config(&self) -> &LlmConfig {
         &self.inner.config
     }

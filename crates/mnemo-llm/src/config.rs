@@ -1,3 +1,6 @@
+//! [`LlmConfig`]: where the upstream LLM is, which model to ask for, and how long to wait and
+//! how often to retry; plus how request paths are joined to the base URL.
+
 use std::time::Duration;
 
 use crate::LlmError;
@@ -18,6 +21,7 @@ pub struct LlmConfig {
     /// Whole request for non-streaming calls; time to the response headers, and the longest
     /// silence between two chunks, for streams and pass-through.
     pub request_timeout: Duration,
+    /// How long establishing a connection may take; a slow connect fails fast and is retried.
     pub connect_timeout: Duration,
     /// Retries after the first attempt on connection errors, timeouts, 429 and 5xx.
     pub max_retries: u32,

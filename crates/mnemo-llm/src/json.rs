@@ -1,14 +1,21 @@
+//! The JSON that mnemo's own LLM calls send and get back: the messages of a prompt
+//! ([`ChatMessage`]), the schema a reply must follow ([`JsonSchema`]), and finding the JSON
+//! value in a reply that wraps it in prose or code fences ([`extract_json`]).
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// One message of a chat, as mnemo's own prompts build them.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ChatMessage {
+    /// Who speaks: `system`, `user` or `assistant`.
     pub role: String,
+    /// What they say.
     pub content: String,
 }
 
 impl ChatMessage {
+    /// A message from `role` saying `content`.
     pub fn new(role: impl Into<String>, content: impl Into<String>) -> Self {
         Self {
             role: role.into(),
@@ -16,14 +23,17 @@ impl ChatMessage {
         }
     }
 
+    /// A system message: the instructions for the call.
     pub fn system(content: impl Into<String>) -> Self {
         Self::new("system", content)
     }
 
+    /// A user message: the input for the call.
     pub fn user(content: impl Into<String>) -> Self {
         Self::new("user", content)
     }
 
+    /// An assistant message: an earlier reply, or an example of one.
     pub fn assistant(content: impl Into<String>) -> Self {
         Self::new("assistant", content)
     }
@@ -33,11 +43,15 @@ impl ChatMessage {
 /// scripted test server), `schema` is a JSON Schema.
 #[derive(Debug, Clone, PartialEq)]
 pub struct JsonSchema {
+    /// The schema's name, sent as `json_schema.name` and quoted in errors.
     pub name: String,
+    /// The JSON Schema itself; sent with `strict: true`, so it should require every field and
+    /// forbid others.
     pub schema: Value,
 }
 
 impl JsonSchema {
+    /// The schema `schema`, known as `name`.
     pub fn new(name: impl Into<String>, schema: Value) -> Self {
         Self {
             name: name.into(),

@@ -31,7 +31,9 @@ pub struct LocalLlmOptions {
     pub model: PathBuf,
     /// Name the model is served under (what requests put in `model`).
     pub alias: String,
+    /// CPU threads llama.cpp may use.
     pub threads: usize,
+    /// Context size in tokens (llama.cpp's `--ctx-size`): a prompt and its reply must fit.
     pub ctx_size: usize,
     /// Requests served at once.
     pub parallel: usize,
@@ -40,6 +42,8 @@ pub struct LocalLlmOptions {
 }
 
 impl LocalLlmOptions {
+    /// Options to serve `model` under `alias` with set-up's `python`; the rest default to 2
+    /// threads, a 4096-token context, 2 parallel requests and 120 s to load.
     pub fn new(python: impl Into<PathBuf>, model: impl Into<PathBuf>, alias: &str) -> Self {
         Self {
             python: python.into(),

@@ -1,3 +1,9 @@
+//! Reading the server-sent events of a streamed chat reply while it is passed through.
+//!
+//! [`SseParser`] turns the body's bytes, cut anywhere, into [`SseEvent`]s; the
+//! [`DeltaAccumulator`] on top of it collects the assistant's text from the events, so the
+//! turn can be stored once the stream ends, without holding up a byte of it.
+
 use serde_json::Value;
 
 /// One event of a server-sent-events body, as OpenAI-compatible servers stream chat replies.
@@ -21,6 +27,7 @@ pub struct SseParser {
 }
 
 impl SseParser {
+    /// A parser at the start of a body.
     pub fn new() -> Self {
         Self::default()
     }
@@ -99,10 +106,12 @@ pub struct DeltaAccumulator {
 }
 
 impl DeltaAccumulator {
+    /// An accumulator at the start of a reply.
     pub fn new() -> Self {
         Self::default()
     }
 
+    /// Takes the next chunk of the body, as the upstream sent it.
     pub fn feed(&mut self, bytes: &[u8]) {
         let events = self.parser.feed(bytes);
         self.apply(events);
@@ -125,6 +134,7 @@ impl DeltaAccumulator {
         self.done || self.finish_reason.is_some()
     }
 
+    /// The `finish_reason` the reply ended with (`stop`, `length`, ...), once it has arrived.
     pub fn finish_reason(&self) -> Option<&str> {
         self.finish_reason.as_deref()
     }

@@ -7,7 +7,8 @@
 //!   [`ChatRequest`] to a [`Reply`]: text or JSON (as a `chat.completion`, or as
 //!   `chat.completion.chunk` events when the request streams), error statuses, malformed
 //!   bodies, delays, hangs, and streams whose pieces arrive at set times. The default handler
-//!   is [`echo`]; [`sequence`] and [`fail_first`] script calls in order.
+//!   is [`echo`]; [`sequence`] and [`fail_first`] script calls in order. How each stream
+//!   ended — whole, or cut short when the client went away — is recorded ([`StreamEnd`]).
 //! - `GET /v1/models` lists one model; any other request is echoed back as JSON
 //!   (`path`, `method`, `query`, `headers`, `body`) so pass-through tests see what arrived.
 //!
@@ -40,7 +41,7 @@ mod request;
 mod server;
 
 pub use axum::http;
-pub use reply::{echo, fail_first, sequence, Reply};
+pub use reply::{echo, fail_first, sequence, Reply, StreamEnd};
 pub use request::{ChatRequest, RecordedRequest};
 pub use server::ScriptedLlm;
 

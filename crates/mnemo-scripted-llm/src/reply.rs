@@ -1,5 +1,10 @@
+//! [`Reply`]: what the scripted server answers a chat request with, and how each kind of reply
+//! becomes an HTTP response (plain or streamed); plus the ready-made handlers [`echo`],
+//! [`sequence`] and [`fail_first`].
+
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use axum::body::Body;
@@ -27,8 +32,11 @@ pub enum Reply {
     Malformed(String),
     /// Anything at all: status, headers and body as given (e.g. a 429 with `Retry-After`).
     Raw {
+        /// The HTTP status.
         status: u16,
+        /// Response headers, as name and value.
         headers: Vec<(String, String)>,
+        /// The body, sent as it is.
         body: String,
     },
     /// Waits, then answers with the inner reply.
@@ -41,14 +49,17 @@ pub enum Reply {
 }
 
 impl Reply {
+    /// A [`Reply::Text`] with this assistant content.
     pub fn text(content: impl Into<String>) -> Self {
         Self::Text(content.into())
     }
 
+    /// A [`Reply::Status`]: this status, with an OpenAI-style error body carrying `message`.
     pub fn status(code: u16, message: impl Into<String>) -> Self {
         Self::Status(code, message.into())
     }
 
+    /// A [`Reply::Delay`]: `reply`, once `after` has passed.
     pub fn delay(after: Duration, reply: Reply) -> Self {
         Self::Delay(after, Box::new(reply))
     }
@@ -92,6 +103,49 @@ pub fn fail_first(
     }
 }
 
+/// How one streamed answer ended: every event sent, or cut short because the client went away
+/// (the server drops a response body when its connection closes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StreamEnd {
+    /// The chat call that was answered (0 for the first chat request).
+    pub call: usize,
+    /// Server-sent events handed to the connection.
+    pub events_sent: usize,
+    /// Events the whole answer has, `data: [DONE]` included.
+    pub events_total: usize,
+}
+
+impl StreamEnd {
+    /// Whether the whole answer went out.
+    pub fn completed(&self) -> bool {
+        self.events_sent == self.events_total
+    }
+}
+
+/// Where the server records how its streams ended.
+pub(crate) type StreamLog = Arc<Mutex<Vec<StreamEnd>>>;
+
+/// Records a stream's end when the stream (and so this) is dropped.
+struct StreamGuard {
+    log: StreamLog,
+    call: usize,
+    total: usize,
+    sent: AtomicUsize,
+}
+
+impl Drop for StreamGuard {
+    fn drop(&mut self) {
+        self.log
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(StreamEnd {
+                call: self.call,
+                events_sent: self.sent.load(Ordering::SeqCst),
+                events_total: self.total,
+            });
+    }
+}
+
 /// Fixed so that responses are byte-for-byte reproducible.
 const CREATED: u64 = 1_700_000_000;
 
@@ -101,6 +155,7 @@ pub(crate) async fn answer(
     mut reply: Reply,
     request: &ChatRequest,
     mut shutdown: watch::Receiver<bool>,
+    streams: &StreamLog,
 ) -> Response {
     loop {
         return match reply {
@@ -114,15 +169,16 @@ pub(crate) async fn answer(
                 let _ = shutdown.wait_for(|down| *down).await;
                 error(503, "the scripted server shut down")
             }
-            Reply::Text(content) => completion(request, content),
-            Reply::Json(value) => completion(request, value.to_string()),
-            Reply::Chunks(pieces) if request.is_stream() => stream(request, pieces),
+            Reply::Text(content) => completion(request, content, streams),
+            Reply::Json(value) => completion(request, value.to_string(), streams),
+            Reply::Chunks(pieces) if request.is_stream() => stream(request, pieces, streams),
             Reply::Chunks(pieces) => {
                 let total = pieces.iter().map(|(delay, _)| *delay).sum();
                 tokio::time::sleep(total).await;
                 completion(
                     request,
                     pieces.into_iter().map(|(_, piece)| piece).collect(),
+                    streams,
                 )
             }
             Reply::Status(code, message) => error(code, &message),
@@ -141,13 +197,13 @@ pub(crate) async fn answer(
 }
 
 /// A whole `chat.completion`, or the same content as a stream of words.
-fn completion(request: &ChatRequest, content: String) -> Response {
+fn completion(request: &ChatRequest, content: String, streams: &StreamLog) -> Response {
     if request.is_stream() {
         let pieces = content
             .split_inclusive(' ')
             .map(|word| (Duration::ZERO, word.to_string()))
             .collect();
-        return stream(request, pieces);
+        return stream(request, pieces, streams);
     }
     let prompt_tokens: usize = request
         .messages()
@@ -176,7 +232,7 @@ fn completion(request: &ChatRequest, content: String) -> Response {
 
 /// `chat.completion.chunk` events: the role at once, each piece after its delay, then the
 /// finish reason and `[DONE]`.
-fn stream(request: &ChatRequest, pieces: Vec<(Duration, String)>) -> Response {
+fn stream(request: &ChatRequest, pieces: Vec<(Duration, String)>, log: &StreamLog) -> Response {
     let chunk = |delta: Value, finish_reason: Value| {
         let chunk = json!({
             "id": format!("chatcmpl-scripted-{}", request.call),
@@ -196,11 +252,21 @@ fn stream(request: &ChatRequest, pieces: Vec<(Duration, String)>) -> Response {
     }
     events.push((Duration::ZERO, chunk(json!({}), json!("stop"))));
     events.push((Duration::ZERO, Bytes::from_static(b"data: [DONE]\n\n")));
-    let body = futures_util::stream::iter(events).then(|(delay, event)| async move {
-        if !delay.is_zero() {
-            tokio::time::sleep(delay).await;
+    let guard = Arc::new(StreamGuard {
+        log: log.clone(),
+        call: request.call,
+        total: events.len(),
+        sent: AtomicUsize::new(0),
+    });
+    let body = futures_util::stream::iter(events).then(move |(delay, event)| {
+        let guard = guard.clone();
+        async move {
+            if !delay.is_zero() {
+                tokio::time::sleep(delay).await;
+            }
+            guard.sent.fetch_add(1, Ordering::SeqCst);
+            Ok::<_, Infallible>(event)
         }
-        Ok::<_, Infallible>(event)
     });
     let mut response = Response::new(Body::from_stream(body));
     let headers = response.headers_mut();

@@ -1,3 +1,6 @@
+//! What the scripted server saw: [`RecordedRequest`] for every request, as it arrived, and
+//! [`ChatRequest`], the parsed view of a chat completion request that handlers decide on.
+
 use axum::http::{HeaderMap, Method};
 use bytes::Bytes;
 use serde_json::Value;
@@ -5,13 +8,17 @@ use serde_json::Value;
 /// Any request the server received, as it arrived.
 #[derive(Debug, Clone)]
 pub struct RecordedRequest {
+    /// The HTTP method.
     pub method: Method,
     /// The path without the query: `/v1/chat/completions`.
     pub path: String,
+    /// The query string without its `?`, when there is one.
     pub query: Option<String>,
+    /// The request headers.
     pub headers: HeaderMap,
     /// The body parsed as JSON, when it is JSON.
     pub body: Option<Value>,
+    /// The body's bytes, whatever they are.
     pub raw_body: Bytes,
 }
 
@@ -27,12 +34,14 @@ impl RecordedRequest {
 pub struct ChatRequest {
     /// The JSON body, exactly as sent.
     pub body: Value,
+    /// The request headers (to check `Authorization`, say).
     pub headers: HeaderMap,
     /// How many chat requests this server answered before this one.
     pub call: usize,
 }
 
 impl ChatRequest {
+    /// The body's `messages`, or none when it has no such list.
     pub fn messages(&self) -> &[Value] {
         self.body["messages"].as_array().map_or(&[], Vec::as_slice)
     }
@@ -71,14 +80,17 @@ impl ChatRequest {
             .and_then(Value::as_str)
     }
 
+    /// Whether the body asks for a streamed reply (`"stream": true`).
     pub fn is_stream(&self) -> bool {
         self.body["stream"] == true
     }
 
+    /// The body's `model`, when it names one.
     pub fn model(&self) -> Option<&str> {
         self.body["model"].as_str()
     }
 
+    /// A header's value, when present and text.
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers.get(name)?.to_str().ok()
     }

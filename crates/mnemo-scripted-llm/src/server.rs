@@ -1,3 +1,8 @@
+//! [`ScriptedLlm`]: the HTTP server itself. One axum fallback route takes every request:
+//! it records it, answers chat completions through the current handler (a panicking handler
+//! becomes a 500, not a dead server), lists one model at `/v1/models`, and echoes anything
+//! else back as JSON.
+
 use std::net::SocketAddr;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -9,8 +14,8 @@ use axum::response::Response;
 use serde_json::{json, Value};
 use tokio::sync::watch;
 
-use crate::reply::{answer, error, json_response};
-use crate::{echo, ChatRequest, Handler, RecordedRequest, Reply};
+use crate::reply::{answer, error, json_response, StreamLog};
+use crate::{echo, ChatRequest, Handler, RecordedRequest, Reply, StreamEnd};
 
 /// A scripted OpenAI-compatible server on 127.0.0.1, serving until dropped.
 ///
@@ -24,6 +29,7 @@ pub struct ScriptedLlm {
 struct Shared {
     handler: RwLock<Arc<Handler>>,
     requests: Mutex<Vec<RecordedRequest>>,
+    streams: StreamLog,
     chat_calls: AtomicUsize,
     shutdown: watch::Receiver<bool>,
 }
@@ -60,6 +66,7 @@ impl ScriptedLlm {
         let shared = Arc::new(Shared {
             handler: RwLock::new(Arc::new(echo) as Arc<Handler>),
             requests: Mutex::default(),
+            streams: StreamLog::default(),
             chat_calls: AtomicUsize::new(0),
             shutdown: down.clone(),
         });
@@ -99,6 +106,7 @@ impl ScriptedLlm {
         format!("http://{}/v1", self.addr)
     }
 
+    /// The address the server listens on (127.0.0.1 and the port it bound).
     pub fn addr(&self) -> SocketAddr {
         self.addr
     }
@@ -107,6 +115,15 @@ impl ScriptedLlm {
     pub fn requests(&self) -> Vec<RecordedRequest> {
         self.shared
             .requests
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// How every streamed answer that has ended so far ended, in the order they ended.
+    pub fn streams(&self) -> Vec<StreamEnd> {
+        self.shared
+            .streams
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
@@ -192,7 +209,7 @@ async fn chat(shared: &Shared, recorded: RecordedRequest) -> Response {
         Ok(reply) => reply,
         Err(_) => Reply::status(500, "the scripted handler panicked (see the test output)"),
     };
-    answer(reply, &request, shared.shutdown.clone()).await
+    answer(reply, &request, shared.shutdown.clone(), &shared.streams).await
 }
 
 /// What arrived, as JSON, for pass-through tests.

@@ -31,9 +31,11 @@ pub struct ErrorDetail {
 /// An error as clients see it: a status and an OpenAI-shaped JSON body.
 #[derive(Debug)]
 pub struct ApiError {
+    /// The HTTP status of the answer.
     pub status: StatusCode,
     /// OpenAI's `type`: `invalid_request_error`, `not_found`, `upstream_error`, ...
     pub kind: &'static str,
+    /// One line for the client; it goes into the body's `error.message`.
     pub message: String,
 }
 

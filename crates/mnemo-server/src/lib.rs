@@ -5,7 +5,7 @@
 //!   chunk when asked), with `memory_hits` on non-streamed answers.
 //! - `/v1/memories...` ([`memories`]): add, search, list (paged), get, delete, history.
 //! - `GET /health` ([`health`]) and `GET /openapi.json` ([`openapi`]) describe the service.
-//! - Every other request is passed to the upstream LLM unchanged ([`passthrough`]).
+//! - Every other request is passed to the upstream LLM unchanged (`passthrough`).
 //!
 //! Every route is registered together with its OpenAPI description (`utoipa-axum`'s
 //! `routes!`), and request and response bodies are Rust types the schemas derive from, so the

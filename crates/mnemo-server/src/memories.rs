@@ -392,7 +392,14 @@ pub(crate) async fn history(
         .history(id, query.limit.unwrap_or(50).min(MAX_PAGE))
         .await?;
     if versions.is_empty() {
-        return Err(ApiError::not_found(format!("no history for memory {id}")));
+        let why = if state.client.config().enable_git_versioning {
+            String::new()
+        } else {
+            ": git versioning is off for this store (enable_git_versioning = false)".into()
+        };
+        return Err(ApiError::not_found(format!(
+            "no history for memory {id}{why}"
+        )));
     }
     Ok(Json(History { id, versions }))
 }

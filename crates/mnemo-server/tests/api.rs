@@ -510,3 +510,290 @@ async fn the_served_openapi_document_describes_exactly_the_routes_served() {
     }
     server.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_upstream_answering_429_is_a_502_that_says_so_after_retries() {
+    let llm = ScriptedLlm::with_handler(|_: &ChatRequest| Reply::status(429, "slow down")).await;
+    let server = Server::start(Some(llm.base_url())).await;
+    let (status, body) = post(&format!("{}/v1/chat/completions", server.url), chat("hi")).await;
+    assert_eq!(status, 502, "a rate limit is the gateway's failure: {body}");
+    assert_eq!(body["error"]["type"], "upstream_error");
+    assert!(error_message(&body).contains("429"), "{body}");
+    assert!(
+        llm.chat_calls() > 1,
+        "429 is retried before giving up: {} call(s)",
+        llm.chat_calls()
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_client_leaving_mid_stream_drops_the_upstream_connection() {
+    let llm = ScriptedLlm::with_handler(|r: &ChatRequest| match r.schema_name() {
+        Some(_) => Reply::Json(json!({"facts": [], "operations": [], "summary": ""})),
+        None => Reply::Chunks(
+            (0..50)
+                .map(|i| (Duration::from_millis(100), format!("word{i} ")))
+                .collect(),
+        ),
+    })
+    .await;
+    let server = Server::start(Some(llm.base_url())).await;
+    let (status, _) = post(
+        &format!("{}/v1/memories", server.url),
+        json!({"content": "The user's favourite colour is teal.", "conversation_id": "c1"}),
+    )
+    .await;
+    assert_eq!(status, 201);
+    let mut request = chat("Tell me a long story about my favourite colour.");
+    request["stream"] = json!(true);
+    request["memory_top_k"] = json!(1);
+    let response = http()
+        .post(format!("{}/v1/chat/completions", server.url))
+        .json(&request)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(
+        response.headers()["x-mnemo-memory-hits"],
+        "1",
+        "a stream says how many memories it was given"
+    );
+    let mut body = response.bytes_stream();
+    use futures_util::StreamExt;
+    let first = body.next().await.unwrap().unwrap();
+    assert!(!first.is_empty());
+    drop(body);
+
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let ended = loop {
+        if let Some(end) = llm.streams().into_iter().next() {
+            break end;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the upstream was still streaming after the client left"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(
+        !ended.completed(),
+        "mnemo stopped reading, so the upstream stopped: {ended:?}"
+    );
+    assert!(ended.events_sent < 20, "{ended:?}");
+    server.shutdown().await;
+}
+
+/// A hand-written memory file of conversation `c1`.
+fn hand_written(root: &Path, name: &str, front_matter: &str, content: &str) {
+    let facts = root.join("entries/c1/facts");
+    std::fs::create_dir_all(&facts).unwrap();
+    std::fs::write(
+        facts.join(name),
+        format!("---\n{front_matter}\n---\n{content}\n"),
+    )
+    .unwrap();
+}
+
+fn hit_contents(answer: &Value) -> Vec<String> {
+    answer["memory_hits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["content"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn filter_threshold_and_recency_fields_shape_what_the_proxy_injects() {
+    let llm = ScriptedLlm::with_handler(model).await;
+    let server = Server::start_with(Some(llm.base_url()), ServerOptions::default(), |config| {
+        let root = &config.memory_path;
+        let old = "created_at: 2020-01-01T00:00:00Z";
+        hand_written(
+            root,
+            "ramen.md",
+            &format!("{old}\nmetadata:\n  topic: food"),
+            "The user eats ramen for lunch.",
+        );
+        hand_written(
+            root,
+            "salad.md",
+            "metadata:\n  topic: food",
+            "The user eats salad for lunch now.",
+        );
+        hand_written(
+            root,
+            "laptop.md",
+            &format!("{old}\nmetadata:\n  topic: work"),
+            "The user eats lunch at the laptop.",
+        );
+    })
+    .await;
+    let url = format!("{}/v1/chat/completions", server.url);
+    let ask = |extra: Value| {
+        let mut request = chat("What does the user eat for lunch now?");
+        request["memory_top_k"] = json!(3);
+        for (k, v) in extra.as_object().unwrap() {
+            request[k] = v.clone();
+        }
+        request
+    };
+
+    let (status, all) = post(&url, ask(json!({}))).await;
+    assert_eq!(status, 200, "{all}");
+    assert_eq!(hit_contents(&all).len(), 3);
+
+    let (_, food) = post(&url, ask(json!({"memory_filter": {"topic": "food"}}))).await;
+    let mut got = hit_contents(&food);
+    got.sort();
+    assert_eq!(
+        got,
+        [
+            "The user eats ramen for lunch.",
+            "The user eats salad for lunch now."
+        ]
+    );
+    let injected =
+        llm.requests().last().and_then(|r| r.body.clone()).unwrap()["messages"].to_string();
+    assert!(
+        !injected.contains("laptop"),
+        "filtered out of the prompt too: {injected}"
+    );
+
+    let (_, strict) = post(&url, ask(json!({"memory_score_threshold": 0.999}))).await;
+    assert!(
+        hit_contents(&strict).len() < 3,
+        "only the best match clears a near-1 threshold: {strict}"
+    );
+
+    // The query asks about now: with all the weight on recency the newest fact leads. (Facts
+    // only: each chat above stored its own question as a turn, newer than any fact.)
+    let (_, newest) = post(
+        &url,
+        ask(json!({"memory_recency_weight": 1.0, "memory_filter": {"role": "memory"}})),
+    )
+    .await;
+    assert_eq!(
+        hit_contents(&newest)[0],
+        "The user eats salad for lunch now."
+    );
+    let recency: Vec<f64> = newest["memory_hits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["score"].as_f64().unwrap())
+        .collect();
+    assert!(
+        recency[0] > 0.9 && recency[1] < 0.1,
+        "scores are recency alone: {recency:?}"
+    );
+
+    let (status, bad) = post(
+        &url,
+        ask(json!({"memory_filter": {"topic": {"around": 1}}})),
+    )
+    .await;
+    assert_eq!(status, 400);
+    assert!(error_message(&bad).contains("memory_filter"), "{bad}");
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_message_name_becomes_the_speaker_and_lifts_their_turns() {
+    let llm = ScriptedLlm::with_handler(model).await;
+    let server = Server::start(Some(llm.base_url())).await;
+    let url = format!("{}/v1/chat/completions", server.url);
+    for (name, text) in [
+        ("Melanie", "I adopted a pet kitten from the shelter."),
+        ("Caroline", "I adopted a pet puppy from the shelter."),
+    ] {
+        let request = json!({
+            "model": "m", "memory_id": "c1", "memory_top_k": 0,
+            "messages": [{"role": "user", "name": name, "content": text}]
+        });
+        let (status, body) = post(&url, request).await;
+        assert_eq!(status, 200, "{body}");
+    }
+    // Turns are indexed in the background: wait until both are searchable.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_, found) = post(
+            &format!("{}/v1/memories/search", server.url),
+            json!({"query": "adopted a pet from the shelter", "conversation_id": "c1", "top_k": 10}),
+        )
+        .await;
+        let speakers = found["hits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|h| h["metadata"]["speaker"].is_string())
+            .count();
+        if speakers == 2 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{found}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let question = json!({
+        "model": "m", "memory_id": "c1", "memory_top_k": 1,
+        "messages": [{"role": "user", "content": "What pet did Caroline adopt from the shelter?"}]
+    });
+    let (status, answer) = post(&url, question).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(
+        hit_contents(&answer),
+        ["I adopted a pet puppy from the shelter."],
+        "{answer}"
+    );
+    let page: Value = http()
+        .get(format!(
+            "{}/v1/memories?conversation_id=c1&role=user",
+            server.url
+        ))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let speakers: Vec<&str> = page["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|m| m["metadata"]["speaker"].as_str())
+        .collect();
+    assert_eq!(speakers, ["Melanie", "Caroline"]);
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn history_with_git_off_says_why_there_is_none() {
+    let llm = ScriptedLlm::with_handler(model).await;
+    let server = Server::start_with(Some(llm.base_url()), ServerOptions::default(), |config| {
+        config.enable_git_versioning = false;
+    })
+    .await;
+    let (status, added) = post(
+        &format!("{}/v1/memories", server.url),
+        json!({"content": "The user keeps bees.", "conversation_id": "c1"}),
+    )
+    .await;
+    assert_eq!(status, 201, "{added}");
+    assert_eq!(added["commit"], Value::Null);
+    let id = added["added"][0]["id"].as_str().unwrap();
+    let response = http()
+        .get(format!("{}/v1/memories/{id}/history", server.url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 404);
+    let body: Value = response.json().await.unwrap();
+    assert!(
+        error_message(&body).contains("enable_git_versioning = false"),
+        "{body}"
+    );
+    let (_store, root) = server.shutdown().await;
+    assert!(!root.join(".git").exists());
+}

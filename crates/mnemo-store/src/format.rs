@@ -18,12 +18,16 @@ use crate::layout::{Location, MemoryKind};
 /// Why a file could not be read as a memory.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum FormatError {
+    /// A first line `---` opens front matter, but no later `---` line closes it.
     #[error("front matter opened with '---' on the first line is never closed")]
     UnclosedFrontMatter,
+    /// The front matter is not YAML; holds the parser's message, on one line.
     #[error("front matter is not valid YAML: {0}")]
     BadYaml(String),
+    /// The front matter is YAML but not `key: value` fields; says what it is instead.
     #[error("front matter must be a mapping of fields, found {0}")]
     NotAMapping(&'static str),
+    /// The body is empty or only whitespace: there is no memory to keep.
     #[error("the file holds no content")]
     Empty,
 }
@@ -31,16 +35,22 @@ pub enum FormatError {
 /// What is known about a file besides its text.
 #[derive(Debug, Clone)]
 pub struct FileContext<'a> {
+    /// Where the file lives, which decides its conversation and role.
     pub location: &'a Location,
     /// Path relative to the store root; names derived ids, so they stay stable.
     pub relative_path: &'a Path,
+    /// The file's modification time: its creation time when neither the front matter nor the
+    /// file name gives one.
     pub modified: Option<DateTime<Utc>>,
 }
 
 /// A parsed record, plus notes on what had to be derived or ignored.
 #[derive(Debug, Clone)]
 pub struct Parsed {
+    /// The memory, with whatever the file lacked filled in.
     pub record: MemoryRecord,
+    /// One line per value that was ignored or derived instead (an id that is no UUID, a role
+    /// that contradicts the folder, ...); empty for a file mnemo wrote.
     pub warnings: Vec<String>,
 }
 

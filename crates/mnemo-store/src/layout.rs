@@ -36,13 +36,18 @@ const TIMESTAMP_FORMAT: &str = "%Y%m%dT%H%M%S%3fZ";
 /// The kind of file, which is also its folder below the conversation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum MemoryKind {
+    /// An atomic fact (`facts/`).
     Fact,
+    /// A raw user message (`turns/user/`).
     UserTurn,
+    /// A raw assistant message (`turns/assistant/`).
     AssistantTurn,
+    /// The conversation's rolling summary (`summaries/summary.md`).
     Summary,
 }
 
 impl MemoryKind {
+    /// Every kind, in the order scans list their folders.
     pub const ALL: [MemoryKind; 4] = [
         MemoryKind::Fact,
         MemoryKind::UserTurn,
@@ -50,6 +55,7 @@ impl MemoryKind {
         MemoryKind::Summary,
     ];
 
+    /// The kind of file a record of `role` is written as.
     pub fn of_role(role: Role) -> Self {
         match role {
             Role::Memory => MemoryKind::Fact,
@@ -59,6 +65,8 @@ impl MemoryKind {
         }
     }
 
+    /// The role of the records this kind of file holds; the folder, not the front matter,
+    /// decides it.
     pub fn role(self) -> Role {
         match self {
             MemoryKind::Fact => Role::Memory,
@@ -82,9 +90,13 @@ impl MemoryKind {
 /// What a path inside the store is, read off its components alone.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Location {
+    /// The conversation, from the folder under `entries/`.
     pub conversation: ConversationId,
+    /// The kind of memory, from the folder below the conversation's.
     pub kind: MemoryKind,
+    /// Whether the file lies under the conversation's `deleted/`.
     pub tombstone: bool,
+    /// The file's name (`<ts>__<uuid>.md` when mnemo wrote it; people may choose any `.md` name).
     pub file_name: String,
 }
 

@@ -3,7 +3,8 @@
 //! Every memory is one Markdown file with YAML front matter under
 //! `<memory_path>/entries/<conversation>/...` (layout in [`layout`]). This crate writes them
 //! atomically ([`atomic`]), reads them back tolerantly, including files people wrote by hand
-//! ([`format`]), and soft-deletes them into `deleted/` so nothing a user wrote is ever destroyed.
+//! ([`format`](mod@format)), and soft-deletes them into `deleted/` so nothing a user wrote is
+//! ever destroyed.
 //!
 //! [`FileStore`] is the one entry point; it never touches the vector index. Paths it hands
 //! out are absolute and always inside the store.

@@ -1,3 +1,10 @@
+//! [`FileStore`]: reading, writing, listing and soft-deleting the memory files under one root.
+//!
+//! The store names files through [`layout`](crate::layout), renders and parses them through
+//! [`format`](crate::format) and writes them through [`atomic`](crate::atomic), so a crash
+//! never leaves half a file. Scans skip unreadable files rather than fail, and report them in
+//! [`Scan::skipped`]; deleting moves a file under `deleted/` instead of removing it.
+
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -11,22 +18,48 @@ use crate::format::{self, FileContext, FormatError};
 use crate::layout::{self, Location, MemoryKind, DELETED_DIR, ENTRIES_DIR};
 use crate::sha256_hex;
 
+/// Why the store could not do what was asked. Every variant names the file concerned.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
+    /// A file-system call failed.
     #[error("{action} {path}: {source}")]
     Io {
+        /// What the store was doing, as the message words it (`"cannot write"`, ...).
         action: &'static str,
+        /// The file or folder it was doing it to.
         path: PathBuf,
+        /// Why the operating system refused.
         source: io::Error,
     },
+    /// The path lies outside the store's root, or inside it but not where a memory file can
+    /// be (see [`Location::parse`]).
     #[error("{path} is not a memory file inside the store {root}")]
-    OutsideStore { path: PathBuf, root: PathBuf },
+    OutsideStore {
+        /// The path as given.
+        path: PathBuf,
+        /// The store's root.
+        root: PathBuf,
+    },
+    /// The file's text is not a memory: unreadable front matter, or no content.
     #[error("{path}: {source}")]
-    Format { path: PathBuf, source: FormatError },
+    Format {
+        /// The file (absolute).
+        path: PathBuf,
+        /// What is wrong with its text.
+        source: FormatError,
+    },
+    /// The file's bytes are not valid UTF-8.
     #[error("{path} is not UTF-8 text")]
-    NotText { path: PathBuf },
+    NotText {
+        /// The file (absolute).
+        path: PathBuf,
+    },
+    /// A tombstone was asked to be deleted again.
     #[error("{path} is already deleted")]
-    AlreadyDeleted { path: PathBuf },
+    AlreadyDeleted {
+        /// The tombstone, as given.
+        path: PathBuf,
+    },
 }
 
 fn io_err(action: &'static str, path: &Path) -> impl FnOnce(io::Error) -> StoreError {
@@ -41,7 +74,9 @@ fn io_err(action: &'static str, path: &Path) -> impl FnOnce(io::Error) -> StoreE
 /// A record and the file it was read from or written to (absolute).
 #[derive(Debug, Clone, PartialEq)]
 pub struct StoredMemory {
+    /// The memory as parsed (or as written).
     pub record: MemoryRecord,
+    /// The file's absolute path, inside the store.
     pub path: PathBuf,
 }
 
@@ -58,14 +93,18 @@ pub struct WrittenFile {
 /// A file a scan could not read, and why.
 #[derive(Debug)]
 pub struct SkippedFile {
+    /// The file (absolute).
     pub path: PathBuf,
+    /// Why it was skipped, as one line for a log or a report.
     pub reason: String,
 }
 
 /// Everything a scan found: the memories, and the files it had to skip.
 #[derive(Debug, Default)]
 pub struct Scan {
+    /// The memories read, oldest first within each conversation.
     pub memories: Vec<StoredMemory>,
+    /// The files that could not be read; a scan never fails on one bad file.
     pub skipped: Vec<SkippedFile>,
 }
 
@@ -133,7 +172,8 @@ impl FileStore {
         })
     }
 
-    /// Reads one memory file, tolerantly (see [`format`]); warnings go to the log.
+    /// Reads one memory file, tolerantly (see [`format`](crate::format)); warnings go to the
+    /// log.
     pub fn read(&self, path: &Path) -> Result<StoredMemory, StoreError> {
         let (_, relative) = self.locate(path)?;
         let absolute = self.root.join(&relative);

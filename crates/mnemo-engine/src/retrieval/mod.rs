@@ -2,23 +2,23 @@
 //!
 //! Every front end (the CLI, REST, the chat proxy, the library) fills one [`SearchRequest`];
 //! [`SearchRequest::resolve`] checks it and fills in the configured defaults, once.
-//! [`ReadPath`] borrows what a search needs (embedder, lexical encoder, index, cross-encoder,
+//! `ReadPath` borrows what a search needs (embedder, lexical encoder, index, cross-encoder,
 //! turn timeline, configuration) and runs the stages in order:
 //!
 //! 1. **Candidates.** Two scopes (the conversation and `global`), each searched twice inside
 //!    the index with the same filter (scope, no summaries, the caller's metadata filter): by
 //!    dense embedding and by BM25 over the lexical vectors.
-//! 2. **Fusion** ([`rank::fuse`]): each retriever's scores are normalised over its own
+//! 2. **Fusion** (`rank::fuse`): each retriever's scores are normalised over its own
 //!    candidates and blended; a chat turn also borrows relevance from the turns next to it
-//!    ([`rank::smooth`]), because an answer often sits one turn away from the words that match
+//!    (`rank::smooth`), because an answer often sits one turn away from the words that match
 //!    the question; and when the query names exactly one speaker, that speaker's turns are
-//!    lifted ([`rank::boost_speaker`]).
+//!    lifted (`rank::boost_speaker`).
 //! 3. **Rerank.** With a cross-encoder installed, the best candidates are rescored by it;
 //!    its logits are squashed into 0..1 and normalised over the pool.
 //! 4. **Recency.** `exp(-age_days / 30)` blended with weight `w` — only when the query asks
 //!    about the present and names no date ([`cues::asks_about_now`]); questions about the
 //!    past keep pure relevance.
-//! 5. **MMR** ([`rank::mmr`]) picks the final `top_k` from the best candidates, trading
+//! 5. **MMR** (`rank::mmr`) picks the final `top_k` from the best candidates, trading
 //!    relevance (rescaled to 0..1 over that pool) for diversity (cosine of the embeddings).
 //!
 //! docs/retrieval.md has the measurements behind each stage.
