@@ -1,0 +1,54 @@
+//! Context governance: what one LLM request sends upstream, for the proxy and for Rust agents.
+//!
+//! A tool-using agent's history outgrows any context window, and pays on every request for
+//! tool outputs nobody will read again. This crate shrinks the outgoing copy of a request,
+//! and only that copy: the caller keeps the history as it was.
+//!
+//! - Tokens and windows: [`tokens`] counts (exactly for OpenAI's tokenizers, else four
+//!   characters a token) and [`window`] knows how much a model takes.
+//! - The [`strategy`] object says what to do; strategies from a request, a conversation and
+//!   an agent merge field by field ([`Strategy::over`]).
+//! - The [`pipeline`] runs the stages in order — [`repair`], [`offload`], [`compact`] (or
+//!   trim), [`summarize`], the inflation guard and the pre-flight check — and reports what
+//!   it did ([`ContextReport`]). Offloaded outputs and summaries are kept by stores the caller
+//!   provides ([`OutputStore`], [`SummaryStore`]); files and memory are built in.
+//! - For agents that keep their conversation in memory: [`buffer::ConversationBuffer`] and
+//!   [`compressor::Compressor`].
+//! - [`config::ContextConfig`] is the `[context]` table of mnemo's configuration.
+//!
+//! Messages are OpenAI chat messages as `serde_json::Value`s ([`messages`]), so whatever a
+//! client sends passes through untouched unless a stage means to change it.
+
+pub mod buffer;
+pub mod compact;
+pub mod compressor;
+pub mod config;
+pub mod messages;
+pub mod offload;
+pub mod pipeline;
+pub mod repair;
+pub mod strategy;
+pub mod summarize;
+pub mod tokens;
+pub mod window;
+
+pub use config::ContextConfig;
+pub use offload::{DirOutputStore, MemoryOutputStore, OutputStore};
+pub use pipeline::{
+    Callbacks, ContextLengthExceeded, ContextReport, Governed, Governor, InflationGuard,
+};
+pub use strategy::{Keep, Mode, ResolvedStrategy, Strategy, StrategyError};
+pub use summarize::{
+    DirSummaryStore, MemorySummaryStore, Summariser, SummaryRequest, SummaryStore,
+};
+pub use tokens::{counter_for_model, ApproxCounter, TiktokenCounter, TokenCounter};
+pub use window::{ContextWindows, Window, WindowSource};
+
+/// Lower-case hex sha256 of `bytes`.
+pub(crate) fn digest(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}

@@ -1,0 +1,393 @@
+//! The governance pipeline: what one request sends upstream, in this order.
+//!
+//! 1. **repair** orphaned tool calls and results ([`crate::repair`]), always;
+//! 2. **offload** tool outputs above `offload_tokens` to files (`auto`);
+//! 3. **compact** (`compact`, `auto`) or **trim** (`trim`) old tool outputs, when a trigger
+//!    fires ([`compaction_due`]);
+//! 4. **summarise** the middle of the history (`summarize`, `auto`) when it is over
+//!    `compress_threshold` of the window, over `max_history_messages`, or over a hard limit
+//!    ([`summary_due`]);
+//! 5. **guard**: a governed request that is not smaller than the original is rolled back,
+//!    and governance is not tried again on that history until it has grown;
+//! 6. **pre-flight**: prompt + reserved answer + margin over the window is refused
+//!    ([`ContextLengthExceeded`]), before any upstream call.
+//!
+//! Only the outgoing copy changes; the caller keeps the history as it came.
+
+use std::sync::Mutex;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::compact::{compact, trim};
+use crate::messages::turn_starts;
+use crate::offload::{offload, OutputStore};
+use crate::repair::repair;
+use crate::strategy::{Mode, ResolvedStrategy};
+use crate::summarize::{
+    cut, static_marker, summarise_middle, summary_message, Summariser, SummaryOutcome, SummaryStore,
+};
+use crate::tokens::{messages_tokens, TokenCounter};
+use crate::window::{Window, WindowSource};
+
+/// What governance did to one request: mnemo's `memory_context`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ContextReport {
+    /// The request's tokens as it came (after repair).
+    pub tokens_before: usize,
+    /// The request's tokens as it goes upstream.
+    pub tokens_after: usize,
+    /// The model's window.
+    pub window: u64,
+    /// Where the window came from.
+    pub window_source: Option<WindowSource>,
+    /// What counted the tokens (`tiktoken o200k_base`, `approx 4 chars/token`, ...).
+    pub counter: String,
+    /// The strategy's mode.
+    pub mode: Option<crate::strategy::Mode>,
+    /// The stages that changed something, in order.
+    pub stages: Vec<&'static str>,
+    /// Tool results dropped because their call was not in the history.
+    pub orphan_results: usize,
+    /// Stub results added for calls nothing answered.
+    pub missing_results: usize,
+    /// Tool calls whose outputs were offloaded to files.
+    pub offloaded: Vec<String>,
+    /// Tool outputs (and inputs) replaced by placeholders.
+    pub compacted: usize,
+    /// Tool outputs cut to `tool_output_trim_chars`.
+    pub trimmed: usize,
+    /// Messages the summary replaced.
+    pub summarised_messages: usize,
+    /// How the summary came about.
+    pub summary: Option<SummaryOutcome>,
+    /// Why the summariser failed, when the static marker stands in.
+    pub summary_error: Option<String>,
+    /// Governance made the request no smaller, so it went as it came.
+    pub rolled_back: bool,
+    /// Why governance did not run (the inflation guard).
+    pub skipped: Option<String>,
+}
+
+/// A request governed: the messages to send, and what was done.
+#[derive(Debug, Clone)]
+pub struct Governed {
+    /// The messages to send upstream (still carrying mnemo's `compacted` marks; see
+    /// [`crate::messages::strip_internal_fields`]).
+    pub messages: Vec<Value>,
+    /// What was done.
+    pub report: ContextReport,
+}
+
+/// Even the governed request does not fit the model's window.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the request needs {needed} tokens ({prompt} of prompt, {reserved} reserved for the answer, {margin} of margin) but the model's context window is {window} tokens{governed}"
+)]
+pub struct ContextLengthExceeded {
+    /// prompt + reserved + margin.
+    pub needed: u64,
+    /// The prompt's tokens, after governance.
+    pub prompt: u64,
+    /// Tokens reserved for the answer.
+    pub reserved: u64,
+    /// Tokens of margin for the count's error.
+    pub margin: u64,
+    /// The model's window.
+    pub window: u64,
+    /// How governance was set (`""`, or a hint to use a strategy).
+    pub governed: String,
+}
+
+/// Remembers that governance did not shrink a history, so it is not tried again (and paid for
+/// again: a summary is an LLM call) until the history has grown. One per conversation.
+#[derive(Debug, Default)]
+pub struct InflationGuard {
+    blocked_at: Mutex<Option<usize>>,
+}
+
+impl InflationGuard {
+    fn blocks(&self, messages: usize) -> bool {
+        self.blocked_at
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some_and(|at| messages <= at)
+    }
+
+    fn block(&self, messages: usize) {
+        *self.blocked_at.lock().unwrap_or_else(|p| p.into_inner()) = Some(messages);
+    }
+}
+
+/// Hooks into governance, for library users (progress, logging, metrics).
+pub trait Callbacks: Send + Sync {
+    /// The request's tokens against the window, before governance.
+    fn on_usage_update(&self, _tokens: usize, _window: u64) {}
+    /// A summary is about to replace `messages` messages of `tokens` tokens.
+    fn on_before_compress(&self, _messages: usize, _tokens: usize) {}
+    /// Governance is done.
+    fn on_after_compress(&self, _report: &ContextReport) {}
+}
+
+/// Whether compaction (or trimming) is due. With no trigger set, when less than 20% of the
+/// window remains. `compact_trigger_turns` alone acts past that many turns; with token
+/// triggers as well, both must hold. Any one token trigger suffices: the estimate over
+/// `token_budget` or `token_soft_budget`, or the remaining share under `token_remaining_pct`
+/// or `token_soft_remaining_pct`.
+pub fn compaction_due(s: &ResolvedStrategy, tokens: usize, turns: usize, window: u64) -> bool {
+    let tokens = tokens as u64;
+    let remaining = 1.0 - tokens as f64 / window.max(1) as f64;
+    let token_triggers = [
+        s.token_budget.map(|b| tokens > b),
+        s.token_soft_budget.map(|b| tokens > b),
+        s.token_remaining_pct.map(|p| remaining < p),
+        s.token_soft_remaining_pct.map(|p| remaining < p),
+    ];
+    let any_token_trigger = token_triggers.iter().any(Option::is_some);
+    let token_fired = token_triggers.contains(&Some(true));
+    match s.compact_trigger_turns {
+        Some(limit) if any_token_trigger => turns > limit && token_fired,
+        Some(limit) => turns > limit,
+        None if any_token_trigger => token_fired,
+        None => remaining < 0.2,
+    }
+}
+
+/// Whether a summary is due: the estimate over `compress_threshold` of the window, more
+/// messages than `max_history_messages` (unless 0), or a hard limit crossed (`token_budget`,
+/// `token_remaining_pct`).
+pub fn summary_due(s: &ResolvedStrategy, tokens: usize, messages: usize, window: u64) -> bool {
+    let over_threshold = tokens as f64 > s.compress_threshold * window as f64;
+    let too_many = s.max_history_messages > 0 && messages > s.max_history_messages;
+    let remaining = 1.0 - tokens as f64 / window.max(1) as f64;
+    let hard = s.token_budget.is_some_and(|b| tokens as u64 > b)
+        || s.token_remaining_pct.is_some_and(|p| remaining < p);
+    over_threshold || too_many || hard
+}
+
+/// Everything one run of the pipeline needs besides the messages and the strategy.
+pub struct Governor<'a> {
+    /// Counts tokens the way the upstream model does (or estimates them).
+    pub counter: &'a dyn TokenCounter,
+    /// The upstream model's window.
+    pub window: Window,
+    /// The model summaries are asked of when the strategy names none.
+    pub model: &'a str,
+    /// Writes summaries; without one, a due summary is the static marker.
+    pub summariser: Option<&'a dyn Summariser>,
+    /// Keeps summaries, so a resent history does not pay for them twice.
+    pub summaries: Option<&'a dyn SummaryStore>,
+    /// Keeps offloaded outputs; without one, nothing is offloaded.
+    pub outputs: Option<&'a dyn OutputStore>,
+    /// The conversation's inflation guard.
+    pub guard: Option<&'a InflationGuard>,
+    /// Hooks.
+    pub callbacks: Option<&'a dyn Callbacks>,
+    /// Tokens of conversation one summary call may carry.
+    pub summary_chunk_tokens: usize,
+    /// Tokens reserved for the answer.
+    pub reserve_output: u64,
+    /// Tokens of margin for the count's error.
+    pub margin: u64,
+}
+
+impl Governor<'_> {
+    /// Governs `messages` (the whole request, as it is about to go) under `strategy`.
+    pub async fn govern(
+        &self,
+        mut messages: Vec<Value>,
+        strategy: &ResolvedStrategy,
+    ) -> Result<Governed, ContextLengthExceeded> {
+        let window = self.window.tokens;
+        let count = |m: &[Value]| messages_tokens(self.counter, m);
+        let mut report = ContextReport {
+            window,
+            window_source: Some(self.window.source),
+            counter: self.counter.name(),
+            mode: Some(strategy.mode),
+            ..ContextReport::default()
+        };
+        let repaired = repair(&mut messages);
+        report.orphan_results = repaired.orphan_results;
+        report.missing_results = repaired.missing_results;
+        if repaired.any() {
+            report.stages.push("repair");
+        }
+        report.tokens_before = count(&messages);
+        if let Some(callbacks) = self.callbacks {
+            callbacks.on_usage_update(report.tokens_before, window);
+        }
+
+        let blocked = self.guard.is_some_and(|g| g.blocks(messages.len()));
+        let governed = if strategy.mode == Mode::None {
+            None
+        } else if blocked {
+            report.skipped = Some(
+                "inflation guard: governance did not make this history smaller; it is tried again once the history grows".into(),
+            );
+            None
+        } else {
+            Some(self.run_stages(&messages, strategy, &mut report).await)
+        };
+        let sent = match governed {
+            Some(governed) if !report.stages.iter().all(|s| *s == "repair") => {
+                let tokens = count(&governed);
+                if tokens >= report.tokens_before {
+                    report.rolled_back = true;
+                    if let Some(guard) = self.guard {
+                        guard.block(messages.len());
+                    }
+                    messages
+                } else {
+                    governed
+                }
+            }
+            _ => messages,
+        };
+        report.tokens_after = count(&sent);
+        if let Some(callbacks) = self.callbacks {
+            callbacks.on_after_compress(&report);
+        }
+        self.preflight(report.tokens_after, strategy)?;
+        Ok(Governed {
+            messages: sent,
+            report,
+        })
+    }
+
+    async fn run_stages(
+        &self,
+        original: &[Value],
+        strategy: &ResolvedStrategy,
+        report: &mut ContextReport,
+    ) -> Vec<Value> {
+        let window = self.window.tokens;
+        let mut work = original.to_vec();
+        if strategy.mode == Mode::Auto {
+            if let Some(store) = self.outputs {
+                report.offloaded = offload(&mut work, strategy.offload_tokens, store);
+                if !report.offloaded.is_empty() {
+                    report.stages.push("offload");
+                }
+            }
+        }
+        // Summaries are of the messages as offloaded, before placeholders: what they say
+        // must not depend on where the protected turns begin today.
+        let summarisable = work.clone();
+        let turns = turn_starts(&work).len();
+        let tokens = messages_tokens(self.counter, &work);
+        match strategy.mode {
+            Mode::Compact | Mode::Auto if compaction_due(strategy, tokens, turns, window) => {
+                report.compacted = compact(&mut work, strategy);
+                if report.compacted > 0 {
+                    report.stages.push("compact");
+                }
+            }
+            Mode::Trim if compaction_due(strategy, tokens, turns, window) => {
+                report.trimmed = trim(&mut work, strategy);
+                if report.trimmed > 0 {
+                    report.stages.push("trim");
+                }
+            }
+            _ => {}
+        }
+        let tokens = messages_tokens(self.counter, &work);
+        if matches!(strategy.mode, Mode::Summarize | Mode::Auto)
+            && summary_due(strategy, tokens, work.len(), window)
+        {
+            self.summarise(&mut work, &summarisable, strategy, report)
+                .await;
+        }
+        work
+    }
+
+    async fn summarise(
+        &self,
+        work: &mut Vec<Value>,
+        summarisable: &[Value],
+        strategy: &ResolvedStrategy,
+        report: &mut ContextReport,
+    ) {
+        let cut = cut(work, strategy.keep, self.window.tokens, self.counter);
+        let middle = &summarisable[cut.head..cut.tail];
+        if middle.is_empty() {
+            return;
+        }
+        if let Some(callbacks) = self.callbacks {
+            callbacks.on_before_compress(middle.len(), messages_tokens(self.counter, middle));
+        }
+        let model = strategy
+            .summarization_model
+            .as_deref()
+            .unwrap_or(self.model);
+        let written = match (self.summariser, self.summaries) {
+            (Some(summariser), Some(store)) => {
+                summarise_middle(
+                    middle,
+                    summariser,
+                    store,
+                    self.counter,
+                    self.summary_chunk_tokens,
+                    strategy.focus.as_deref(),
+                    model,
+                )
+                .await
+            }
+            (Some(summariser), None) => {
+                let store = crate::summarize::MemorySummaryStore::default();
+                summarise_middle(
+                    middle,
+                    summariser,
+                    &store,
+                    self.counter,
+                    self.summary_chunk_tokens,
+                    strategy.focus.as_deref(),
+                    model,
+                )
+                .await
+            }
+            (None, _) => Err("no summariser".to_owned()),
+        };
+        let replacement = match written {
+            Ok((summary, outcome)) => {
+                report.summary = Some(outcome);
+                summary_message(middle.len(), &summary)
+            }
+            Err(why) => {
+                tracing::warn!("no summary ({why}); the static marker stands in");
+                report.summary = Some(SummaryOutcome::StaticMarker);
+                report.summary_error = Some(why);
+                static_marker(middle.len())
+            }
+        };
+        report.summarised_messages = middle.len();
+        report.stages.push("summarize");
+        work.splice(cut.head..cut.tail, [replacement]);
+    }
+
+    fn preflight(
+        &self,
+        prompt: usize,
+        strategy: &ResolvedStrategy,
+    ) -> Result<(), ContextLengthExceeded> {
+        let window = self.window.tokens;
+        let prompt = prompt as u64;
+        let needed = prompt + self.reserve_output + self.margin;
+        if needed <= window {
+            return Ok(());
+        }
+        let governed = if strategy.mode == Mode::None {
+            "; a memory_strategy (mode \"auto\", \"summarize\" or \"compact\") can make the history fit".to_owned()
+        } else {
+            String::new()
+        };
+        Err(ContextLengthExceeded {
+            needed,
+            prompt,
+            reserved: self.reserve_output,
+            margin: self.margin,
+            window,
+            governed,
+        })
+    }
+}

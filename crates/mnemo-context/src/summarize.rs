@@ -1,0 +1,498 @@
+//! Stage 4: summarise the middle of a long history.
+//!
+//! The history is cut into a head (the leading system and developer messages), a middle and
+//! a tail (what `keep` asks for, and at least the current turn; never starting on a tool
+//! result, so no call is split from its result). The middle becomes one user message,
+//! `[Summary of N earlier messages]\n…`, written by an LLM ([`Summariser`]) with the prompt
+//! of [`prompt`]; when the LLM fails, by the static marker of [`static_marker`].
+//!
+//! Clients resend their whole history every turn, so summaries are kept ([`SummaryStore`])
+//! under the hash of the messages they cover, and a chain of them is built as the history
+//! grows: the summary of messages `0..n` is reused as it is when the middle is exactly those,
+//! and extended with only the new messages when the middle has grown. A middle too long for
+//! the summarising model is summarised in chunks, each building on the previous summary, and
+//! each chunk's summary is kept, so a long history is never summarised twice.
+
+use std::collections::HashMap;
+use std::io;
+use std::path::PathBuf;
+use std::sync::Mutex;
+
+use futures_util::future::BoxFuture;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use crate::messages::{head_len, role, turn_starts};
+use crate::strategy::Keep;
+use crate::tokens::{message_text, message_tokens, TokenCounter};
+
+/// The system prompt of every summary call.
+pub const SYSTEM_PROMPT: &str = "You are a conversation summariser. Return only the summary.";
+
+/// The instructions, before the conversation, of every summary call.
+pub const INSTRUCTIONS: &str = "Summarise the conversation below so that it can replace it. Keep: decisions made and their outcomes; file paths, commands and tool names used; errors and how they were resolved; tasks still pending; facts the user stated. Drop pleasantries and repetition. Write plain sentences or a short list.";
+
+/// What a summary call is asked to do.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SummaryRequest {
+    /// The summary of the messages before these, which the new summary must carry forward.
+    pub previous: Option<String>,
+    /// The messages to summarise.
+    pub messages: Vec<Value>,
+    /// What to focus on (`focus`).
+    pub focus: Option<String>,
+    /// The model to ask (`summarization_model`, else the request's).
+    pub model: String,
+}
+
+/// Something that writes summaries: the engine's upstream LLM, or a library user's own.
+pub trait Summariser: Send + Sync {
+    /// The summary for `request`, or why there is none.
+    fn summarise(&self, request: SummaryRequest) -> BoxFuture<'_, Result<String, String>>;
+}
+
+/// The chat messages of a summary call for `request`: the system prompt, then the
+/// instructions (with the focus), the previous summary and the conversation as one user
+/// message. No tools are offered.
+pub fn prompt(request: &SummaryRequest) -> Vec<Value> {
+    let mut text = INSTRUCTIONS.to_owned();
+    if let Some(focus) = request.focus.as_deref().filter(|f| !f.trim().is_empty()) {
+        text.push_str(&format!("\n\nIMPORTANT: Focus the summary on: {focus}"));
+    }
+    if let Some(previous) = &request.previous {
+        text.push_str(&format!(
+            "\n\nSummary of the conversation before this part (carry it forward):\n{previous}"
+        ));
+    }
+    text.push_str("\n\nConversation:\n");
+    for message in &request.messages {
+        let label = match role(message) {
+            "user" => "User",
+            "assistant" => "Assistant",
+            "tool" => "Tool",
+            "system" | "developer" => "System",
+            other => other,
+        };
+        text.push_str(&format!("{label}: {}\n", message_text(message).trim()));
+    }
+    vec![
+        json!({"role": "system", "content": SYSTEM_PROMPT}),
+        json!({"role": "user", "content": text}),
+    ]
+}
+
+/// The message that replaces `count` summarised messages.
+pub fn summary_message(count: usize, summary: &str) -> Value {
+    json!({"role": "user", "content": format!("[Summary of {count} earlier messages]\n{}", summary.trim())})
+}
+
+/// The message that replaces `count` messages when no summary could be written.
+pub fn static_marker(count: usize) -> Value {
+    json!({"role": "user", "content": format!("[Earlier conversation trimmed — {count} messages removed to stay within context budget]")})
+}
+
+/// A kept summary: of the first `messages` messages of a middle whose prefix hash it is
+/// stored under.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StoredSummary {
+    /// How many messages it covers.
+    pub messages: usize,
+    /// The summary.
+    pub summary: String,
+}
+
+/// Where summaries are kept, by the hash of what they cover.
+pub trait SummaryStore: Send + Sync {
+    /// The summary kept under `key`.
+    fn get(&self, key: &str) -> Option<StoredSummary>;
+    /// Keeps `summary` under `key`.
+    fn put(&self, key: &str, summary: &StoredSummary) -> io::Result<()>;
+}
+
+/// Summaries in memory.
+#[derive(Debug, Default)]
+pub struct MemorySummaryStore {
+    summaries: Mutex<HashMap<String, StoredSummary>>,
+}
+
+impl SummaryStore for MemorySummaryStore {
+    fn get(&self, key: &str) -> Option<StoredSummary> {
+        self.summaries
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(key)
+            .cloned()
+    }
+
+    fn put(&self, key: &str, summary: &StoredSummary) -> io::Result<()> {
+        self.summaries
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(key.to_owned(), summary.clone());
+        Ok(())
+    }
+}
+
+/// Summaries as JSON files in one folder, named by their key (a hex hash).
+#[derive(Debug, Clone)]
+pub struct DirSummaryStore {
+    dir: PathBuf,
+}
+
+impl DirSummaryStore {
+    /// Summaries kept under `dir` (created on the first write).
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        Self { dir: dir.into() }
+    }
+
+    fn path(&self, key: &str) -> PathBuf {
+        self.dir
+            .join(format!("{}.json", crate::offload::safe_name(key)))
+    }
+}
+
+impl SummaryStore for DirSummaryStore {
+    fn get(&self, key: &str) -> Option<StoredSummary> {
+        let bytes = std::fs::read(self.path(key)).ok()?;
+        serde_json::from_slice(&bytes).ok()
+    }
+
+    fn put(&self, key: &str, summary: &StoredSummary) -> io::Result<()> {
+        std::fs::create_dir_all(&self.dir)?;
+        let tmp = self.dir.join(format!(".tmp-{key}"));
+        std::fs::write(&tmp, serde_json::to_vec(summary)?)?;
+        std::fs::rename(&tmp, self.path(key))
+    }
+}
+
+/// Where a history is cut for a summary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Window {
+    /// Messages before this are the head.
+    pub head: usize,
+    /// Messages from this on are the tail.
+    pub tail: usize,
+}
+
+impl Window {
+    /// How many messages the middle holds.
+    pub fn middle(&self) -> usize {
+        self.tail.saturating_sub(self.head)
+    }
+}
+
+/// Where to cut `messages`: the tail keeps what `keep` asks for (a fraction of `window`
+/// tokens, for `Keep::Fraction`) and at least the current turn, and never starts on a tool
+/// result.
+pub fn cut(messages: &[Value], keep: Keep, window: u64, counter: &dyn TokenCounter) -> Window {
+    let head = head_len(messages);
+    let current_turn = turn_starts(messages)
+        .last()
+        .copied()
+        .unwrap_or(messages.len());
+    let mut tail = match keep {
+        Keep::Messages(n) => messages.len().saturating_sub(n),
+        Keep::Tokens(t) => newest_within(messages, t, counter),
+        Keep::Fraction(f) => newest_within(messages, (f * window as f64) as u64, counter),
+    }
+    .min(current_turn)
+    .max(head);
+    while tail > head && role(&messages[tail]) == "tool" {
+        tail -= 1;
+    }
+    Window { head, tail }
+}
+
+/// The first index of the newest messages that fit in `budget` tokens.
+fn newest_within(messages: &[Value], budget: u64, counter: &dyn TokenCounter) -> usize {
+    let mut used = 0u64;
+    let mut start = messages.len();
+    while start > 0 {
+        let cost = message_tokens(counter, &messages[start - 1]) as u64;
+        if used + cost > budget {
+            break;
+        }
+        used += cost;
+        start -= 1;
+    }
+    start
+}
+
+/// The hashes of every prefix of `messages`: `hashes[i]` covers `messages[..=i]`.
+pub fn prefix_hashes(messages: &[Value]) -> Vec<String> {
+    let mut hashes = Vec::with_capacity(messages.len());
+    let mut previous = String::new();
+    for message in messages {
+        let own = crate::digest(message.to_string().as_bytes());
+        previous = crate::digest(format!("{previous}{own}").as_bytes());
+        hashes.push(previous.clone());
+    }
+    hashes
+}
+
+/// How a summary came about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SummaryOutcome {
+    /// Kept from an earlier request covering exactly these messages.
+    Reused,
+    /// An earlier summary carried forward over the newer messages only.
+    Extended,
+    /// Written now from scratch.
+    New,
+    /// The summariser failed; the static marker stands in.
+    StaticMarker,
+}
+
+/// Summarises `middle` (the messages of a history's middle, in order), reusing and extending
+/// what `store` keeps; `chunk_tokens` is how much conversation one call may carry.
+pub async fn summarise_middle(
+    middle: &[Value],
+    summariser: &dyn Summariser,
+    store: &dyn SummaryStore,
+    counter: &dyn TokenCounter,
+    chunk_tokens: usize,
+    focus: Option<&str>,
+    model: &str,
+) -> Result<(String, SummaryOutcome), String> {
+    let hashes = prefix_hashes(middle);
+    // A focus changes what a summary says: it is part of the key.
+    let key = |i: usize| match focus {
+        Some(f) => crate::digest(format!("{}|{f}", hashes[i]).as_bytes()),
+        None => hashes[i].clone(),
+    };
+    if middle.is_empty() {
+        return Ok((String::new(), SummaryOutcome::Reused));
+    }
+    let mut done = 0;
+    let mut summary: Option<String> = None;
+    for i in (0..middle.len()).rev() {
+        if let Some(kept) = store.get(&key(i)).filter(|k| k.messages == i + 1) {
+            done = i + 1;
+            summary = Some(kept.summary);
+            break;
+        }
+    }
+    if done == middle.len() {
+        return Ok((summary.unwrap_or_default(), SummaryOutcome::Reused));
+    }
+    let outcome = if done > 0 {
+        SummaryOutcome::Extended
+    } else {
+        SummaryOutcome::New
+    };
+    while done < middle.len() {
+        let mut end = done;
+        let mut used = 0;
+        while end < middle.len() {
+            let cost = message_tokens(counter, &middle[end]);
+            if end > done && used + cost > chunk_tokens {
+                break;
+            }
+            used += cost;
+            end += 1;
+        }
+        let chunk: Vec<Value> = middle[done..end]
+            .iter()
+            .map(|m| fit(m, chunk_tokens, counter))
+            .collect();
+        let written = summariser
+            .summarise(SummaryRequest {
+                previous: summary.clone(),
+                messages: chunk,
+                focus: focus.map(str::to_owned),
+                model: model.to_owned(),
+            })
+            .await?;
+        let written = written.trim().to_owned();
+        if written.is_empty() {
+            return Err("the summariser returned an empty summary".into());
+        }
+        if let Err(e) = store.put(
+            &key(end - 1),
+            &StoredSummary {
+                messages: end,
+                summary: written.clone(),
+            },
+        ) {
+            tracing::warn!("cannot keep a summary: {e}; the next request writes it again");
+        }
+        summary = Some(written);
+        done = end;
+    }
+    Ok((summary.unwrap_or_default(), outcome))
+}
+
+/// A message cut down so that it fits one summary call: its head and tail, when on its own
+/// it is larger than `budget` tokens.
+fn fit(message: &Value, budget: usize, counter: &dyn TokenCounter) -> Value {
+    if message_tokens(counter, message) <= budget {
+        return message.clone();
+    }
+    let text = message_text(message);
+    let keep_chars = budget.saturating_mul(crate::tokens::CHARS_PER_TOKEN) / 2;
+    let head: String = text.chars().take(keep_chars).collect();
+    let tail: String = {
+        let chars: Vec<char> = text.chars().collect();
+        chars[chars.len().saturating_sub(keep_chars)..]
+            .iter()
+            .collect()
+    };
+    json!({"role": role(message), "content": format!("{head}\n[…]\n{tail}")})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tokens::ApproxCounter;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    fn user(text: &str) -> Value {
+        json!({"role": "user", "content": text})
+    }
+
+    fn call(id: &str) -> Value {
+        json!({"role": "assistant", "content": null, "tool_calls": [
+            {"id": id, "type": "function", "function": {"name": "f", "arguments": "{}"}}]})
+    }
+
+    fn result(id: &str) -> Value {
+        json!({"role": "tool", "tool_call_id": id, "content": "r"})
+    }
+
+    #[test]
+    fn the_tail_keeps_the_current_turn_and_never_starts_on_a_tool_result() {
+        let h = vec![
+            json!({"role": "system", "content": "s"}),
+            user("one"),
+            json!({"role": "assistant", "content": "a"}),
+            user("two"),
+            call("c"),
+            result("c"),
+            json!({"role": "assistant", "content": "b"}),
+        ];
+        assert_eq!(
+            cut(&h, Keep::Messages(0), 1000, &ApproxCounter),
+            Window { head: 1, tail: 3 }
+        );
+        assert_eq!(cut(&h, Keep::Messages(5), 1000, &ApproxCounter).tail, 2);
+        // Keeping two messages would start on the tool result: the call comes along.
+        let mut no_answer = h.clone();
+        no_answer.pop();
+        no_answer.push(user("three"));
+        no_answer.push(call("d"));
+        no_answer.push(result("d"));
+        let w = cut(&no_answer, Keep::Messages(0), 1000, &ApproxCounter);
+        assert_eq!(
+            role(&no_answer[w.tail]),
+            "user",
+            "the current turn, which ends on a tool result"
+        );
+        let h2 = vec![user("go"), call("a"), result("a"), call("b"), result("b")];
+        assert_eq!(
+            cut(&h2, Keep::Messages(0), 1000, &ApproxCounter).tail,
+            0,
+            "one turn: nothing to summarise"
+        );
+    }
+
+    #[test]
+    fn the_static_marker_and_summary_are_valid_user_messages() {
+        assert_eq!(
+            static_marker(12)["content"],
+            "[Earlier conversation trimmed — 12 messages removed to stay within context budget]"
+        );
+        assert_eq!(static_marker(1)["role"], "user");
+        let s = summary_message(3, " It went well. ");
+        assert_eq!(
+            s["content"],
+            "[Summary of 3 earlier messages]\nIt went well."
+        );
+    }
+
+    #[test]
+    fn the_prompt_carries_the_focus_and_the_previous_summary() {
+        let messages = prompt(&SummaryRequest {
+            previous: Some("Earlier: set up the repo.".into()),
+            messages: vec![user("fix the build"), result("x")],
+            focus: Some("the failing test".into()),
+            model: "m".into(),
+        });
+        assert_eq!(messages[0]["content"], SYSTEM_PROMPT);
+        let text = messages[1]["content"].as_str().unwrap();
+        assert!(text.contains("IMPORTANT: Focus the summary on: the failing test"));
+        assert!(text.contains("Earlier: set up the repo."));
+        assert!(text.contains("User: fix the build\nTool: r"));
+    }
+
+    struct Counting(AtomicUsize);
+
+    impl Summariser for Counting {
+        fn summarise(&self, request: SummaryRequest) -> BoxFuture<'_, Result<String, String>> {
+            let n = self.0.fetch_add(1, Ordering::SeqCst) + 1;
+            let previous = request.previous.unwrap_or_default();
+            Box::pin(async move {
+                Ok(format!(
+                    "{previous}[call {n}: {} messages]",
+                    request.messages.len()
+                ))
+            })
+        }
+    }
+
+    #[tokio::test]
+    async fn a_resent_history_reuses_its_summary_and_a_grown_one_extends_it() {
+        let store = MemorySummaryStore::default();
+        let summariser = Counting(AtomicUsize::new(0));
+        let middle: Vec<Value> = (0..6).map(|i| user(&format!("message {i}"))).collect();
+        let run = |n: usize| {
+            summarise_middle(
+                &middle[..n],
+                &summariser,
+                &store,
+                &ApproxCounter,
+                10_000,
+                None,
+                "m",
+            )
+        };
+        let (first, outcome) = run(4).await.unwrap();
+        assert_eq!(
+            (first.as_str(), outcome),
+            ("[call 1: 4 messages]", SummaryOutcome::New)
+        );
+        let (again, outcome) = run(4).await.unwrap();
+        assert_eq!(
+            (again.as_str(), outcome),
+            (first.as_str(), SummaryOutcome::Reused)
+        );
+        let (grown, outcome) = run(6).await.unwrap();
+        assert_eq!(outcome, SummaryOutcome::Extended);
+        assert_eq!(
+            grown, "[call 1: 4 messages][call 2: 2 messages]",
+            "only the new two are sent"
+        );
+        assert_eq!(summariser.0.load(Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test]
+    async fn a_middle_too_long_for_one_call_is_summarised_in_chunks() {
+        let store = MemorySummaryStore::default();
+        let summariser = Counting(AtomicUsize::new(0));
+        let middle: Vec<Value> = (0..10).map(|_| user(&"word ".repeat(40))).collect();
+        // Each message costs ~54 tokens (approximate count): three fit in 170.
+        let (summary, _) = summarise_middle(
+            &middle,
+            &summariser,
+            &store,
+            &ApproxCounter,
+            170,
+            Some("f"),
+            "m",
+        )
+        .await
+        .unwrap();
+        assert_eq!(summariser.0.load(Ordering::SeqCst), 4);
+        assert!(summary.ends_with("[call 4: 1 messages]"), "{summary}");
+    }
+}

@@ -1,0 +1,203 @@
+//! Counting tokens: the [`TokenCounter`] trait and its implementations, and what one chat
+//! message costs ([`message_tokens`]).
+//!
+//! - [`TiktokenCounter`]: exact for OpenAI model families (the BPE tables ship inside
+//!   `tiktoken-rs`; nothing is downloaded).
+//! - [`ApproxCounter`]: four characters per token, for models whose tokenizer mnemo cannot
+//!   know. A server that can tokenize (llama.cpp's `/tokenize`) is wrapped by the engine into
+//!   a counter of its own.
+//! - [`counter_for_model`]: the exact counter when the model name says which BPE it uses,
+//!   the approximation otherwise.
+//!
+//! A chat message costs its text (content, tool-call names and arguments) plus a fixed
+//! per-message overhead for the chat template's framing, plus one token for a `name`.
+
+use serde_json::Value;
+use tiktoken_rs::CoreBPE;
+
+/// Counts the tokens of a text, the way one model family's tokenizer does.
+pub trait TokenCounter: Send + Sync {
+    /// Tokens of `text`.
+    fn count(&self, text: &str) -> usize;
+    /// Tokens a chat message costs beyond its text (role and framing tokens).
+    fn message_overhead(&self) -> usize;
+    /// What counts: `tiktoken o200k_base`, `approx 4 chars/token`, ...
+    fn name(&self) -> String;
+    /// Whether the counts are exact for the model (not an estimate).
+    fn is_exact(&self) -> bool;
+}
+
+/// Four characters per token, rounded up: the usual estimate when the tokenizer is unknown.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ApproxCounter;
+
+/// Characters per token of [`ApproxCounter`].
+pub const CHARS_PER_TOKEN: usize = 4;
+
+impl TokenCounter for ApproxCounter {
+    fn count(&self, text: &str) -> usize {
+        text.chars().count().div_ceil(CHARS_PER_TOKEN)
+    }
+
+    fn message_overhead(&self) -> usize {
+        4
+    }
+
+    fn name(&self) -> String {
+        format!("approx {CHARS_PER_TOKEN} chars/token")
+    }
+
+    fn is_exact(&self) -> bool {
+        false
+    }
+}
+
+/// An exact counter for one of OpenAI's BPE tokenizers.
+pub struct TiktokenCounter {
+    bpe: &'static CoreBPE,
+    encoding: String,
+}
+
+impl std::fmt::Debug for TiktokenCounter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TiktokenCounter")
+            .field("encoding", &self.encoding)
+            .finish()
+    }
+}
+
+impl TiktokenCounter {
+    /// The counter of the tokenizer `model` uses (`gpt-4o` → o200k_base, `gpt-4` →
+    /// cl100k_base, ...), or `None` when the name is not one of OpenAI's families.
+    pub fn for_model(model: &str) -> Option<Self> {
+        use tiktoken_rs::tokenizer::Tokenizer;
+        let tokenizer = tiktoken_rs::tokenizer::get_tokenizer(model)?;
+        let bpe = tiktoken_rs::bpe_for_tokenizer(tokenizer).ok()?;
+        let encoding = match tokenizer {
+            Tokenizer::O200kHarmony => "o200k_harmony",
+            Tokenizer::O200kBase => "o200k_base",
+            Tokenizer::Cl100kBase => "cl100k_base",
+            Tokenizer::P50kBase => "p50k_base",
+            Tokenizer::R50kBase => "r50k_base",
+            Tokenizer::P50kEdit => "p50k_edit",
+            Tokenizer::Gpt2 => "gpt2",
+        };
+        Some(Self {
+            bpe,
+            encoding: encoding.to_owned(),
+        })
+    }
+}
+
+impl TokenCounter for TiktokenCounter {
+    fn count(&self, text: &str) -> usize {
+        self.bpe.count_ordinary(text)
+    }
+
+    /// OpenAI's accounting for chat messages: three tokens of framing per message.
+    fn message_overhead(&self) -> usize {
+        3
+    }
+
+    fn name(&self) -> String {
+        format!("tiktoken {}", self.encoding)
+    }
+
+    fn is_exact(&self) -> bool {
+        true
+    }
+}
+
+/// The exact counter for `model` when its tokenizer is known, else the approximation.
+pub fn counter_for_model(model: &str) -> Box<dyn TokenCounter> {
+    match TiktokenCounter::for_model(model) {
+        Some(counter) => Box::new(counter),
+        None => Box::new(ApproxCounter),
+    }
+}
+
+/// The text of a message that costs tokens: its content (text parts of a multi-part content,
+/// or a non-string content as JSON) and its tool calls' names and arguments.
+pub fn message_text(message: &Value) -> String {
+    let mut text = match &message["content"] {
+        Value::Null => String::new(),
+        Value::String(s) => s.clone(),
+        Value::Array(parts) => parts
+            .iter()
+            .map(|p| match (&p["type"], &p["text"]) {
+                (_, Value::String(t)) => t.clone(),
+                _ => p.to_string(),
+            })
+            .collect::<Vec<_>>()
+            .join("\n"),
+        other => other.to_string(),
+    };
+    if let Some(calls) = message["tool_calls"].as_array() {
+        for call in calls {
+            text.push('\n');
+            text.push_str(call["function"]["name"].as_str().unwrap_or_default());
+            text.push(' ');
+            text.push_str(call["function"]["arguments"].as_str().unwrap_or_default());
+        }
+    }
+    text
+}
+
+/// Tokens one chat message costs: its text, the framing, and one for a `name`.
+pub fn message_tokens(counter: &dyn TokenCounter, message: &Value) -> usize {
+    let name = usize::from(message.get("name").is_some_and(|n| !n.is_null()));
+    counter.count(&message_text(message)) + counter.message_overhead() + name
+}
+
+/// Tokens a list of messages costs, including the three that prime the reply.
+pub fn messages_tokens(counter: &dyn TokenCounter, messages: &[Value]) -> usize {
+    messages
+        .iter()
+        .map(|m| message_tokens(counter, m))
+        .sum::<usize>()
+        + 3
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn openai_families_are_counted_exactly() {
+        let counter = TiktokenCounter::for_model("gpt-4o-mini").unwrap();
+        assert_eq!(counter.name(), "tiktoken o200k_base");
+        assert_eq!(counter.count("hello world"), 2);
+        assert!(TiktokenCounter::for_model("gpt-4").is_some());
+        assert!(TiktokenCounter::for_model("qwen2.5-coder-1.5b-instruct").is_none());
+    }
+
+    #[test]
+    fn the_approximation_is_four_characters_a_token() {
+        assert_eq!(ApproxCounter.count(""), 0);
+        assert_eq!(ApproxCounter.count("abcd"), 1);
+        assert_eq!(ApproxCounter.count("abcde"), 2);
+        assert_eq!(ApproxCounter.count("ééééé"), 2, "characters, not bytes");
+    }
+
+    #[test]
+    fn a_message_costs_its_text_tool_calls_framing_and_name() {
+        let counter = ApproxCounter;
+        let plain = json!({"role": "user", "content": "abcdefgh"});
+        assert_eq!(message_tokens(&counter, &plain), 2 + 4);
+        let named = json!({"role": "user", "name": "Ann", "content": "abcdefgh"});
+        assert_eq!(message_tokens(&counter, &named), 2 + 4 + 1);
+        let call = json!({"role": "assistant", "content": null, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{\"d\":1}"}}
+        ]});
+        assert_eq!(message_text(&call), "\nls {\"d\":1}");
+        let parts = json!({"role": "user", "content": [
+            {"type": "text", "text": "one"}, {"type": "text", "text": "two"}
+        ]});
+        assert_eq!(message_text(&parts), "one\ntwo");
+        assert_eq!(
+            messages_tokens(&counter, &[plain.clone(), plain]),
+            2 * (2 + 4) + 3
+        );
+    }
+}

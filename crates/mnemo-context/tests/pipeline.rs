@@ -1,0 +1,319 @@
+//! The pipeline end to end on generated histories, with a summariser the test scripts.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use futures_util::future::BoxFuture;
+use mnemo_context::pipeline::{compaction_due, summary_due};
+use mnemo_context::summarize::{SummaryOutcome, SummaryRequest};
+use mnemo_context::{
+    ApproxCounter, ContextLengthExceeded, Governor, InflationGuard, MemoryOutputStore,
+    MemorySummaryStore, OutputStore, Strategy, Summariser, Window, WindowSource,
+};
+use serde_json::{json, Value};
+
+/// A history of `turns` turns, each: a user question, a tool call, its `output`, an answer.
+fn history(turns: usize, output: &str) -> Vec<Value> {
+    let mut h = vec![json!({"role": "system", "content": "You are a coding agent."})];
+    for t in 0..turns {
+        let id = format!("call_{t}");
+        h.push(json!({"role": "user", "content": format!("Step {t}: look at the file.")}));
+        h.push(json!({"role": "assistant", "content": null, "tool_calls": [
+            {"id": id, "type": "function", "function": {"name": "read_file", "arguments": "{\"path\": \"src/main.rs\"}"}}]}));
+        h.push(json!({"role": "tool", "tool_call_id": id, "content": output}));
+        h.push(json!({"role": "assistant", "content": format!("Read step {t}.")}));
+    }
+    h
+}
+
+fn strategy(fields: Value) -> mnemo_context::ResolvedStrategy {
+    Strategy::from_json(fields).unwrap().resolve()
+}
+
+struct Scripted {
+    calls: AtomicUsize,
+    fail: bool,
+}
+
+impl Summariser for Scripted {
+    fn summarise(&self, request: SummaryRequest) -> BoxFuture<'_, Result<String, String>> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        let fail = self.fail;
+        Box::pin(async move {
+            if fail {
+                Err("the summariser is down".into())
+            } else {
+                Ok(format!(
+                    "The agent read src/main.rs {} times.",
+                    request.messages.len()
+                ))
+            }
+        })
+    }
+}
+
+fn governor<'a>(
+    window: u64,
+    summariser: &'a Scripted,
+    store: &'a MemorySummaryStore,
+    outputs: &'a MemoryOutputStore,
+    guard: &'a InflationGuard,
+) -> Governor<'a> {
+    Governor {
+        counter: &ApproxCounter,
+        window: Window {
+            tokens: window,
+            source: WindowSource::Config,
+        },
+        model: "test-model",
+        summariser: Some(summariser),
+        summaries: Some(store),
+        outputs: Some(outputs),
+        guard: Some(guard),
+        callbacks: None,
+        summary_chunk_tokens: 100_000,
+        reserve_output: 100,
+        margin: 10,
+    }
+}
+
+#[test]
+fn triggers_by_turns_budgets_and_remaining_share() {
+    let none = strategy(json!({}));
+    assert!(
+        !compaction_due(&none, 700, 3, 1000),
+        "30% left: nothing set, nothing due"
+    );
+    assert!(
+        compaction_due(&none, 900, 3, 1000),
+        "10% left: the 0.2 default fires"
+    );
+    let turns = strategy(json!({"compact_trigger_turns": 4}));
+    assert!(!compaction_due(&turns, 10, 4, 1000));
+    assert!(compaction_due(&turns, 10, 5, 1000), "turns alone");
+    let both = strategy(json!({"compact_trigger_turns": 4, "token_budget": 500}));
+    assert!(
+        !compaction_due(&both, 400, 9, 1000),
+        "turns and budget must both hold"
+    );
+    assert!(compaction_due(&both, 600, 9, 1000));
+    let soft = strategy(json!({"token_soft_budget": 300}));
+    assert!(compaction_due(&soft, 301, 1, 100_000));
+    assert!(!compaction_due(&soft, 299, 1, 100_000));
+    let share = strategy(json!({"token_soft_remaining_pct": 0.5}));
+    assert!(compaction_due(&share, 600, 1, 1000));
+    assert!(!compaction_due(&share, 400, 1, 1000));
+
+    let s = strategy(json!({}));
+    assert!(summary_due(&s, 901, 3, 1000), "over compress_threshold 0.9");
+    assert!(!summary_due(&s, 899, 3, 1000));
+    assert!(
+        summary_due(&s, 10, 41, 1000),
+        "over max_history_messages 40"
+    );
+    assert!(
+        !summary_due(&strategy(json!({"max_history_messages": 0})), 10, 41, 1000),
+        "0 disables"
+    );
+    assert!(
+        summary_due(&strategy(json!({"token_budget": 100})), 101, 3, 1000),
+        "a hard budget"
+    );
+    assert!(
+        !summary_due(&strategy(json!({"token_soft_budget": 100})), 101, 3, 1000),
+        "soft only compacts"
+    );
+}
+
+#[tokio::test]
+async fn auto_offloads_compacts_and_summarises_a_long_tool_history() {
+    let summariser = Scripted {
+        calls: AtomicUsize::new(0),
+        fail: false,
+    };
+    let (store, outputs, guard) = (
+        MemorySummaryStore::default(),
+        MemoryOutputStore::default(),
+        InflationGuard::default(),
+    );
+    let mut h = history(30, &"fn main() {}\n".repeat(40));
+    // One huge output, offloaded whole.
+    h[3]["content"] = Value::String("x\n".repeat(100_000));
+    let g = governor(6000, &summariser, &store, &outputs, &guard);
+    let governed = g
+        .govern(h.clone(), &strategy(json!({"mode": "auto"})))
+        .await
+        .unwrap();
+    let report = &governed.report;
+    assert_eq!(report.offloaded, ["call_0"]);
+    assert!(report.compacted > 0);
+    assert_eq!(report.stages, ["offload", "compact", "summarize"]);
+    assert_eq!(report.summary, Some(SummaryOutcome::New));
+    assert!(
+        report.tokens_after < report.tokens_before / 10,
+        "{report:?}"
+    );
+    assert!(report.tokens_after as u64 + 110 <= 6000);
+    let m = &governed.messages;
+    assert_eq!(m[0]["role"], "system");
+    assert!(m[1]["content"].as_str().unwrap().starts_with(&format!(
+        "[Summary of {} earlier messages]\n",
+        report.summarised_messages
+    )));
+    assert_eq!(m.last().unwrap()["content"], "Read step 29.");
+    assert!(
+        outputs.read("call_0", 0, 4).unwrap().is_some(),
+        "the whole output is kept"
+    );
+
+    // The same history again: the summary is reused, not paid for twice.
+    let again = g
+        .govern(h.clone(), &strategy(json!({"mode": "auto"})))
+        .await
+        .unwrap();
+    assert_eq!(again.report.summary, Some(SummaryOutcome::Reused));
+    assert_eq!(again.messages, governed.messages);
+    // One more turn: the earlier summary is extended with the newly summarised messages only.
+    let mut grown = h.clone();
+    grown.extend(history(1, "done").into_iter().skip(1));
+    let extended = g
+        .govern(grown, &strategy(json!({"mode": "auto"})))
+        .await
+        .unwrap();
+    assert_eq!(extended.report.summary, Some(SummaryOutcome::Extended));
+    assert_eq!(summariser.calls.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test]
+async fn a_summariser_that_fails_leaves_the_static_marker_and_loses_nothing_the_caller_holds() {
+    let summariser = Scripted {
+        calls: AtomicUsize::new(0),
+        fail: true,
+    };
+    let (store, outputs, guard) = (
+        MemorySummaryStore::default(),
+        MemoryOutputStore::default(),
+        InflationGuard::default(),
+    );
+    let h = history(20, "output");
+    let g = governor(100_000, &summariser, &store, &outputs, &guard);
+    let governed = g
+        .govern(h.clone(), &strategy(json!({"mode": "summarize"})))
+        .await
+        .unwrap();
+    assert_eq!(governed.report.summary, Some(SummaryOutcome::StaticMarker));
+    assert!(governed
+        .report
+        .summary_error
+        .as_deref()
+        .unwrap()
+        .contains("down"));
+    let marker = governed.messages[1]["content"].as_str().unwrap();
+    assert_eq!(
+        marker,
+        format!(
+            "[Earlier conversation trimmed — {} messages removed to stay within context budget]",
+            governed.report.summarised_messages
+        )
+    );
+    assert_eq!(governed.messages[1]["role"], "user");
+    assert_eq!(h.len(), 81, "the caller's history is untouched");
+}
+
+#[tokio::test]
+async fn the_first_run_ends_stay_whole_with_and_without_tool_calls_or_text() {
+    let summariser = Scripted {
+        calls: AtomicUsize::new(0),
+        fail: false,
+    };
+    let (store, outputs, guard) = (
+        MemorySummaryStore::default(),
+        MemoryOutputStore::default(),
+        InflationGuard::default(),
+    );
+    let g = governor(100_000, &summariser, &store, &outputs, &guard);
+    let s = strategy(json!({"mode": "compact", "compact_keep": 1, "compact_trigger_turns": 0}));
+    // A run that ends on a tool call with no text answer: the result it is waiting for and
+    // the call stay as they are.
+    let output = "old output line\n".repeat(50);
+    let mut ends_on_call = history(3, &output);
+    ends_on_call.pop();
+    let governed = g.govern(ends_on_call.clone(), &s).await.unwrap();
+    let last = governed.messages.last().unwrap();
+    assert_eq!(last["role"], "tool");
+    assert_eq!(
+        last["content"],
+        output.as_str(),
+        "the current turn is never compacted"
+    );
+    assert!(governed.messages[3]["compacted"] == true, "older turns are");
+    // A run that ends with a text answer.
+    let ends_on_text = history(3, &output);
+    let governed = g.govern(ends_on_text, &s).await.unwrap();
+    assert_eq!(governed.messages[11]["content"], output.as_str());
+    assert!(governed.messages[7]["compacted"] == true);
+    // A single run with no turns to spare: nothing changes.
+    let one = history(1, "only");
+    let governed = g.govern(one.clone(), &s).await.unwrap();
+    assert_eq!(governed.messages, one);
+}
+
+#[tokio::test]
+async fn governance_that_does_not_shrink_is_rolled_back_and_not_retried_until_the_history_grows() {
+    let summariser = Scripted {
+        calls: AtomicUsize::new(0),
+        fail: false,
+    };
+    let (store, outputs, guard) = (
+        MemorySummaryStore::default(),
+        MemoryOutputStore::default(),
+        InflationGuard::default(),
+    );
+    let g = governor(100_000, &summariser, &store, &outputs, &guard);
+    // Outputs shorter than their placeholders: compacting them makes the request larger.
+    let h = history(6, "ok");
+    let s = strategy(json!({"mode": "compact", "compact_keep": 1, "compact_trigger_turns": 0}));
+    let first = g.govern(h.clone(), &s).await.unwrap();
+    assert!(first.report.rolled_back);
+    assert_eq!(first.messages, h, "rolled back to the request as it came");
+    let second = g.govern(h.clone(), &s).await.unwrap();
+    assert!(second
+        .report
+        .skipped
+        .as_deref()
+        .unwrap()
+        .starts_with("inflation guard"));
+    assert!(!second.report.rolled_back);
+    let mut grown = h.clone();
+    grown.push(json!({"role": "user", "content": "and now?"}));
+    let third = g.govern(grown, &s).await.unwrap();
+    assert!(
+        third.report.skipped.is_none(),
+        "tried again once the history grew"
+    );
+}
+
+#[tokio::test]
+async fn a_request_that_cannot_fit_is_refused_with_the_numbers() {
+    let summariser = Scripted {
+        calls: AtomicUsize::new(0),
+        fail: false,
+    };
+    let (store, outputs, guard) = (
+        MemorySummaryStore::default(),
+        MemoryOutputStore::default(),
+        InflationGuard::default(),
+    );
+    let g = governor(500, &summariser, &store, &outputs, &guard);
+    let h = vec![json!({"role": "user", "content": "word ".repeat(1000)})];
+    let err: ContextLengthExceeded = g.govern(h.clone(), &strategy(json!({}))).await.unwrap_err();
+    assert_eq!(err.window, 500);
+    assert_eq!(err.reserved, 100);
+    assert_eq!(err.margin, 10);
+    assert_eq!(err.needed, err.prompt + 110);
+    let text = err.to_string();
+    assert!(text.contains("context window is 500 tokens"), "{text}");
+    assert!(
+        text.contains("memory_strategy"),
+        "mode none suggests a strategy: {text}"
+    );
+}
