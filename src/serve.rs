@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use anyhow::{anyhow, Context};
 use clap::Args;
 use mnemo_core::LOCAL_LLM_ALIAS;
-use mnemo_llm::{LocalLlm, LocalLlmOptions};
+use mnemo_llm::{LlmClient, LocalLlm, LocalLlmOptions};
 use mnemo_server::ServerOptions;
 use tracing::{info, warn};
 
@@ -50,6 +50,12 @@ pub async fn serve(global: &GlobalArgs, args: ServeArgs) -> CommandResult {
             })?;
             config.openai_base_url = Some(llm.base_url().to_owned());
             config.llm_model = LOCAL_LLM_ALIAS.to_owned();
+            let window = local_window(llm.base_url(), &options).await;
+            config
+                .context
+                .windows
+                .entry(LOCAL_LLM_ALIAS.to_owned())
+                .or_insert(window);
             Some(llm)
         }
         _ => None,
@@ -88,6 +94,26 @@ pub async fn serve(global: &GlobalArgs, args: ServeArgs) -> CommandResult {
     }
     info!("stopped");
     Ok(())
+}
+
+/// The context window of one request to the local LLM: what its server says a slot holds,
+/// else its context size shared between its parallel slots.
+async fn local_window(base_url: &str, options: &LocalLlmOptions) -> u64 {
+    let fallback = (options.ctx_size / options.parallel.max(1)) as u64;
+    let client = mnemo_llm::LlmConfig::new(base_url, LOCAL_LLM_ALIAS).and_then(LlmClient::new);
+    match client {
+        Ok(client) => match client.slot_context_size().await {
+            Ok(tokens) => tokens,
+            Err(e) => {
+                warn!("cannot ask the local LLM its context size ({e}); assuming {fallback}");
+                fallback
+            }
+        },
+        Err(e) => {
+            warn!("cannot ask the local LLM its context size ({e}); assuming {fallback}");
+            fallback
+        }
+    }
 }
 
 fn print_banner(address: SocketAddr, store: &std::path::Path, upstream: &str, model: &str) {

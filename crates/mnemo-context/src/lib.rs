@@ -41,7 +41,7 @@ pub use strategy::{Keep, Mode, ResolvedStrategy, Strategy, StrategyError};
 pub use summarize::{
     DirSummaryStore, MemorySummaryStore, Summariser, SummaryRequest, SummaryStore,
 };
-pub use tokens::{counter_for_model, ApproxCounter, TiktokenCounter, TokenCounter};
+pub use tokens::{counter_for_model, ApproxCounter, CachedCounter, TiktokenCounter, TokenCounter};
 pub use window::{ContextWindows, Window, WindowSource};
 
 /// Lower-case hex sha256 of `bytes`.

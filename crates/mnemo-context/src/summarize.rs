@@ -219,15 +219,49 @@ fn newest_within(messages: &[Value], budget: u64, counter: &dyn TokenCounter) ->
 }
 
 /// The hashes of every prefix of `messages`: `hashes[i]` covers `messages[..=i]`.
+///
+/// The hash is xxh3-128 over the messages' structure, not a cryptographic one: it is computed
+/// for every request whose history is due a summary, over megabytes of resent history, and a
+/// collision could only make a client's own conversation reuse a wrong summary.
 pub fn prefix_hashes(messages: &[Value]) -> Vec<String> {
-    let mut hashes = Vec::with_capacity(messages.len());
-    let mut previous = String::new();
-    for message in messages {
-        let own = crate::digest(message.to_string().as_bytes());
-        previous = crate::digest(format!("{previous}{own}").as_bytes());
-        hashes.push(previous.clone());
+    let mut hasher = xxhash_rust::xxh3::Xxh3::new();
+    messages
+        .iter()
+        .map(|message| {
+            feed(&mut hasher, message);
+            format!("{:032x}", hasher.digest128())
+        })
+        .collect()
+}
+
+/// Feeds `value` into `hasher`, unambiguously (every item tagged and length-prefixed).
+fn feed(hasher: &mut xxhash_rust::xxh3::Xxh3, value: &Value) {
+    let mut bytes = |tag: &[u8], data: &[u8]| {
+        hasher.update(tag);
+        hasher.update(&(data.len() as u64).to_le_bytes());
+        hasher.update(data);
+    };
+    match value {
+        Value::Null => bytes(b"n", b""),
+        Value::Bool(b) => bytes(b"b", &[u8::from(*b)]),
+        Value::Number(n) => bytes(b"#", n.to_string().as_bytes()),
+        Value::String(s) => bytes(b"s", s.as_bytes()),
+        Value::Array(items) => {
+            bytes(b"[", &(items.len() as u64).to_le_bytes());
+            for item in items {
+                feed(hasher, item);
+            }
+        }
+        Value::Object(fields) => {
+            bytes(b"{", &(fields.len() as u64).to_le_bytes());
+            for (key, item) in fields {
+                hasher.update(b"k");
+                hasher.update(&(key.len() as u64).to_le_bytes());
+                hasher.update(key.as_bytes());
+                feed(hasher, item);
+            }
+        }
     }
-    hashes
 }
 
 /// How a summary came about.

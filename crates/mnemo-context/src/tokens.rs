@@ -116,6 +116,112 @@ pub fn counter_for_model(model: &str) -> Box<dyn TokenCounter> {
     }
 }
 
+/// Entries a [`CachedCounter`] keeps before it starts afresh.
+const CACHE_CAPACITY: usize = 100_000;
+
+/// A counter that remembers what it counted, by a hash of the text: clients resend their
+/// whole history with every request, and counting megabytes of tool output again each time
+/// would cost more than the rest of governance. Counts can also be given to it in advance
+/// ([`remember`](Self::remember)), for a tokenizer that is only reachable asynchronously (a
+/// server's); texts it was not given are counted by the inner counter.
+pub struct CachedCounter<C> {
+    inner: C,
+    counts: std::sync::Mutex<std::collections::HashMap<u64, usize>>,
+    label: Option<(String, bool)>,
+}
+
+impl<C: TokenCounter> CachedCounter<C> {
+    /// A cache in front of `inner`.
+    pub fn new(inner: C) -> Self {
+        Self {
+            inner,
+            counts: Default::default(),
+            label: None,
+        }
+    }
+
+    /// Names the counter after the tokenizer whose counts are [remembered](Self::remember)
+    /// rather than after the inner one, and says whether they are exact.
+    pub fn labelled(mut self, name: impl Into<String>, exact: bool) -> Self {
+        self.label = Some((name.into(), exact));
+        self
+    }
+
+    /// Whether `text`'s count is known.
+    pub fn knows(&self, text: &str) -> bool {
+        self.lock().contains_key(&text_hash(text))
+    }
+
+    /// Records that `text` is `tokens` tokens.
+    pub fn remember(&self, text: &str, tokens: usize) {
+        let mut counts = self.lock();
+        if counts.len() >= CACHE_CAPACITY {
+            counts.clear();
+        }
+        counts.insert(text_hash(text), tokens);
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<u64, usize>> {
+        self.counts.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl<C: TokenCounter> TokenCounter for CachedCounter<C> {
+    fn count(&self, text: &str) -> usize {
+        // Short texts are cheaper to count than to look up, unless the counts are given.
+        if text.len() < 64 && self.label.is_none() {
+            return self.inner.count(text);
+        }
+        let key = text_hash(text);
+        if let Some(tokens) = self.lock().get(&key) {
+            return *tokens;
+        }
+        let tokens = self.inner.count(text);
+        self.remember(text, tokens);
+        tokens
+    }
+
+    fn message_overhead(&self) -> usize {
+        self.inner.message_overhead()
+    }
+
+    fn name(&self) -> String {
+        match &self.label {
+            Some((name, _)) => name.clone(),
+            None => self.inner.name(),
+        }
+    }
+
+    fn is_exact(&self) -> bool {
+        match &self.label {
+            Some((_, exact)) => *exact,
+            None => self.inner.is_exact(),
+        }
+    }
+}
+
+impl<C: TokenCounter + ?Sized> TokenCounter for Box<C> {
+    fn count(&self, text: &str) -> usize {
+        (**self).count(text)
+    }
+
+    fn message_overhead(&self) -> usize {
+        (**self).message_overhead()
+    }
+
+    fn name(&self) -> String {
+        (**self).name()
+    }
+
+    fn is_exact(&self) -> bool {
+        (**self).is_exact()
+    }
+}
+
+fn text_hash(text: &str) -> u64 {
+    xxhash_rust::xxh3::xxh3_64(text.as_bytes())
+}
+
 /// The text of a message that costs tokens: its content (text parts of a multi-part content,
 /// or a non-string content as JSON) and its tool calls' names and arguments.
 pub fn message_text(message: &Value) -> String {
@@ -146,7 +252,12 @@ pub fn message_text(message: &Value) -> String {
 /// Tokens one chat message costs: its text, the framing, and one for a `name`.
 pub fn message_tokens(counter: &dyn TokenCounter, message: &Value) -> usize {
     let name = usize::from(message.get("name").is_some_and(|n| !n.is_null()));
-    counter.count(&message_text(message)) + counter.message_overhead() + name
+    let text = match (&message["content"], message.get("tool_calls")) {
+        // The common case, counted without copying the text.
+        (Value::String(content), None | Some(Value::Null)) => counter.count(content),
+        _ => counter.count(&message_text(message)),
+    };
+    text + counter.message_overhead() + name
 }
 
 /// Tokens a list of messages costs, including the three that prime the reply.
@@ -199,5 +310,35 @@ mod tests {
             messages_tokens(&counter, &[plain.clone(), plain]),
             2 * (2 + 4) + 3
         );
+    }
+
+    #[test]
+    fn the_cache_counts_a_text_once_and_takes_counts_given_in_advance() {
+        struct Counting(std::sync::atomic::AtomicUsize);
+        impl TokenCounter for Counting {
+            fn count(&self, text: &str) -> usize {
+                self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                ApproxCounter.count(text)
+            }
+            fn message_overhead(&self) -> usize {
+                4
+            }
+            fn name(&self) -> String {
+                "counting".into()
+            }
+            fn is_exact(&self) -> bool {
+                false
+            }
+        }
+        let cached = CachedCounter::new(Counting(Default::default()));
+        let long = "tool output line\n".repeat(100);
+        assert_eq!(cached.count(&long), cached.count(&long));
+        assert_eq!(cached.inner.0.load(std::sync::atomic::Ordering::Relaxed), 1);
+        let given = "y".repeat(200);
+        cached.remember(&given, 7);
+        assert!(cached.knows(&given));
+        assert_eq!(cached.count(&given), 7, "a count given in advance wins");
+        let server = CachedCounter::new(ApproxCounter).labelled("llama.cpp /tokenize", true);
+        assert_eq!((server.name().as_str(), server.is_exact()), ("llama.cpp /tokenize", true));
     }
 }

@@ -98,6 +98,9 @@ pub struct Config {
     pub start_watcher: bool,
     /// How the read path finds and ranks memories (`[retrieval]` table).
     pub retrieval: RetrievalConfig,
+    /// What each chat request sends upstream (`[context]` table: the default strategy,
+    /// `[context.agents.NAME]`, `[context.windows]`); see `docs/context.md`.
+    pub context: mnemo_context::ContextConfig,
 }
 
 /// Knobs of the read path. The defaults are what the LoCoMo recall harness measured best;
@@ -208,6 +211,7 @@ impl Default for Config {
             git_author_email: "mnemo@localhost".into(),
             start_watcher: true,
             retrieval: RetrievalConfig::default(),
+            context: mnemo_context::ContextConfig::default(),
         }
     }
 }

@@ -4,10 +4,14 @@
 //!    else goes upstream untouched.
 //! 2. The memories of the conversation (and `global`) that answer the latest user message are
 //!    retrieved and injected with the rolling summary ([`crate::inject`]).
-//! 3. The user's message is written to disk as a turn — before anything is forwarded; it is
+//! 3. The outgoing copy is governed ([`crate::context`]): repaired, tool outputs offloaded,
+//!    compacted or trimmed, the middle summarised, checked against the model's window. A
+//!    request that cannot fit is refused here, before any upstream call and before its turn
+//!    is stored (the client will send it again in another form).
+//! 4. The user's message is written to disk as a turn — before anything is forwarded; it is
 //!    indexed in the background, so the request waits for the file, not the embedding.
-//! 4. The request goes to the upstream LLM, streamed or not.
-//! 5. When the answer is complete, the assistant's turn is written and the write path
+//! 5. The request goes to the upstream LLM, streamed or not.
+//! 6. When the answer is complete, the assistant's turn is written and the write path
 //!    ([`crate::write`]) runs in the background, one pass at a time per conversation.
 //!
 //! A client that disconnects in the middle of a stream stops mnemo reading the upstream; the
@@ -25,7 +29,8 @@ use mnemo_store::StoredMemory;
 use serde_json::{json, Map, Value};
 use tracing::{debug, warn};
 
-use crate::{inject, EngineError, MemoryClient, SearchHit, SearchRequest};
+use crate::context::StrategyChoice;
+use crate::{inject, ContextReport, EngineError, MemoryClient, SearchHit, SearchRequest};
 
 /// The memory settings of one chat request: the search that finds its memories, whose query
 /// is filled in from the latest user message.
@@ -35,6 +40,8 @@ pub struct MemoryFields {
     pub conversation: ConversationId,
     /// How to search its memories; `top_k` 0 turns retrieval off.
     pub search: SearchRequest,
+    /// How to govern what goes upstream.
+    pub strategy: StrategyChoice,
 }
 
 /// The `memory_*` fields a chat request may carry; mnemo takes them out before forwarding.
@@ -57,14 +64,23 @@ pub struct ChatMemoryFields {
     /// Metadata filter (eq, ne, gt, gte, lt, lte, in, nin, `$or`).
     #[schema(value_type = Option<Object>)]
     pub memory_filter: Option<Value>,
+    /// How to govern what this request sends upstream; over the conversation's stored
+    /// strategy and the agent's, field by field. An unknown field or a value out of range is
+    /// a 400 that names it.
+    pub memory_strategy: Option<mnemo_context::Strategy>,
+    /// The agent whose default strategy applies (`[context.agents.NAME]` in the config).
+    #[schema(pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$")]
+    pub memory_agent: Option<String>,
 }
 
-const KNOWN_FIELDS: [&str; 5] = [
+const KNOWN_FIELDS: [&str; 7] = [
     "memory_id",
     "memory_top_k",
     "memory_recency_weight",
     "memory_score_threshold",
     "memory_filter",
+    "memory_strategy",
+    "memory_agent",
 ];
 
 /// Takes the `memory_*` fields out of `body` and checks them. An unknown `memory_*` field is
@@ -125,9 +141,29 @@ pub fn take_memory_fields(body: &mut Map<String, Value>) -> Result<MemoryFields,
     search
         .validate()
         .map_err(|e| invalid(format!("memory_{e}")))?;
+    let request = match fields.get("memory_strategy") {
+        None | Some(Value::Null) => None,
+        Some(value) => Some(
+            mnemo_context::Strategy::from_json(value.clone())
+                .map_err(|e| invalid(format!("memory_strategy: {e}")))?,
+        ),
+    };
+    // Agent names follow the conversation-id rules: they name config tables and, later,
+    // folders.
+    let agent = match fields.get("memory_agent") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(name)) => Some(
+            ConversationId::new(name)
+                .map_err(|e| invalid(format!("memory_agent: {e}")))?
+                .as_str()
+                .to_owned(),
+        ),
+        Some(other) => return Err(invalid(format!("memory_agent must be a string, not {other}"))),
+    };
     Ok(MemoryFields {
         conversation,
         search,
+        strategy: StrategyChoice { request, agent },
     })
 }
 
@@ -144,6 +180,8 @@ pub struct PreparedChat {
     pub user_turn: Option<StoredMemory>,
     /// Whether the client asked for a streamed answer.
     pub stream: bool,
+    /// What context governance did to the request.
+    pub context: ContextReport,
 }
 
 /// A streamed answer: the upstream's status and headers, and its body passed through chunk
@@ -155,12 +193,15 @@ pub struct ChatStreamReply {
     pub headers: mnemo_llm::http::HeaderMap,
     /// The memories injected, best first.
     pub hits: Vec<SearchHit>,
+    /// What context governance did to the request.
+    pub context: ContextReport,
     /// The answer, as the upstream sends it.
     pub body: ByteStream,
 }
 
 impl MemoryClient {
-    /// Steps 1-3: memory fields out, memories in, the user's turn written.
+    /// Steps 1-4: memory fields out, memories in, the request governed, the user's turn
+    /// written.
     pub async fn prepare_chat(&self, body: Value) -> Result<PreparedChat, EngineError> {
         let Value::Object(mut body) = body else {
             return Err(EngineError::InvalidInput(
@@ -193,8 +234,11 @@ impl MemoryClient {
             let conversation = fields.conversation.clone();
             crate::client::blocking(move || Ok(inner.summary(&conversation))).await?
         };
-        let body = inject::inject(&body, summary.as_deref(), &hits).unwrap_or(body);
+        let mut body = inject::inject(&body, summary.as_deref(), &hits).unwrap_or(body);
         let retrieved = started.elapsed();
+        let context = self
+            .govern(&fields.conversation, &fields.strategy, &mut body)
+            .await?;
 
         let user_turn = match user_text {
             Some(text) => {
@@ -219,12 +263,19 @@ impl MemoryClient {
             hits,
             user_turn,
             stream,
+            context,
         })
     }
 
     /// A non-streamed chat completion through memory. The upstream's answer comes back as it
-    /// was, plus `memory_hits`: the memories that were injected.
+    /// was, plus `memory_hits` (the memories that were injected) and `memory_context` (what
+    /// governance did).
     pub async fn chat(&self, body: Value) -> Result<Value, EngineError> {
+        self.chat_governed(body).await.map(|(answer, _)| answer)
+    }
+
+    /// [`chat`](Self::chat), also returning what governance did (for metrics).
+    pub async fn chat_governed(&self, body: Value) -> Result<(Value, ContextReport), EngineError> {
         let prepared = self.prepare_chat(body).await?;
         let llm = self.inner.llm.as_ref().ok_or(EngineError::NoUpstream)?;
         let mut answer = llm.chat(&prepared.body).await?;
@@ -233,9 +284,10 @@ impl MemoryClient {
             .map(str::to_owned);
         if let Value::Object(map) = &mut answer {
             map.insert("memory_hits".into(), hits_json(&prepared.hits));
+            map.insert("memory_context".into(), context_json(&prepared.context));
         }
         self.finish_turn(prepared.conversation, prepared.user_turn, text, false);
-        Ok(answer)
+        Ok((answer, prepared.context))
     }
 
     /// A streamed chat completion through memory.
@@ -256,6 +308,7 @@ impl MemoryClient {
             status: upstream.status.as_u16(),
             headers: upstream.headers,
             hits: prepared.hits,
+            context: prepared.context,
             body: Box::pin(recorder),
         })
     }
@@ -321,6 +374,11 @@ pub fn hits_json(hits: &[SearchHit]) -> Value {
             })
             .collect(),
     )
+}
+
+/// What governance did, as a response's `memory_context`.
+pub fn context_json(report: &ContextReport) -> Value {
+    serde_json::to_value(report).unwrap_or(Value::Null)
 }
 
 /// What to do when a stream ends, however it ends.

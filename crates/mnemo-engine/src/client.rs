@@ -101,6 +101,8 @@ pub(crate) struct Inner {
     /// Write-path passes running in the background (waited for on shutdown).
     pub background: TaskTracker,
     startup_sync: SyncReport,
+    /// Context governance's windows, token counters and inflation guards.
+    pub context: crate::context::ContextState,
 }
 
 impl MemoryClient {
@@ -182,6 +184,7 @@ impl MemoryClient {
         };
         Ok(Self {
             inner: Arc::new(Inner {
+                context: crate::context::ContextState::new(&config.context),
                 config,
                 store,
                 embedder,

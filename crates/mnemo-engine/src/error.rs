@@ -48,6 +48,18 @@ pub enum EngineError {
         /// Why the operating system refused.
         source: std::io::Error,
     },
+    /// Even governed, the request does not fit the model's context window; nothing was
+    /// sent upstream.
+    #[error(transparent)]
+    ContextLengthExceeded(#[from] mnemo_context::ContextLengthExceeded),
+    /// A conversation's stored strategy file cannot be used.
+    #[error("{path}: {message}")]
+    StoredStrategy {
+        /// The file, relative to the store.
+        path: String,
+        /// What is wrong with it.
+        message: String,
+    },
     /// Blocking work moved off the async runtime panicked or was cancelled.
     #[error("background task failed: {0}")]
     Task(String),

@@ -10,14 +10,16 @@
 //!   ([`keys`] builds what each memory is indexed under, [`timeline`] finds its neighbouring
 //!   turns, [`filter`] turns metadata filters into index filters), fused, reranked, blended
 //!   with recency and diversified with MMR.
-//! - Chat ([`chat`]): a chat request with memories injected ([`inject`]), forwarded to the
-//!   upstream LLM, its turns stored.
+//! - Chat ([`chat`]): a chat request with memories injected ([`inject`]), its outgoing copy
+//!   governed to fit the model's window ([`context`], over the `mnemo-context` crate),
+//!   forwarded to the upstream LLM, its turns stored.
 //! - Write path (`write`, through `MemoryClient::add` and after every chat turn): fact
 //!   extraction, ADD/UPDATE/DELETE reconciliation ([`prompts`]), the rolling summary,
 //!   eviction and one git commit per pass.
 
 pub mod chat;
 mod client;
+pub mod context;
 mod error;
 mod files;
 pub mod filter;
@@ -32,6 +34,8 @@ pub mod watcher;
 pub mod write;
 
 pub use client::{Consistency, MemoryClient, OpenOptions};
+pub use context::StrategyChoice;
+pub use mnemo_context::{ContextReport, Strategy};
 pub use error::EngineError;
 pub use retrieval::{SearchHit, SearchRequest, StageScores};
 pub use sync::{SyncProgress, SyncReport};

@@ -319,6 +319,11 @@ impl MemoryClient {
         Ok(())
     }
 
+    /// Write-path passes and turn writes queued or running in the background.
+    pub fn background_tasks(&self) -> usize {
+        self.inner.background.len()
+    }
+
     /// Waits until every write the client has queued in the background is done.
     pub async fn wait_idle(&self) {
         let tracker = &self.inner.background;

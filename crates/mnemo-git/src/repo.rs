@@ -156,16 +156,20 @@ impl Versioning {
     /// along with its own changes.
     pub fn commit_noted(&self, message: &str) -> Result<Option<CommitInfo>, GitError> {
         let repo = self.lock();
-        // Taken under the repository lock, so a commit queued behind this one stages only
-        // what this one left, not the same files again.
-        let taken = self.pending().clone();
-        let committed = self.stage_and_commit(&repo, &taken, message)?;
-        let mut pending = self.pending();
-        for path in &taken.paths {
-            pending.paths.remove(path);
+        // Taken out under the repository lock, so a commit queued behind this one stages only
+        // what this one left. Changes noted while this one stages stay noted for the next:
+        // clearing what was taken after the commit would also clear a note made meanwhile
+        // (another thread's new file), and that file would never be committed.
+        let taken = std::mem::take(&mut *self.pending());
+        match self.stage_and_commit(&repo, &taken, message) {
+            Ok(committed) => Ok(committed),
+            Err(e) => {
+                let mut pending = self.pending();
+                pending.paths.extend(taken.paths);
+                pending.everything |= taken.everything;
+                Err(e)
+            }
         }
-        pending.everything &= !taken.everything;
-        Ok(committed)
     }
 
     /// Stages every change in the store (new, modified, deleted and moved files, minus what

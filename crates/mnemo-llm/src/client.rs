@@ -251,6 +251,63 @@ impl LlmClient {
         check_status(&url, response).await.map(drop)
     }
 
+    /// How many tokens the upstream's own tokenizer makes of `text`, through llama.cpp's
+    /// `POST /tokenize` (at the server's root, beside `/v1`). Only llama.cpp servers (the
+    /// local LLM) answer it.
+    pub async fn count_tokens(&self, text: &str) -> Result<usize, LlmError> {
+        let url = join_url(self.server_root(), "/tokenize");
+        let timeout = self.inner.config.request_timeout;
+        let payload = Bytes::from(serde_json::json!({ "content": text }).to_string());
+        let response = self
+            .post_json(&url, payload)
+            .timeout(timeout)
+            .send()
+            .await
+            .map_err(|e| self.transport_error(&url, e, timeout))?;
+        let reply: Value = check_status(&url, response)
+            .await?
+            .json()
+            .await
+            .map_err(|e| self.transport_error(&url, e, timeout))?;
+        reply["tokens"]
+            .as_array()
+            .map(Vec::len)
+            .ok_or_else(|| LlmError::InvalidOutput {
+                reason: format!("{url} answered without a \"tokens\" list"),
+                content_snippet: snippet(&reply.to_string()),
+            })
+    }
+
+    /// The context window of each of the upstream's request slots, from llama.cpp's
+    /// `GET /props` (`default_generation_settings.n_ctx`).
+    pub async fn slot_context_size(&self) -> Result<u64, LlmError> {
+        let url = join_url(self.server_root(), "/props");
+        let response = self
+            .request(Method::GET, &url)
+            .timeout(HEALTH_TIMEOUT)
+            .send()
+            .await
+            .map_err(|e| self.transport_error(&url, e, HEALTH_TIMEOUT))?;
+        let props: Value = check_status(&url, response)
+            .await?
+            .json()
+            .await
+            .map_err(|e| self.transport_error(&url, e, HEALTH_TIMEOUT))?;
+        props["default_generation_settings"]["n_ctx"]
+            .as_u64()
+            .filter(|n| *n > 0)
+            .ok_or_else(|| LlmError::InvalidOutput {
+                reason: format!("{url} does not give default_generation_settings.n_ctx"),
+                content_snippet: snippet(&props.to_string()),
+            })
+    }
+
+    /// The base URL without its trailing `/v1`: where llama.cpp serves its own endpoints.
+    fn server_root(&self) -> &str {
+        let base = self.inner.base.trim_end_matches('/');
+        base.strip_suffix("/v1").unwrap_or(base)
+    }
+
     fn request(&self, method: Method, url: &str) -> reqwest::RequestBuilder {
         let request = self.inner.http.request(method, url);
         match &self.inner.config.api_key {

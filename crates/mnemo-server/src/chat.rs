@@ -6,6 +6,10 @@ use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 
+use mnemo_engine::chat::context_json;
+use mnemo_engine::EngineError;
+use mnemo_llm::LlmError;
+
 use crate::body::read_json;
 use crate::openapi::ChatRequest;
 use crate::{ApiError, AppState, ErrorBody};
@@ -14,17 +18,21 @@ use crate::{ApiError, AppState, ErrorBody};
 ///
 /// An OpenAI chat completion request, plus optional `memory_*` fields (taken out before
 /// forwarding). Relevant memories are injected into the last user message; the turn is
-/// stored and distilled into facts afterwards. Non-streamed answers carry `memory_hits`;
-/// streamed ones (`stream: true`) are server-sent events passed through as they arrive, with
-/// the header `x-mnemo-memory-hits`.
+/// stored and distilled into facts afterwards. The outgoing copy is governed by the request's
+/// strategy (`memory_strategy`, over the conversation's and the agent's): tool outputs
+/// offloaded, compacted or trimmed, the middle summarised; a request that cannot fit the
+/// model's window is refused with 400 `context_length_exceeded` before any upstream call.
+/// Non-streamed answers carry `memory_hits` and `memory_context`; streamed ones
+/// (`stream: true`) are server-sent events passed through as they arrive, with the headers
+/// `x-mnemo-memory-hits` and `x-mnemo-memory-context` (the same report, as JSON).
 #[utoipa::path(
     post,
     path = "/v1/chat/completions",
     tag = "chat",
     request_body = ChatRequest,
     responses(
-        (status = 200, description = "The upstream's answer (JSON, or text/event-stream when streaming), plus memory_hits"),
-        (status = 400, description = "Invalid request", body = ErrorBody),
+        (status = 200, description = "The upstream's answer (JSON, or text/event-stream when streaming), plus memory_hits and memory_context"),
+        (status = 400, description = "Invalid request, or context_length_exceeded", body = ErrorBody),
         (status = 413, description = "Request body too large", body = ErrorBody),
         (status = 502, description = "The upstream LLM failed", body = ErrorBody),
         (status = 503, description = "No upstream LLM", body = ErrorBody),
@@ -38,10 +46,20 @@ pub(crate) async fn chat_completions(
     let request = read_json(body, state.options.max_body_bytes).await?;
     let stream = request["stream"].as_bool().unwrap_or(false);
     if !stream {
-        let answer = state.client.chat(request).await?;
+        let (answer, context) = state
+            .client
+            .chat_governed(request)
+            .await
+            .map_err(|e| count_upstream_error(&state, e))?;
+        state.metrics.record_context(&context);
         return Ok(Json(answer).into_response());
     }
-    let reply = state.client.chat_stream(request).await?;
+    let reply = state
+        .client
+        .chat_stream(request)
+        .await
+        .map_err(|e| count_upstream_error(&state, e))?;
+    state.metrics.record_context(&reply.context);
     let mut response = Response::new(Body::from_stream(reply.body));
     *response.status_mut() = StatusCode::from_u16(reply.status).unwrap_or(StatusCode::OK);
     let headers = response.headers_mut();
@@ -55,5 +73,34 @@ pub(crate) async fn chat_completions(
         "x-mnemo-memory-hits",
         HeaderValue::from(reply.hits.len() as u64),
     );
+    if let Ok(value) = HeaderValue::from_str(&ascii_json(&context_json(&reply.context))) {
+        headers.insert("x-mnemo-memory-context", value);
+    }
     Ok(response)
+}
+
+fn count_upstream_error(state: &AppState, error: EngineError) -> ApiError {
+    match &error {
+        EngineError::Llm(LlmError::Timeout { .. }) => state.metrics.upstream_error("timeout"),
+        EngineError::Llm(LlmError::Status { .. }) => state.metrics.upstream_error("status"),
+        EngineError::Llm(_) => state.metrics.upstream_error("other"),
+        _ => {}
+    }
+    ApiError::from(error)
+}
+
+/// JSON with every non-ASCII character escaped, as a header value must be.
+fn ascii_json(value: &serde_json::Value) -> String {
+    let mut out = String::new();
+    for c in value.to_string().chars() {
+        if c.is_ascii() && !c.is_ascii_control() {
+            out.push(c);
+        } else {
+            let mut units = [0u16; 2];
+            for unit in c.encode_utf16(&mut units) {
+                out.push_str(&format!("\\u{unit:04x}"));
+            }
+        }
+    }
+    out
 }

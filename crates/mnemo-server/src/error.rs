@@ -24,8 +24,19 @@ pub struct ErrorDetail {
     /// `invalid_request_error`, `not_found`, `upstream_error`, `server_error`.
     #[serde(rename = "type")]
     pub kind: &'static str,
+    /// The HTTP status, or OpenAI's name for the error where it has one
+    /// (`context_length_exceeded`).
+    pub code: ErrorCode,
+}
+
+/// An error's `code`: a name where OpenAI's API has one, else the HTTP status.
+#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
+#[serde(untagged)]
+pub enum ErrorCode {
     /// The HTTP status.
-    pub code: u16,
+    Status(u16),
+    /// OpenAI's name for the error.
+    Name(&'static str),
 }
 
 /// An error as clients see it: a status and an OpenAI-shaped JSON body.
@@ -37,6 +48,8 @@ pub struct ApiError {
     pub kind: &'static str,
     /// One line for the client; it goes into the body's `error.message`.
     pub message: String,
+    /// OpenAI's name for the error, when it has one; the body's `code` is the status else.
+    pub code: Option<&'static str>,
 }
 
 impl ApiError {
@@ -46,6 +59,7 @@ impl ApiError {
             status,
             kind,
             message: message.into(),
+            code: None,
         }
     }
 
@@ -79,6 +93,10 @@ impl From<EngineError> for ApiError {
         match &error {
             EngineError::InvalidInput(message) => Self::invalid(message.clone()),
             EngineError::Llm(e) => Self::upstream(e),
+            EngineError::ContextLengthExceeded(e) => ApiError {
+                code: Some("context_length_exceeded"),
+                ..Self::invalid(e.to_string())
+            },
             EngineError::NoUpstream => Self::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "upstream_error",
@@ -102,7 +120,10 @@ impl IntoResponse for ApiError {
             error: ErrorDetail {
                 message: self.message,
                 kind: self.kind,
-                code: self.status.as_u16(),
+                code: match self.code {
+                    Some(name) => ErrorCode::Name(name),
+                    None => ErrorCode::Status(self.status.as_u16()),
+                },
             },
         };
         (self.status, Json(body)).into_response()

@@ -4,7 +4,10 @@
 //!   `chat_stream`): memories injected, turns stored, the answer passed back (streamed chunk by
 //!   chunk when asked), with `memory_hits` on non-streamed answers.
 //! - `/v1/memories...` ([`memories`]): add, search, list (paged), get, delete, history.
-//! - `GET /health` ([`health`]) and `GET /openapi.json` ([`openapi`]) describe the service.
+//! - `/v1/conversations/{id}/memory` ([`conversations`]): a conversation's stored context
+//!   strategy.
+//! - `GET /health` ([`health`]) and `GET /openapi.json` ([`openapi`]) describe the service;
+//!   `GET /metrics` exposes Prometheus metrics (`metrics`).
 //! - Every other request is passed to the upstream LLM unchanged (`passthrough`).
 //!
 //! Every route is registered together with its OpenAPI description (`utoipa-axum`'s
@@ -18,9 +21,11 @@
 
 mod body;
 pub mod chat;
+pub mod conversations;
 mod error;
 pub mod health;
 pub mod memories;
+mod metrics;
 pub mod openapi;
 mod passthrough;
 
@@ -36,7 +41,7 @@ use utoipa::OpenApi as _;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-pub use error::{ApiError, ErrorBody};
+pub use error::{ApiError, ErrorBody, ErrorCode};
 
 /// Limits and facts the server needs beyond the memory client.
 #[derive(Debug, Clone)]
@@ -63,6 +68,8 @@ pub(crate) struct AppState {
     pub started: Instant,
     /// The document `/openapi.json` serves, built with the router.
     pub openapi: Arc<utoipa::openapi::OpenApi>,
+    /// What `/metrics` exposes.
+    pub metrics: metrics::Metrics,
 }
 
 /// The routes mnemo serves itself, each with its description.
@@ -75,6 +82,11 @@ fn documented_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(memories::search))
         .routes(routes!(memories::get_one, memories::delete))
         .routes(routes!(memories::history))
+        .routes(routes!(
+            conversations::get_strategy,
+            conversations::patch_strategy
+        ))
+        .routes(routes!(metrics::metrics))
 }
 
 /// The OpenAPI document of every route [`router`] serves.
@@ -90,8 +102,15 @@ pub fn router(client: MemoryClient, options: ServerOptions) -> Router {
         options: Arc::new(options),
         started: Instant::now(),
         openapi: Arc::new(openapi),
+        metrics: metrics::Metrics::new(),
     };
-    routes.fallback(passthrough::forward).with_state(state)
+    routes
+        .fallback(passthrough::forward)
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            metrics::time_requests,
+        ))
+        .with_state(state)
 }
 
 /// Serves `router` on `listener` until `shutdown` resolves; requests in flight finish, then

@@ -23,6 +23,7 @@ use crate::AppState;
     tags(
         (name = "chat", description = "The OpenAI-compatible chat endpoint, through memory"),
         (name = "memories", description = "The memories themselves"),
+        (name = "conversations", description = "Per-conversation settings: the context strategy"),
         (name = "service", description = "The service's own state and description"),
     )
 )]

@@ -9,10 +9,13 @@
 //! index/                 the embedded vector index (rebuildable)
 //! index/.lock            held by the process that owns the store
 //! memory_index.json      what the index holds, per file (rebuildable)
+//! conversations/<conversation>/strategy.yaml   its context strategy (hand-editable)
+//! conversations/<conversation>/summaries/      summaries context governance keeps (rebuildable)
+//! conversations/<conversation>/tool_outputs/   tool outputs it offloaded
 //! ```
 //!
-//! Only `entries/` is the user's; everything else can be rebuilt from it and stays out of git
-//! ([`unversioned`]).
+//! `entries/` and the strategies are the user's and versioned; everything else is rebuilt or
+//! transient and stays out of git ([`unversioned`]).
 
 use std::path::{Component, Path, PathBuf};
 
@@ -29,6 +32,14 @@ pub const SUMMARY_FILE: &str = "summary.md";
 pub const INDEX_DIR: &str = "index";
 /// The file recording what the index holds, per memory file.
 pub const SNAPSHOT_FILE: &str = "memory_index.json";
+/// The folder of per-conversation settings and context state.
+pub const CONVERSATIONS_DIR: &str = "conversations";
+/// The file name of a conversation's stored context strategy.
+pub const STRATEGY_FILE: &str = "strategy.yaml";
+/// The folder, inside a conversation's settings, of the summaries context governance keeps.
+pub const CONTEXT_SUMMARIES_DIR: &str = "summaries";
+/// The folder, inside a conversation's settings, of the tool outputs governance offloaded.
+pub const TOOL_OUTPUTS_DIR: &str = "tool_outputs";
 /// The advisory lock file, inside [`INDEX_DIR`], that one process at a time holds.
 pub const LOCK_FILE: &str = ".lock";
 const TIMESTAMP_FORMAT: &str = "%Y%m%dT%H%M%S%3fZ";
@@ -161,6 +172,8 @@ pub fn unversioned() -> Vec<String> {
     vec![
         format!("/{INDEX_DIR}/"),
         format!("/{SNAPSHOT_FILE}"),
+        format!("/{CONVERSATIONS_DIR}/*/{CONTEXT_SUMMARIES_DIR}/"),
+        format!("/{CONVERSATIONS_DIR}/*/{TOOL_OUTPUTS_DIR}/"),
         format!("{}*", crate::atomic::TEMP_PREFIX),
         "*.swp".to_owned(),
         "*~".to_owned(),
@@ -188,6 +201,11 @@ pub fn is_file_of(path: &str, id: MemoryId) -> bool {
 /// The folder of one conversation's files.
 pub fn conversation_dir(root: &Path, conversation: &ConversationId) -> PathBuf {
     root.join(ENTRIES_DIR).join(conversation.as_str())
+}
+
+/// The folder of one conversation's settings and context state.
+pub fn conversation_settings_dir(root: &Path, conversation: &ConversationId) -> PathBuf {
+    root.join(CONVERSATIONS_DIR).join(conversation.as_str())
 }
 
 /// The file name a new memory gets: sortable by time, unique by id.

@@ -1,0 +1,327 @@
+//! Context governance in the proxy: `mnemo-context`'s pipeline on the outgoing copy of every
+//! chat request, after memories are injected.
+//!
+//! - The strategy is merged field by field: the request's `memory_strategy`, over the
+//!   conversation's stored one (`conversations/<id>/strategy.yaml`, hand-editable and
+//!   versioned), over the agent's (`[context.agents.NAME]`, chosen by `memory_agent`), over
+//!   `[context]`'s defaults.
+//! - Tokens are counted exactly for OpenAI's model families, by the local LLM's own
+//!   tokenizer (llama.cpp's `/tokenize`) for the local model, else estimated; counts are
+//!   cached, since clients resend their whole history every turn.
+//! - Offloaded tool outputs and summaries are kept under `conversations/<id>/` (unversioned),
+//!   so a resent history reuses its summary instead of paying for it again; summaries come
+//!   from the configured upstream.
+//! - Each conversation has an inflation guard, so a history governance cannot shrink is not
+//!   tried (and paid for) again until it grows.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use futures_util::future::BoxFuture;
+use mnemo_context::messages::strip_internal_fields;
+use mnemo_context::summarize::{prompt, SummaryRequest};
+use mnemo_context::tokens::{message_text, TiktokenCounter};
+use mnemo_context::{
+    ApproxCounter, CachedCounter, ContextReport, ContextWindows, DirOutputStore, DirSummaryStore,
+    Governor, InflationGuard, Strategy, Summariser, TokenCounter,
+};
+use mnemo_core::{ConversationId, LOCAL_LLM_ALIAS};
+use mnemo_llm::LlmClient;
+use mnemo_store::layout;
+use serde_json::{json, Value};
+use tracing::{debug, warn};
+
+use crate::{EngineError, MemoryClient};
+
+/// The largest strategy file read; anything larger is refused, not parsed.
+const MAX_STRATEGY_BYTES: u64 = 64 * 1024;
+
+/// Tokens of conversation one summary call may carry, at most; less for a small window.
+const SUMMARY_CHUNK_TOKENS: usize = 8_000;
+
+/// Texts tokenized through the local LLM's server at once, at most.
+const TOKENIZE_CONCURRENCY: usize = 4;
+
+/// Governance state that lives as long as the engine: windows, token counters and their
+/// caches, and each conversation's inflation guard.
+pub(crate) struct ContextState {
+    windows: ContextWindows,
+    /// The local LLM's counts, given by its server and cached.
+    local: Arc<CachedCounter<ApproxCounter>>,
+    counters: Mutex<HashMap<String, Arc<dyn TokenCounter>>>,
+    guards: Mutex<HashMap<ConversationId, Arc<InflationGuard>>>,
+}
+
+impl ContextState {
+    pub(crate) fn new(config: &mnemo_context::ContextConfig) -> Self {
+        Self {
+            windows: ContextWindows::new(config.windows.clone()),
+            local: Arc::new(
+                CachedCounter::new(ApproxCounter)
+                    .labelled("local LLM tokenizer (llama.cpp /tokenize)", true),
+            ),
+            counters: Mutex::default(),
+            guards: Mutex::default(),
+        }
+    }
+
+    /// The counter for `model`, one per tokenizer, cached for the engine's life.
+    fn counter(&self, model: &str) -> Arc<dyn TokenCounter> {
+        if model == LOCAL_LLM_ALIAS {
+            return self.local.clone();
+        }
+        let exact = TiktokenCounter::for_model(model);
+        let key = exact.as_ref().map(|c| c.name()).unwrap_or_default();
+        let mut counters = self.counters.lock().unwrap_or_else(|p| p.into_inner());
+        counters
+            .entry(key)
+            .or_insert_with(|| -> Arc<dyn TokenCounter> {
+                match exact {
+                    Some(exact) => Arc::new(CachedCounter::new(exact)),
+                    None => Arc::new(ApproxCounter),
+                }
+            })
+            .clone()
+    }
+
+    fn guard(&self, conversation: &ConversationId) -> Arc<InflationGuard> {
+        let mut guards = self.guards.lock().unwrap_or_else(|p| p.into_inner());
+        guards.entry(conversation.clone()).or_default().clone()
+    }
+}
+
+/// Summaries from the upstream LLM: one chat call, no tools.
+struct UpstreamSummariser<'a> {
+    llm: &'a LlmClient,
+}
+
+impl Summariser for UpstreamSummariser<'_> {
+    fn summarise(&self, request: SummaryRequest) -> BoxFuture<'_, Result<String, String>> {
+        Box::pin(async move {
+            let body = json!({
+                "model": request.model,
+                "messages": prompt(&request),
+                "temperature": 0,
+            });
+            let answer = self.llm.chat(&body).await.map_err(|e| e.to_string())?;
+            answer["choices"][0]["message"]["content"]
+                .as_str()
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned)
+                .ok_or_else(|| "the summariser's answer has no text".to_owned())
+        })
+    }
+}
+
+/// The settings that choose a request's strategy.
+#[derive(Debug, Clone, Default)]
+pub struct StrategyChoice {
+    /// The request's own `memory_strategy`.
+    pub request: Option<Strategy>,
+    /// The agent whose defaults apply (`memory_agent`).
+    pub agent: Option<String>,
+}
+
+impl MemoryClient {
+    /// The strategy stored for `conversation` (empty when none is).
+    pub async fn conversation_strategy(
+        &self,
+        conversation: &ConversationId,
+    ) -> Result<Strategy, EngineError> {
+        let path = self.strategy_path(conversation);
+        let relative = self.relative(&path);
+        crate::client::blocking(move || read_strategy(&path, &relative)).await
+    }
+
+    /// Applies `patch` (a JSON merge patch: a value sets a field, `null` removes it) to the
+    /// strategy stored for `conversation`, writes it and commits it; returns the result.
+    pub async fn patch_conversation_strategy(
+        &self,
+        conversation: &ConversationId,
+        patch: Value,
+    ) -> Result<Strategy, EngineError> {
+        let path = self.strategy_path(conversation);
+        let relative = self.relative(&path);
+        let inner = self.inner.clone();
+        let conversation = conversation.clone();
+        // One writer at a time per conversation, like its write path.
+        let lock = self.inner.conversation_lock(&conversation);
+        let _held = lock.lock().await;
+        crate::client::blocking(move || {
+            let current = read_strategy(&path, &relative)?;
+            let patched = current
+                .patch(patch)
+                .map_err(|e| EngineError::InvalidInput(e.to_string()))?;
+            let yaml = strategy_yaml(&patched)?;
+            let io = |source| EngineError::Io {
+                action: "cannot write",
+                path: path.clone(),
+                source,
+            };
+            if let Some(dir) = path.parent() {
+                std::fs::create_dir_all(dir).map_err(io)?;
+            }
+            mnemo_store::atomic::write_atomic(&path, yaml.as_bytes()).map_err(io)?;
+            if let Some(git) = &inner.git {
+                git.note_changed([&path]);
+            }
+            inner.commit(&format!("strategy of conversation {conversation}"));
+            Ok(patched)
+        })
+        .await
+    }
+
+    /// Governs `body`'s messages in place (CONTEXT.md §1: repair, offload, compact or trim,
+    /// summarise, guard, pre-flight) and reports what was done.
+    pub(crate) async fn govern(
+        &self,
+        conversation: &ConversationId,
+        choice: &StrategyChoice,
+        body: &mut Value,
+    ) -> Result<ContextReport, EngineError> {
+        let config = &self.inner.config.context;
+        let stored = self.conversation_strategy(conversation).await?;
+        let agent = config.agent_strategy(choice.agent.as_deref());
+        let strategy = match &choice.request {
+            Some(request) => request.over(&stored.over(&agent)),
+            None => stored.over(&agent),
+        }
+        .resolve();
+        let model = body["model"]
+            .as_str()
+            .unwrap_or(&self.inner.config.llm_model)
+            .to_owned();
+        let messages = body["messages"].as_array().cloned().unwrap_or_default();
+        let counter = self.inner.context.counter(&model);
+        if model == LOCAL_LLM_ALIAS {
+            self.count_on_the_server(&messages).await;
+        }
+        let window = self
+            .inner
+            .context
+            .windows
+            .window(&model, strategy.context_window_tokens);
+        let reserve = ["max_completion_tokens", "max_tokens"]
+            .iter()
+            .find_map(|field| body[*field].as_u64())
+            .unwrap_or(config.reserve_output_tokens);
+        let dir = layout::conversation_settings_dir(self.store().root(), conversation);
+        let outputs = DirOutputStore::new(dir.join(layout::TOOL_OUTPUTS_DIR));
+        let summaries = DirSummaryStore::new(dir.join(layout::CONTEXT_SUMMARIES_DIR));
+        let summariser = self
+            .inner
+            .llm
+            .as_ref()
+            .map(|llm| UpstreamSummariser { llm });
+        let guard = self.inner.context.guard(conversation);
+        let governor = Governor {
+            counter: counter.as_ref(),
+            window,
+            model: &model,
+            summariser: summariser.as_ref().map(|s| s as &dyn Summariser),
+            summaries: Some(&summaries),
+            outputs: Some(&outputs),
+            guard: Some(&guard),
+            callbacks: None,
+            summary_chunk_tokens: SUMMARY_CHUNK_TOKENS.min(window.tokens as usize / 2),
+            reserve_output: reserve,
+            margin: config.margin_tokens,
+        };
+        let mut governed = governor.govern(messages, &strategy).await?;
+        strip_internal_fields(&mut governed.messages);
+        debug!(
+            conversation = %conversation,
+            before = governed.report.tokens_before,
+            after = governed.report.tokens_after,
+            stages = ?governed.report.stages,
+            "context governed"
+        );
+        body["messages"] = Value::Array(governed.messages);
+        Ok(governed.report)
+    }
+
+    /// Counts, through the local LLM's own tokenizer, the message texts its counter does not
+    /// know yet. A text the server cannot count stays estimated.
+    async fn count_on_the_server(&self, messages: &[Value]) {
+        use futures_util::stream::{self, StreamExt};
+        let Some(llm) = self.inner.llm.as_ref() else {
+            return;
+        };
+        let cache = &self.inner.context.local;
+        let unknown: Vec<String> = messages
+            .iter()
+            .map(message_text)
+            .filter(|text| !text.is_empty() && !cache.knows(text))
+            .collect();
+        let counted: Vec<(String, Result<usize, mnemo_llm::LlmError>)> =
+            stream::iter(unknown)
+                .map(|text| async move {
+                    let tokens = llm.count_tokens(&text).await;
+                    (text, tokens)
+                })
+                .buffer_unordered(TOKENIZE_CONCURRENCY)
+                .collect()
+                .await;
+        for (text, tokens) in counted {
+            match tokens {
+                Ok(tokens) => cache.remember(&text, tokens),
+                Err(e) => {
+                    warn!("the local LLM cannot count tokens ({e}); estimating");
+                    break;
+                }
+            }
+        }
+    }
+
+    fn strategy_path(&self, conversation: &ConversationId) -> PathBuf {
+        layout::conversation_settings_dir(self.store().root(), conversation)
+            .join(layout::STRATEGY_FILE)
+    }
+
+    fn relative(&self, path: &std::path::Path) -> String {
+        self.store().relative(path).into_owned()
+    }
+}
+
+/// Reads a stored strategy: absent is empty; anything else must be a small, valid YAML
+/// mapping of strategy fields (the file is hand-edited, so the message names the fault).
+fn read_strategy(path: &std::path::Path, relative: &str) -> Result<Strategy, EngineError> {
+    let fault = |message: String| EngineError::StoredStrategy {
+        path: relative.to_owned(),
+        message,
+    };
+    let meta = match std::fs::symlink_metadata(path) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Strategy::default()),
+        Err(e) => return Err(fault(format!("cannot read it: {e}"))),
+    };
+    if !meta.is_file() {
+        return Err(fault("not a regular file (links and special files are refused)".into()));
+    }
+    if meta.len() > MAX_STRATEGY_BYTES {
+        return Err(fault(format!(
+            "{} bytes, more than the {MAX_STRATEGY_BYTES} a strategy may take",
+            meta.len()
+        )));
+    }
+    let text = std::fs::read_to_string(path).map_err(|e| fault(format!("cannot read it: {e}")))?;
+    if text.trim().is_empty() {
+        return Ok(Strategy::default());
+    }
+    let value: Value =
+        serde_saphyr::from_str(&text).map_err(|e| fault(format!("not valid YAML: {e}")))?;
+    Strategy::from_json(value).map_err(|e| fault(e.to_string()))
+}
+
+/// A strategy as its hand-editable file: a comment, then one field a line.
+fn strategy_yaml(strategy: &Strategy) -> Result<String, EngineError> {
+    let body = serde_saphyr::to_string(strategy)
+        .map_err(|e| EngineError::Task(format!("cannot write a strategy as YAML: {e}")))?;
+    let body = if strategy.is_empty() { String::new() } else { body };
+    Ok(format!(
+        "# Context strategy of this conversation; see docs/context.md for the fields.\n\
+         # A request's memory_strategy overrides it field by field; it overrides the agent's.\n{body}"
+    ))
+}

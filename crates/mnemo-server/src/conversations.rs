@@ -1,0 +1,89 @@
+//! `/v1/conversations/{id}/memory`: a conversation's stored context strategy.
+//!
+//! The strategy is a hand-editable file in the store (`conversations/<id>/strategy.yaml`,
+//! versioned in git). A chat request's own `memory_strategy` overrides it field by field, and
+//! it overrides the agent's defaults from the configuration.
+
+use axum::body::Body;
+use axum::extract::{Path, State};
+use axum::Json;
+use mnemo_core::ConversationId;
+use mnemo_engine::Strategy;
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use crate::body::read_json;
+use crate::{ApiError, AppState, ErrorBody};
+
+/// A conversation's stored strategy.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ConversationMemory {
+    /// The conversation.
+    #[schema(value_type = String)]
+    pub conversation_id: ConversationId,
+    /// The fields it sets; unset fields fall back to the agent's strategy and the defaults.
+    pub strategy: Strategy,
+}
+
+fn conversation(id: &str) -> Result<ConversationId, ApiError> {
+    ConversationId::new(id).map_err(|e| ApiError::invalid(format!("conversation id: {e}")))
+}
+
+/// A conversation's stored context strategy.
+#[utoipa::path(
+    get,
+    path = "/v1/conversations/{id}/memory",
+    tag = "conversations",
+    params(("id" = String, Path, description = "The conversation id")),
+    responses(
+        (status = 200, description = "The stored strategy (empty when none is stored)", body = ConversationMemory),
+        (status = 400, description = "Not a conversation id", body = ErrorBody),
+        (status = 500, description = "The stored file cannot be used; the message says why", body = ErrorBody),
+    )
+)]
+pub(crate) async fn get_strategy(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<ConversationMemory>, ApiError> {
+    let conversation_id = conversation(&id)?;
+    let strategy = state.client.conversation_strategy(&conversation_id).await?;
+    Ok(Json(ConversationMemory {
+        conversation_id,
+        strategy,
+    }))
+}
+
+/// Changes a conversation's stored context strategy.
+///
+/// The body is a JSON merge patch of strategy fields: a value sets a field, `null` removes it
+/// (it then falls back to the agent's strategy and the defaults), fields not named stay. The
+/// result is validated as a whole: an unknown field or a value out of range is a 400 naming
+/// it, and nothing is written.
+#[utoipa::path(
+    patch,
+    path = "/v1/conversations/{id}/memory",
+    tag = "conversations",
+    params(("id" = String, Path, description = "The conversation id")),
+    request_body(content = Strategy, description = "Strategy fields to set (null removes one)"),
+    responses(
+        (status = 200, description = "The stored strategy after the change", body = ConversationMemory),
+        (status = 400, description = "Invalid id or strategy", body = ErrorBody),
+        (status = 413, description = "Request body too large", body = ErrorBody),
+    )
+)]
+pub(crate) async fn patch_strategy(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    body: Body,
+) -> Result<Json<ConversationMemory>, ApiError> {
+    let conversation_id = conversation(&id)?;
+    let patch = read_json(body, state.options.max_body_bytes).await?;
+    let strategy = state
+        .client
+        .patch_conversation_strategy(&conversation_id, patch)
+        .await?;
+    Ok(Json(ConversationMemory {
+        conversation_id,
+        strategy,
+    }))
+}
