@@ -34,7 +34,89 @@ fn model(request: &ChatRequest) -> Reply {
             Reply::Json(json!({ "operations": ops }))
         }
         Some("summary") => Reply::Json(json!({"summary": "The user's sister lives in Oslo."})),
+        _ if is_summary_call(request) => {
+            Reply::text("The agent read files 0 to 40 with read_file; each defines helpers.")
+        }
         _ => echo(request),
+    }
+}
+
+/// Whether `request` is context governance asking for a summary.
+fn is_summary_call(request: &ChatRequest) -> bool {
+    request
+        .system_prompt()
+        .is_some_and(|s| s.starts_with("You are a conversation summariser"))
+}
+
+/// Checks what the upstream got for the governed tool history: a valid request (every tool
+/// result answers a call just before it, no mnemo-only fields), smaller than what was sent.
+fn check_governed_requests(upstream: &ScriptedLlm) {
+    let governed: Vec<serde_json::Value> = upstream
+        .requests()
+        .into_iter()
+        .filter_map(|r| r.body)
+        .filter(|b| {
+            b["messages"].as_array().is_some_and(|m| {
+                m.iter().any(|m| {
+                    m["content"]
+                        .as_str()
+                        .is_some_and(|c| c.starts_with("[Summary of"))
+                })
+            })
+        })
+        .collect();
+    assert_eq!(governed.len(), 2, "the governed request and its resend");
+    let summary_calls = upstream
+        .requests()
+        .into_iter()
+        .filter_map(|r| r.body)
+        .filter(|b| {
+            b["messages"][0]["content"]
+                .as_str()
+                .is_some_and(|c| c.starts_with("You are a conversation summariser"))
+        })
+        .count();
+    assert!(
+        summary_calls >= 1,
+        "the middle was summarised by the upstream"
+    );
+    for body in governed {
+        let messages = body["messages"].as_array().unwrap();
+        assert!(
+            messages.len() < 200,
+            "{} messages went upstream",
+            messages.len()
+        );
+        let mut open_calls: Vec<String> = Vec::new();
+        for message in messages {
+            assert!(
+                message.get("compacted").is_none(),
+                "mnemo's mark is stripped: {message}"
+            );
+            match message["role"].as_str().unwrap() {
+                "assistant" => {
+                    open_calls = message["tool_calls"]
+                        .as_array()
+                        .map(|calls| {
+                            calls
+                                .iter()
+                                .map(|c| c["id"].as_str().unwrap().to_owned())
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                }
+                "tool" => {
+                    let id = message["tool_call_id"].as_str().unwrap();
+                    assert!(
+                        open_calls.iter().any(|c| c == id),
+                        "an orphaned result went upstream: {id}"
+                    );
+                }
+                _ => open_calls.clear(),
+            }
+        }
+        let sent: usize = messages.iter().map(|m| m.to_string().len()).sum();
+        assert!(sent < 100_000, "the governed request is {sent} bytes");
     }
 }
 
@@ -93,6 +175,7 @@ async fn the_openai_sdk_works_against_mnemo_serve() {
         String::from_utf8_lossy(&sdk.stderr)
     );
     assert!(status.success(), "mnemo serve exited with {status}");
+    check_governed_requests(&upstream);
     let turns = store.path().join("entries/sdk/turns/user");
     // Three accepted requests; the one with a hostile memory_id wrote nothing.
     assert_eq!(std::fs::read_dir(turns).unwrap().count(), 3);

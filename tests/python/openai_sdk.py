@@ -56,4 +56,78 @@ except openai.BadRequestError as e:
 else:
     raise AssertionError("a hostile memory_id was accepted")
 
+# Context governance: a tool-heavy history of 200 messages, resent whole as agents do, with
+# `mode: auto`. The answer reports what was saved; the upstream gets a smaller request.
+def tool_history():
+    messages = [{"role": "system", "content": "You are a coding agent with a read_file tool."}]
+    for turn in range(50):
+        call_id = f"call_{turn}"
+        # One output larger than the offload limit (20000 tokens = 80000 characters).
+        size = 100_000 if turn == 10 else 1_000 + (turn * 977) % 6_000
+        output = "\n".join(f"{turn}:{line} fn item_{line}() {{ }}" for line in range(size // 24))
+        messages.append({"role": "user", "content": f"Read file {turn} and tell me what it does."})
+        messages.append({
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": call_id, "type": "function",
+                            "function": {"name": "read_file",
+                                         "arguments": f'{{"path": "src/file_{turn}.rs"}}'}}],
+        })
+        messages.append({"role": "tool", "tool_call_id": call_id, "content": output})
+        if turn < 49:
+            messages.append({"role": "assistant", "content": f"File {turn} defines helpers."})
+    return messages
+
+
+history = tool_history()
+assert len(history) == 200, len(history)
+governed = client.chat.completions.create(
+    model="scripted",
+    messages=history,
+    extra_body={"memory_id": "sdk-tools", "memory_top_k": 0,
+                "memory_strategy": {"mode": "auto", "context_window_tokens": 50000, "keep": {"messages": 8}}},
+)
+report = (governed.model_extra or {}).get("memory_context")
+assert report, governed
+assert report["tokens_after"] < report["tokens_before"] / 2, report
+for stage in ("offload", "compact", "summarize"):
+    assert stage in report["stages"], report
+assert report["offloaded"] == ["call_10"], report
+assert report["summary"] == "new", report
+
+# Resent as it was: the summary is reused, not paid for again.
+again = client.chat.completions.create(
+    model="scripted",
+    messages=history,
+    extra_body={"memory_id": "sdk-tools", "memory_top_k": 0,
+                "memory_strategy": {"mode": "auto", "context_window_tokens": 50000, "keep": {"messages": 8}}},
+)
+assert again.model_extra["memory_context"]["summary"] == "reused", again.model_extra
+
+# Even governed, it cannot fit a tiny window: a clear 400 before any upstream call.
+try:
+    client.chat.completions.create(
+        model="scripted",
+        messages=history,
+        extra_body={"memory_id": "sdk-tools", "memory_top_k": 0,
+                    "memory_strategy": {"mode": "none", "context_window_tokens": 4000}},
+    )
+except openai.BadRequestError as e:
+    assert e.code == "context_length_exceeded", (e.code, e)
+    assert "context window is 4000 tokens" in str(e), e
+else:
+    raise AssertionError("a request over the window was forwarded")
+
+# A strategy with an unknown field is refused, naming it.
+try:
+    client.chat.completions.create(
+        model="scripted",
+        messages=[{"role": "user", "content": "hi"}],
+        extra_body={"memory_id": "sdk-tools", "memory_strategy": {"mdoe": "auto"}},
+    )
+except openai.BadRequestError as e:
+    assert "memory_strategy: mdoe" in str(e), e
+else:
+    raise AssertionError("an unknown strategy field was accepted")
+
 print("openai sdk: ok")

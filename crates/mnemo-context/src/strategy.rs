@@ -163,6 +163,21 @@ impl Strategy {
     /// every field: an unknown field, a wrong type or a value out of range is an error that
     /// names it.
     pub fn from_json(value: Value) -> Result<Self, StrategyError> {
+        // serde would also take a list, as the fields in order: a strategy is only ever
+        // written as an object.
+        let kind = match &value {
+            Value::Object(_) => None,
+            Value::Null => Some("null"),
+            Value::Bool(_) => Some("a boolean"),
+            Value::Number(_) => Some("a number"),
+            Value::String(_) => Some("a string"),
+            Value::Array(_) => Some("a list"),
+        };
+        if let Some(kind) = kind {
+            return Err(StrategyError(format!(
+                "a strategy is an object of fields (mode, compact_keep, ...), not {kind}"
+            )));
+        }
         let strategy: Strategy = serde_path_to_error::deserialize(value).map_err(|e| {
             let path = e.path().to_string();
             let inner = e.into_inner();

@@ -339,6 +339,9 @@ mod tests {
         assert!(cached.knows(&given));
         assert_eq!(cached.count(&given), 7, "a count given in advance wins");
         let server = CachedCounter::new(ApproxCounter).labelled("llama.cpp /tokenize", true);
-        assert_eq!((server.name().as_str(), server.is_exact()), ("llama.cpp /tokenize", true));
+        assert_eq!(
+            (server.name().as_str(), server.is_exact()),
+            ("llama.cpp /tokenize", true)
+        );
     }
 }

@@ -158,7 +158,11 @@ pub fn take_memory_fields(body: &mut Map<String, Value>) -> Result<MemoryFields,
                 .as_str()
                 .to_owned(),
         ),
-        Some(other) => return Err(invalid(format!("memory_agent must be a string, not {other}"))),
+        Some(other) => {
+            return Err(invalid(format!(
+                "memory_agent must be a string, not {other}"
+            )))
+        }
     };
     Ok(MemoryFields {
         conversation,

@@ -255,15 +255,14 @@ impl MemoryClient {
             .map(message_text)
             .filter(|text| !text.is_empty() && !cache.knows(text))
             .collect();
-        let counted: Vec<(String, Result<usize, mnemo_llm::LlmError>)> =
-            stream::iter(unknown)
-                .map(|text| async move {
-                    let tokens = llm.count_tokens(&text).await;
-                    (text, tokens)
-                })
-                .buffer_unordered(TOKENIZE_CONCURRENCY)
-                .collect()
-                .await;
+        let counted: Vec<(String, Result<usize, mnemo_llm::LlmError>)> = stream::iter(unknown)
+            .map(|text| async move {
+                let tokens = llm.count_tokens(&text).await;
+                (text, tokens)
+            })
+            .buffer_unordered(TOKENIZE_CONCURRENCY)
+            .collect()
+            .await;
         for (text, tokens) in counted {
             match tokens {
                 Ok(tokens) => cache.remember(&text, tokens),
@@ -298,7 +297,9 @@ fn read_strategy(path: &std::path::Path, relative: &str) -> Result<Strategy, Eng
         Err(e) => return Err(fault(format!("cannot read it: {e}"))),
     };
     if !meta.is_file() {
-        return Err(fault("not a regular file (links and special files are refused)".into()));
+        return Err(fault(
+            "not a regular file (links and special files are refused)".into(),
+        ));
     }
     if meta.len() > MAX_STRATEGY_BYTES {
         return Err(fault(format!(
@@ -307,11 +308,12 @@ fn read_strategy(path: &std::path::Path, relative: &str) -> Result<Strategy, Eng
         )));
     }
     let text = std::fs::read_to_string(path).map_err(|e| fault(format!("cannot read it: {e}")))?;
-    if text.trim().is_empty() {
-        return Ok(Strategy::default());
-    }
     let value: Value =
         serde_saphyr::from_str(&text).map_err(|e| fault(format!("not valid YAML: {e}")))?;
+    if value.is_null() {
+        // Empty, or comments only.
+        return Ok(Strategy::default());
+    }
     Strategy::from_json(value).map_err(|e| fault(e.to_string()))
 }
 
@@ -319,9 +321,72 @@ fn read_strategy(path: &std::path::Path, relative: &str) -> Result<Strategy, Eng
 fn strategy_yaml(strategy: &Strategy) -> Result<String, EngineError> {
     let body = serde_saphyr::to_string(strategy)
         .map_err(|e| EngineError::Task(format!("cannot write a strategy as YAML: {e}")))?;
-    let body = if strategy.is_empty() { String::new() } else { body };
+    let body = if strategy.is_empty() {
+        String::new()
+    } else {
+        body
+    };
     Ok(format!(
         "# Context strategy of this conversation; see docs/context.md for the fields.\n\
          # A request's memory_strategy overrides it field by field; it overrides the agent's.\n{body}"
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(text: &str) -> Result<Strategy, EngineError> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("strategy.yaml");
+        std::fs::write(&path, text).unwrap();
+        read_strategy(&path, "conversations/c/strategy.yaml")
+    }
+
+    #[test]
+    fn stored_strategies_are_read_as_untrusted_files() {
+        assert!(read("").unwrap().is_empty());
+        assert!(read("# nothing set\n").unwrap().is_empty());
+        assert_eq!(
+            read("mode: trim\n").unwrap().mode,
+            Some(mnemo_context::Mode::Trim)
+        );
+        for (text, expected) in [
+            ("mode: [unclosed", "not valid YAML"),
+            ("mdoe: trim", "mdoe: unknown field"),
+            ("- a list", "not a list"),
+            (
+                "a: &a [x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a]\nc: &c [*b, *b, *b, *b, *b, *b, *b, *b]\nd: [*c, *c, *c, *c, *c, *c, *c, *c]\n",
+                "conversations/c/strategy.yaml",
+            ),
+        ] {
+            let err = read(text).unwrap_err().to_string();
+            assert!(err.contains(expected), "{text}: {err}");
+            assert!(err.starts_with("conversations/c/strategy.yaml: "), "{err}");
+        }
+        let big = format!("focus: \"{}\"\n", "x".repeat(MAX_STRATEGY_BYTES as usize));
+        assert!(read(&big).unwrap_err().to_string().contains("more than"));
+
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("elsewhere.yaml");
+        std::fs::write(&target, "mode: auto\n").unwrap();
+        let link = dir.path().join("strategy.yaml");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        let err = read_strategy(&link, "s").unwrap_err().to_string();
+        assert!(err.contains("not a regular file"), "{err}");
+    }
+
+    #[test]
+    fn a_strategy_file_reads_back_as_written() {
+        let strategy = Strategy::from_json(
+            json!({"mode": "auto", "keep": {"tokens": 900}, "focus": "the \"parser\": bugs"}),
+        )
+        .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("strategy.yaml");
+        std::fs::write(&path, strategy_yaml(&strategy).unwrap()).unwrap();
+        assert_eq!(read_strategy(&path, "s").unwrap(), strategy);
+        std::fs::write(&path, strategy_yaml(&Strategy::default()).unwrap()).unwrap();
+        assert!(read_strategy(&path, "s").unwrap().is_empty());
+    }
 }

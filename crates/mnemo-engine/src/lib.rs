@@ -35,8 +35,8 @@ pub mod write;
 
 pub use client::{Consistency, MemoryClient, OpenOptions};
 pub use context::StrategyChoice;
-pub use mnemo_context::{ContextReport, Strategy};
 pub use error::EngineError;
+pub use mnemo_context::{ContextReport, Strategy};
 pub use retrieval::{SearchHit, SearchRequest, StageScores};
 pub use sync::{SyncProgress, SyncReport};
 pub use watcher::WatcherHandle;

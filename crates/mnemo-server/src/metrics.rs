@@ -160,5 +160,9 @@ pub(crate) async fn metrics(State(state): State<AppState>) -> Response {
         )
         .into_response();
     }
-    ([(header::CONTENT_TYPE, encoder.format_type().to_owned())], text).into_response()
+    (
+        [(header::CONTENT_TYPE, encoder.format_type().to_owned())],
+        text,
+    )
+        .into_response()
 }

@@ -431,7 +431,7 @@ async fn shutdown_finishes_queued_memory_writes() {
 }
 
 /// The routes mnemo serves itself, as (method, path).
-const ROUTES: [(&str, &str); 9] = [
+const ROUTES: [(&str, &str); 12] = [
     ("post", "/v1/chat/completions"),
     ("get", "/health"),
     ("get", "/openapi.json"),
@@ -441,6 +441,9 @@ const ROUTES: [(&str, &str); 9] = [
     ("get", "/v1/memories/{id}"),
     ("delete", "/v1/memories/{id}"),
     ("get", "/v1/memories/{id}/history"),
+    ("get", "/v1/conversations/{id}/memory"),
+    ("patch", "/v1/conversations/{id}/memory"),
+    ("get", "/metrics"),
 ];
 
 #[tokio::test(flavor = "multi_thread")]
@@ -484,6 +487,7 @@ async fn the_served_openapi_document_describes_exactly_the_routes_served() {
         let request = match method.as_str() {
             "get" => http().get(&url),
             "delete" => http().delete(&url),
+            "patch" => http().patch(&url).json(&json!({})),
             _ => http().post(&url).json(&json!({})),
         };
         let response = request.send().await.unwrap();
@@ -796,4 +800,415 @@ async fn history_with_git_off_says_why_there_is_none() {
     );
     let (_store, root) = server.shutdown().await;
     assert!(!root.join(".git").exists());
+}
+
+// ---- Context governance -------------------------------------------------------------------
+
+/// A history of `turns` turns, each a question, a `read_file` call, its output of `size`
+/// characters and an answer; the last turn ends on its tool result.
+fn tool_history(turns: usize, size: usize) -> Vec<Value> {
+    let mut messages = vec![json!({"role": "system", "content": "You are a coding agent."})];
+    for turn in 0..turns {
+        let id = format!("call_{turn}");
+        messages.push(json!({"role": "user", "content": format!("Read file {turn}.")}));
+        messages.push(json!({"role": "assistant", "content": null, "tool_calls": [
+            {"id": id, "type": "function", "function": {"name": "read_file", "arguments": "{}"}}]}));
+        messages.push(
+            json!({"role": "tool", "tool_call_id": id, "content": format!("{turn}").repeat(size)}),
+        );
+        if turn + 1 < turns {
+            messages.push(json!({"role": "assistant", "content": format!("File {turn} is fine.")}));
+        }
+    }
+    messages
+}
+
+/// The last chat request the upstream got that was not one of mnemo's own calls.
+fn last_forwarded(llm: &ScriptedLlm) -> Value {
+    llm.requests()
+        .into_iter()
+        .filter_map(|r| r.body)
+        .filter(|b| {
+            b["response_format"].is_null()
+                && !b["messages"][0]["content"]
+                    .as_str()
+                    .is_some_and(|c| c.starts_with("You are a conversation summariser"))
+        })
+        .last()
+        .expect("a forwarded chat request")
+}
+
+fn tool_outputs(body: &Value) -> Vec<String> {
+    body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+async fn patch(url: &str, body: Value) -> (u16, Value) {
+    let response = http().patch(url).json(&body).send().await.unwrap();
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn strategies_merge_request_over_conversation_over_agent_field_by_field() {
+    let llm = ScriptedLlm::with_handler(model).await;
+    let server = Server::start_with(Some(llm.base_url()), ServerOptions::default(), |config| {
+        config.context = serde_json::from_value(json!({
+            "agents": {"coder": {"mode": "compact", "compact_keep": 1, "token_soft_budget": 10}}
+        }))
+        .unwrap();
+    })
+    .await;
+    let chat_url = format!("{}/v1/chat/completions", server.url);
+    let strategy_url = format!("{}/v1/conversations/c1/memory", server.url);
+    let request = |strategy: Option<Value>| {
+        let mut body = json!({"model": "m", "memory_id": "c1", "memory_top_k": 0,
+            "memory_agent": "coder", "messages": tool_history(4, 3000)});
+        if let Some(strategy) = strategy {
+            body["memory_strategy"] = strategy;
+        }
+        body
+    };
+
+    // The agent alone: compact, keeping one turn.
+    let (status, body) = post(&chat_url, request(None)).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["memory_context"]["mode"], "compact", "{body}");
+    let outputs = tool_outputs(&last_forwarded(&llm));
+    assert_eq!(
+        outputs[0],
+        "⟦removed: tool output for read_file (call_id=call_0); reason=context_compaction⟧"
+    );
+    assert_eq!(outputs[3].len(), 3000, "the kept turn is untouched");
+
+    // The conversation's stored mode over the agent's; the agent's keep and trigger still hold.
+    let (status, stored) = patch(&strategy_url, json!({"mode": "trim"})).await;
+    assert_eq!(status, 200, "{stored}");
+    let (_, body) = post(&chat_url, request(None)).await;
+    assert_eq!(body["memory_context"]["mode"], "trim");
+    assert_eq!(body["memory_context"]["trimmed"], 3, "{body}");
+    let outputs = tool_outputs(&last_forwarded(&llm));
+    assert!(
+        outputs[0].starts_with(&"0".repeat(2000)),
+        "trimmed to the default 2000"
+    );
+    assert!(
+        outputs[0].ends_with("[…truncated, 3000 chars total]"),
+        "{}",
+        outputs[0]
+    );
+
+    // The request's own field over both.
+    let (_, body) = post(
+        &chat_url,
+        request(Some(json!({"tool_output_trim_chars": 50}))),
+    )
+    .await;
+    assert_eq!(body["memory_context"]["mode"], "trim");
+    let outputs = tool_outputs(&last_forwarded(&llm));
+    assert!(outputs[1].starts_with(&"1".repeat(50)) && !outputs[1].starts_with(&"1".repeat(51)));
+
+    // A field removed from the conversation falls back to the agent's again.
+    let (status, stored) = patch(&strategy_url, json!({"mode": null})).await;
+    assert_eq!((status, &stored["strategy"]), (200, &json!({})));
+    let (_, body) = post(&chat_url, request(None)).await;
+    assert_eq!(body["memory_context"]["mode"], "compact", "{body}");
+
+    // Governance counted in /metrics.
+    let metrics = http()
+        .get(format!("{}/metrics", server.url))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for line in [
+        "memory_compaction_items_total{stage=\"compact\"} 6",
+        "memory_compaction_items_total{stage=\"trim\"} 6",
+        "memory_tokens_before_after_count{phase=\"before\"} 4",
+        "mnemo_background_queue_depth",
+        "mnemo_request_duration_seconds_count{method=\"POST\",route=\"/v1/chat/completions\"} 4",
+    ] {
+        assert!(metrics.contains(line), "{line} missing from:\n{metrics}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stored_strategy_is_a_versioned_file_and_bad_ones_are_refused() {
+    let llm = ScriptedLlm::with_handler(model).await;
+    let server = Server::start(Some(llm.base_url())).await;
+    let url = format!("{}/v1/conversations/trip/memory", server.url);
+    let (status, body) = patch(&url, json!({"mode": "auto", "keep": {"messages": 4}})).await;
+    assert_eq!(status, 200, "{body}");
+    let file = server.root.join("conversations/trip/strategy.yaml");
+    let yaml = std::fs::read_to_string(&file).unwrap();
+    assert!(yaml.contains("mode: auto"), "{yaml}");
+    let log = std::process::Command::new("git")
+        .args(["log", "--format=%s", "-1"])
+        .current_dir(&server.root)
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&log.stdout).trim(),
+        "mnemo: strategy of conversation trip"
+    );
+
+    // Invalid patches: a 400 naming the field, and the file unchanged.
+    for (patch_body, expected) in [
+        (json!({"mdoe": "auto"}), "mdoe"),
+        (
+            json!({"compress_threshold": 1.5}),
+            "compress_threshold must be between",
+        ),
+        (json!({"keep": {"fraction": -1}}), "keep.fraction"),
+        (json!(["mode"]), "must be a JSON object"),
+    ] {
+        let (status, body) = patch(&url, patch_body.clone()).await;
+        assert_eq!(status, 400, "{patch_body}: {body}");
+        assert!(
+            error_message(&body).contains(expected),
+            "{patch_body}: {body}"
+        );
+    }
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), yaml);
+    let (status, body) =
+        post_get(&format!("{}/v1/conversations/..%2Fetc/memory", server.url)).await;
+    assert_eq!(status, 400, "{body}");
+
+    // A hand edit is read back; a broken one makes chats fail with the file named, not
+    // silently ignored.
+    std::fs::write(&file, "mode: trim\ntool_output_trim_chars: 10\n").unwrap();
+    let (_, body) = post_get(&url).await;
+    assert_eq!(
+        body["strategy"],
+        json!({"mode": "trim", "tool_output_trim_chars": 10})
+    );
+    std::fs::write(&file, "mode: [unclosed\n").unwrap();
+    let mut request = chat("hello");
+    request["memory_id"] = json!("trip");
+    let (status, body) = post(&format!("{}/v1/chat/completions", server.url), request).await;
+    assert_eq!(status, 500, "{body}");
+    assert!(
+        error_message(&body).contains("conversations/trip/strategy.yaml"),
+        "{body}"
+    );
+    assert_eq!(llm.chat_calls(), 0, "nothing went upstream");
+}
+
+async fn post_get(url: &str) -> (u16, Value) {
+    let response = http().get(url).send().await.unwrap();
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn bad_strategies_and_oversized_requests_never_reach_the_upstream() {
+    let llm = ScriptedLlm::with_handler(model).await;
+    let server = Server::start(Some(llm.base_url())).await;
+    let url = format!("{}/v1/chat/completions", server.url);
+    for (strategy, expected) in [
+        (
+            json!({"mdoe": "auto"}),
+            "memory_strategy: mdoe: unknown field",
+        ),
+        (
+            json!({"mode": "shrink"}),
+            "memory_strategy: mode: unknown variant `shrink`",
+        ),
+        (
+            json!({"token_remaining_pct": 2}),
+            "memory_strategy: token_remaining_pct must be between 0 and 1",
+        ),
+        (
+            json!({"compact_keep": "two"}),
+            "memory_strategy: compact_keep: invalid type",
+        ),
+        (
+            json!("auto"),
+            "memory_strategy: a strategy is an object of fields",
+        ),
+    ] {
+        let mut request = chat("hi");
+        request["memory_strategy"] = strategy.clone();
+        let (status, body) = post(&url, request).await;
+        assert_eq!(status, 400, "{strategy}: {body}");
+        assert!(
+            error_message(&body).contains(expected),
+            "{strategy}: {body}"
+        );
+    }
+    let mut request = chat("hi");
+    request["memory_agent"] = json!("../x");
+    let (status, body) = post(&url, request).await;
+    assert!(
+        status == 400 && error_message(&body).contains("memory_agent"),
+        "{body}"
+    );
+
+    let mut request = chat(&"word ".repeat(4000));
+    request["memory_strategy"] = json!({"context_window_tokens": 2000});
+    let (status, body) = post(&url, request).await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["error"]["code"], "context_length_exceeded");
+    let message = error_message(&body);
+    assert!(
+        message.contains("512 reserved for the answer")
+            && message.contains("context window is 2000 tokens"),
+        "{message}"
+    );
+    assert_eq!(llm.chat_calls(), 0, "nothing went upstream");
+    let turns = server.root.join("entries/c1/turns/user");
+    assert!(!turns.exists(), "a refused request stores no turn");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn summaries_are_reused_for_a_resent_history_and_extended_as_it_grows() {
+    let llm = ScriptedLlm::with_handler(|request: &ChatRequest| {
+        if request
+            .system_prompt()
+            .is_some_and(|s| s.starts_with("You are a conversation summariser"))
+        {
+            let user = request.last_user_message().unwrap_or_default();
+            let carried = if user.contains("carry it forward") {
+                " (extended)"
+            } else {
+                ""
+            };
+            return Reply::text(format!("SUMMARY {}{carried}", request.call));
+        }
+        model(request)
+    })
+    .await;
+    let server = Server::start(Some(llm.base_url())).await;
+    let url = format!("{}/v1/chat/completions", server.url);
+    let strategy = json!({"mode": "summarize", "max_history_messages": 6});
+    let request = |messages: Vec<Value>| {
+        json!({"model": "m", "memory_id": "c1", "memory_top_k": 0,
+            "memory_strategy": strategy, "messages": messages})
+    };
+    let summary_calls = || {
+        llm.requests()
+            .iter()
+            .filter(|r| {
+                r.body.as_ref().is_some_and(|b| {
+                    b["messages"][0]["content"]
+                        .as_str()
+                        .is_some_and(|c| c.starts_with("You are a conversation summariser"))
+                })
+            })
+            .count()
+    };
+
+    let mut history = tool_history(4, 100);
+    history.push(json!({"role": "assistant", "content": "Done."}));
+    history.push(json!({"role": "user", "content": "What next?"}));
+    let (status, body) = post(&url, request(history.clone())).await;
+    assert_eq!(status, 200, "{body}");
+    let context = &body["memory_context"];
+    assert_eq!(context["summary"], "new", "{context}");
+    let sent = last_forwarded(&llm);
+    let messages = sent["messages"].as_array().unwrap();
+    assert_eq!(messages[0]["role"], "system", "the head stays");
+    assert_eq!(messages[1]["role"], "user");
+    let summarised = context["summarised_messages"].as_u64().unwrap();
+    assert_eq!(
+        messages[1]["content"].as_str().unwrap(),
+        format!("[Summary of {summarised} earlier messages]\nSUMMARY 0")
+    );
+    assert_eq!(
+        messages.last().unwrap()["content"],
+        "What next?",
+        "the current turn stays"
+    );
+    assert_eq!(summary_calls(), 1);
+
+    // The same history again: the stored summary, no new call.
+    let (_, body) = post(&url, request(history.clone())).await;
+    assert_eq!(body["memory_context"]["summary"], "reused");
+    assert_eq!(summary_calls(), 1);
+
+    // Grown by a turn: the earlier summary carried forward over the new messages only.
+    history.push(json!({"role": "assistant", "content": "Next, the tests."}));
+    history.push(json!({"role": "user", "content": "Run them."}));
+    let (_, body) = post(&url, request(history.clone())).await;
+    assert_eq!(body["memory_context"]["summary"], "extended", "{body}");
+    assert_eq!(summary_calls(), 2);
+    let sent = last_forwarded(&llm);
+    assert!(sent["messages"][1]["content"]
+        .as_str()
+        .unwrap()
+        .ends_with("(extended)"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failed_summary_leaves_the_static_marker_and_the_chat_goes_on() {
+    let llm = ScriptedLlm::with_handler(|request: &ChatRequest| {
+        if request
+            .system_prompt()
+            .is_some_and(|s| s.starts_with("You are a conversation summariser"))
+        {
+            return Reply::status(500, "summariser down");
+        }
+        model(request)
+    })
+    .await;
+    let server = Server::start(Some(llm.base_url())).await;
+    let mut history = tool_history(4, 100);
+    history.push(json!({"role": "assistant", "content": "Done."}));
+    history.push(json!({"role": "user", "content": "What next?"}));
+    let (status, body) = post(
+        &format!("{}/v1/chat/completions", server.url),
+        json!({"model": "m", "memory_id": "c1", "memory_top_k": 0, "messages": history,
+            "memory_strategy": {"mode": "summarize", "max_history_messages": 6}}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["memory_context"]["summary"], "static_marker");
+    assert!(body["memory_context"]["summary_error"]
+        .as_str()
+        .unwrap()
+        .contains("500"));
+    let sent = last_forwarded(&llm);
+    let marker = sent["messages"][1]["content"].as_str().unwrap();
+    assert!(
+        marker.starts_with("[Earlier conversation trimmed — ")
+            && marker.ends_with(" messages removed to stay within context budget]"),
+        "{marker}"
+    );
+    // The client's history is the client's: the user's turn is stored whole.
+    let turns = server.root.join("entries/c1/turns/user");
+    assert_eq!(std::fs::read_dir(turns).unwrap().count(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_streamed_answer_reports_governance_in_a_header() {
+    let llm = ScriptedLlm::with_handler(model).await;
+    let server = Server::start(Some(llm.base_url())).await;
+    let response = http()
+        .post(format!("{}/v1/chat/completions", server.url))
+        .json(
+            &json!({"model": "m", "memory_id": "c1", "memory_top_k": 0, "stream": true,
+            "memory_strategy": {"mode": "trim", "token_soft_budget": 10, "compact_keep": 1,
+                "tool_output_trim_chars": 10},
+            "messages": tool_history(3, 500)}),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let header: Value = serde_json::from_str(
+        response.headers()["x-mnemo-memory-context"]
+            .to_str()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(header["trimmed"], 2, "{header}");
+    assert!(header["tokens_after"].as_u64() < header["tokens_before"].as_u64());
+    let _ = response.text().await.unwrap();
 }
