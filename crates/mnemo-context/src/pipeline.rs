@@ -25,7 +25,7 @@ use crate::offload::{offload, OutputStore};
 use crate::repair::repair;
 use crate::strategy::{Mode, ResolvedStrategy};
 use crate::summarize::{
-    cut, static_marker, summarise_middle, summary_message, Summariser, SummaryOutcome, SummaryStore,
+    cut, longest_kept, static_marker, summarise_middle, summary_message, Summariser, SummaryOutcome, SummaryStore,
 };
 use crate::tokens::{messages_tokens, TokenCounter};
 use crate::window::{Window, WindowSource};
@@ -313,6 +313,9 @@ impl Governor<'_> {
         if middle.is_empty() {
             return;
         }
+        if self.reuse_earlier_summary(work, middle, cut.head, strategy, report) {
+            return;
+        }
         if let Some(callbacks) = self.callbacks {
             callbacks.on_before_compress(middle.len(), messages_tokens(self.counter, middle));
         }
@@ -363,6 +366,43 @@ impl Governor<'_> {
         report.summarised_messages = middle.len();
         report.stages.push("summarize");
         work.splice(cut.head..cut.tail, [replacement]);
+    }
+
+    /// Hysteresis: when a kept summary covers the start of the middle and the history with
+    /// it (head | that summary | everything after it) is no longer due a summary, that is
+    /// what goes, with no LLM call. A growing history is then summarised again only when the
+    /// part after the summary has itself grown past the triggers, not on every turn.
+    fn reuse_earlier_summary(
+        &self,
+        work: &mut Vec<Value>,
+        middle: &[Value],
+        head: usize,
+        strategy: &ResolvedStrategy,
+        report: &mut ContextReport,
+    ) -> bool {
+        let Some(store) = self.summaries else {
+            return false;
+        };
+        let Some((covered, summary)) = longest_kept(middle, store, strategy.focus.as_deref())
+        else {
+            return false;
+        };
+        if covered == middle.len() {
+            // Exactly the middle: the ordinary path reuses it.
+            return false;
+        }
+        let mut candidate = work[..head].to_vec();
+        candidate.push(summary_message(covered, &summary));
+        candidate.extend(work[head + covered..].iter().cloned());
+        let tokens = messages_tokens(self.counter, &candidate);
+        if summary_due(strategy, tokens, candidate.len(), self.window.tokens) {
+            return false;
+        }
+        report.summary = Some(SummaryOutcome::Reused);
+        report.summarised_messages = covered;
+        report.stages.push("summarize");
+        *work = candidate;
+        true
     }
 
     fn preflight(

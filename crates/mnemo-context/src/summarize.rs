@@ -264,6 +264,37 @@ fn feed(hasher: &mut xxhash_rust::xxh3::Xxh3, value: &Value) {
     }
 }
 
+/// The key of the summary of `middle[..=i]`, given the middle's [`prefix_hashes`]. A focus
+/// changes what a summary says, so it is part of the key.
+fn summary_key(hashes: &[String], i: usize, focus: Option<&str>) -> String {
+    match focus {
+        Some(f) => crate::digest(format!("{}|{f}", hashes[i]).as_bytes()),
+        None => hashes[i].clone(),
+    }
+}
+
+/// The longest prefix of `middle` that a kept summary covers and that does not end between a
+/// tool call and its result: how many messages it covers, and the summary.
+pub fn longest_kept(
+    middle: &[Value],
+    store: &dyn SummaryStore,
+    focus: Option<&str>,
+) -> Option<(usize, String)> {
+    let hashes = prefix_hashes(middle);
+    (0..middle.len()).rev().find_map(|i| {
+        if middle.get(i + 1).is_some_and(|next| role(next) == "tool") {
+            return None;
+        }
+        store
+            .get(&summary_key(&hashes, i, focus))
+            .filter(|kept| kept.messages == i + 1)
+            .map(|kept| (i + 1, kept.summary))
+    })
+}
+
+/// A message takes at most 1/this of a summary call's tokens.
+const PER_MESSAGE_SHARE: usize = 16;
+
 /// How a summary came about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -291,13 +322,14 @@ pub async fn summarise_middle(
 ) -> Result<(String, SummaryOutcome), String> {
     let hashes = prefix_hashes(middle);
     // A focus changes what a summary says: it is part of the key.
-    let key = |i: usize| match focus {
-        Some(f) => crate::digest(format!("{}|{f}", hashes[i]).as_bytes()),
-        None => hashes[i].clone(),
-    };
+    let key = |i: usize| summary_key(&hashes, i, focus);
     if middle.is_empty() {
         return Ok((String::new(), SummaryOutcome::Reused));
     }
+    // One message's share of a call: the head and tail of a long tool output say what a
+    // summary needs (paths, errors, outcomes), and a whole extension then fits one call.
+    let per_message = (chunk_tokens / PER_MESSAGE_SHARE).max(1);
+    let cost = |m: &Value| message_tokens(counter, m).min(per_message);
     let mut done = 0;
     let mut summary: Option<String> = None;
     for i in (0..middle.len()).rev() {
@@ -319,7 +351,7 @@ pub async fn summarise_middle(
         let mut end = done;
         let mut used = 0;
         while end < middle.len() {
-            let cost = message_tokens(counter, &middle[end]);
+            let cost = cost(&middle[end]);
             if end > done && used + cost > chunk_tokens {
                 break;
             }
@@ -328,7 +360,7 @@ pub async fn summarise_middle(
         }
         let chunk: Vec<Value> = middle[done..end]
             .iter()
-            .map(|m| fit(m, chunk_tokens, counter))
+            .map(|m| fit(m, per_message, counter))
             .collect();
         let written = summariser
             .summarise(SummaryRequest {
@@ -513,20 +545,22 @@ mod tests {
     async fn a_middle_too_long_for_one_call_is_summarised_in_chunks() {
         let store = MemorySummaryStore::default();
         let summariser = Counting(AtomicUsize::new(0));
-        let middle: Vec<Value> = (0..10).map(|_| user(&"word ".repeat(40))).collect();
-        // Each message costs ~54 tokens (approximate count): three fit in 170.
+        let mut middle: Vec<Value> = (0..39).map(|_| user(&"word ".repeat(40))).collect();
+        // One huge message: it takes no more than its share (880 / 16 = 55 tokens).
+        middle.insert(20, user(&"word ".repeat(4000)));
+        // Each message costs ~54 tokens (approximate count): sixteen fit in 880.
         let (summary, _) = summarise_middle(
             &middle,
             &summariser,
             &store,
             &ApproxCounter,
-            170,
+            880,
             Some("f"),
             "m",
         )
         .await
         .unwrap();
-        assert_eq!(summariser.0.load(Ordering::SeqCst), 4);
-        assert!(summary.ends_with("[call 4: 1 messages]"), "{summary}");
+        assert_eq!(summariser.0.load(Ordering::SeqCst), 3);
+        assert!(summary.ends_with("[call 3: 8 messages]"), "{summary}");
     }
 }

@@ -172,9 +172,22 @@ async fn auto_offloads_compacts_and_summarises_a_long_tool_history() {
         .unwrap();
     assert_eq!(again.report.summary, Some(SummaryOutcome::Reused));
     assert_eq!(again.messages, governed.messages);
-    // One more turn: the earlier summary is extended with the newly summarised messages only.
+    // One more turn: the history with the earlier summary is not due another, so it goes
+    // as it is (head | summary | everything after it), with no call.
     let mut grown = h.clone();
     grown.extend(history(1, "done").into_iter().skip(1));
+    let kept = g
+        .govern(grown.clone(), &strategy(json!({"mode": "auto"})))
+        .await
+        .unwrap();
+    assert_eq!(kept.report.summary, Some(SummaryOutcome::Reused));
+    assert_eq!(kept.report.summarised_messages, report.summarised_messages);
+    assert_eq!(summariser.calls.load(Ordering::SeqCst), 1);
+    // Grown past the trigger again (more than 40 messages after the summary): the earlier
+    // summary is extended with the newly summarised messages only, in one call.
+    for _ in 0..12 {
+        grown.extend(history(1, "done").into_iter().skip(1));
+    }
     let extended = g
         .govern(grown, &strategy(json!({"mode": "auto"})))
         .await

@@ -38,7 +38,7 @@ use crate::{EngineError, MemoryClient};
 const MAX_STRATEGY_BYTES: u64 = 64 * 1024;
 
 /// Tokens of conversation one summary call may carry, at most; less for a small window.
-const SUMMARY_CHUNK_TOKENS: usize = 8_000;
+const SUMMARY_CHUNK_TOKENS: usize = 16_000;
 
 /// Texts tokenized through the local LLM's server at once, at most.
 const TOKENIZE_CONCURRENCY: usize = 4;

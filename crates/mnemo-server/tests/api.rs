@@ -1133,9 +1133,19 @@ async fn summaries_are_reused_for_a_resent_history_and_extended_as_it_grows() {
     assert_eq!(body["memory_context"]["summary"], "reused");
     assert_eq!(summary_calls(), 1);
 
-    // Grown by a turn: the earlier summary carried forward over the new messages only.
+    // Grown by an exchange: with the kept summary the history is under the trigger again
+    // (head | summary | 3 messages), so it goes as it is, with no call.
     history.push(json!({"role": "assistant", "content": "Next, the tests."}));
     history.push(json!({"role": "user", "content": "Run them."}));
+    let (_, body) = post(&url, request(history.clone())).await;
+    assert_eq!(body["memory_context"]["summary"], "reused", "{body}");
+    assert_eq!(summary_calls(), 1);
+
+    // Grown past the trigger: the earlier summary carried forward over the new messages only.
+    for step in ["Fix the parser.", "Now the lexer.", "And the docs."] {
+        history.push(json!({"role": "assistant", "content": "Done."}));
+        history.push(json!({"role": "user", "content": step}));
+    }
     let (_, body) = post(&url, request(history.clone())).await;
     assert_eq!(body["memory_context"]["summary"], "extended", "{body}");
     assert_eq!(summary_calls(), 2);
