@@ -46,7 +46,10 @@ struct Lcg(u64);
 
 impl Lcg {
     fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         self.0 >> 33
     }
 
@@ -88,7 +91,9 @@ fn trace(turns: usize) -> Vec<[Value; 4]> {
 /// The request of turn `t`: the system prompt, every earlier turn whole, and this turn up to
 /// its tool result (the model is to answer it).
 fn request(trace: &[[Value; 4]], t: usize) -> Vec<Value> {
-    let mut messages = vec![json!({"role": "system", "content": "You are a coding agent. Use the tools to inspect the repository."})];
+    let mut messages = vec![
+        json!({"role": "system", "content": "You are a coding agent. Use the tools to inspect the repository."}),
+    ];
     for earlier in &trace[..t] {
         messages.extend(earlier.iter().cloned());
     }
@@ -190,7 +195,9 @@ fn millis(d: Duration) -> f64 {
 async fn timing(trace: &[[Value; 4]], counter: &dyn TokenCounter, rounds: usize) -> Value {
     let t = (200 - 4) / 4; // 1 system + 49 turns * 4 + 3 = 200 messages
     let messages = request(trace, t.min(trace.len() - 1));
-    let strategy = Strategy::from_json(json!({"mode": "auto"})).expect("strategy").resolve();
+    let strategy = Strategy::from_json(json!({"mode": "auto"}))
+        .expect("strategy")
+        .resolve();
     let summariser = CountingSummariser::default();
     let summaries = MemorySummaryStore::default();
     let outputs = MemoryOutputStore::default();
@@ -335,6 +342,8 @@ fn print_report(report: &Value) {
         "4 chars/token vs tiktoken: |error| p50 {:.1}%, p99 {:.1}%, whole trace {:.3}x",
         c["relative_error_abs_p50"].as_f64().unwrap_or_default() * 100.0,
         c["relative_error_abs_p99"].as_f64().unwrap_or_default() * 100.0,
-        c["total_ratio_approx_over_exact"].as_f64().unwrap_or_default(),
+        c["total_ratio_approx_over_exact"]
+            .as_f64()
+            .unwrap_or_default(),
     );
 }

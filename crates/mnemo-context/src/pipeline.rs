@@ -25,7 +25,8 @@ use crate::offload::{offload, OutputStore};
 use crate::repair::repair;
 use crate::strategy::{Mode, ResolvedStrategy};
 use crate::summarize::{
-    cut, longest_kept, static_marker, summarise_middle, summary_message, Summariser, SummaryOutcome, SummaryStore,
+    cut, longest_kept, static_marker, summarise_middle, summary_message, Summariser,
+    SummaryOutcome, SummaryStore,
 };
 use crate::tokens::{messages_tokens, TokenCounter};
 use crate::window::{Window, WindowSource};

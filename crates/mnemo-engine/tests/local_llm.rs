@@ -15,6 +15,9 @@ fn models() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../models")
 }
 
+/// One local LLM at a time: two would fight over the machine's cores and memory.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 async fn local_llm() -> LocalLlm {
     let config = Config {
         models_dir: models(),
@@ -32,6 +35,7 @@ async fn local_llm() -> LocalLlm {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_chat_turn_becomes_turns_facts_a_summary_and_a_commit() {
+    let _turn = ONE_AT_A_TIME.lock().await;
     let llm = local_llm().await;
     let dir = tempfile::tempdir().unwrap();
     let mut config = Config {
@@ -135,5 +139,71 @@ async fn a_chat_turn_becomes_turns_facts_a_summary_and_a_commit() {
         ),
         "{hits:?}"
     );
+    llm.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_long_history_is_summarised_by_the_local_llm_and_the_summary_reused() {
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let llm = local_llm().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = Config {
+        memory_path: dir.path().to_owned(),
+        models_dir: models(),
+        openai_base_url: Some(llm.base_url().to_owned()),
+        start_watcher: false,
+        enable_summarization: false,
+        ..Config::default()
+    };
+    config.retrieval.reranker = mnemo_core::RerankerMode::Off;
+    // What `mnemo serve` asks the server; one slot of 4096 tokens shared by 2.
+    config.context.windows.insert(LOCAL_LLM_ALIAS.into(), 2048);
+    let client = MemoryClient::open(config, OpenOptions::default())
+        .await
+        .unwrap();
+    let mut messages = vec![json!({"role": "system", "content": "You are a coding assistant."})];
+    for said in [
+        "I am porting the billing service from Python to Rust.",
+        "The tests live in tests/billing.rs.",
+        "We decided to use sqlx for the database.",
+        "CI failed on a missing OPENSSL_DIR; installing libssl-dev fixed it.",
+        "Next I need to port the invoice renderer.",
+    ] {
+        messages.push(json!({"role": "user", "content": said}));
+        messages.push(json!({"role": "assistant", "content": "Noted."}));
+    }
+    messages.push(json!({"role": "user", "content": "What should I do next?"}));
+    let request = json!({
+        "model": LOCAL_LLM_ALIAS, "max_tokens": 16, "memory_id": "port", "memory_top_k": 0,
+        "memory_strategy": {"mode": "summarize", "max_history_messages": 6},
+        "messages": messages,
+    });
+
+    let answer = client.chat(request.clone()).await.unwrap();
+    let context = &answer["memory_context"];
+    assert_eq!(context["summary"], "new", "{context}");
+    assert_eq!(context["summarised_messages"], 10, "{context}");
+    assert_eq!(context["window"], 2048);
+    assert_eq!(
+        context["counter"],
+        "local LLM tokenizer (llama.cpp /tokenize)"
+    );
+    assert!(
+        context["tokens_after"].as_u64() < context["tokens_before"].as_u64(),
+        "{context}"
+    );
+    let kept: Vec<_> = std::fs::read_dir(dir.path().join("conversations/port/summaries"))
+        .unwrap()
+        .map(|f| std::fs::read_to_string(f.unwrap().path()).unwrap())
+        .collect();
+    assert_eq!(kept.len(), 1);
+    let stored: serde_json::Value = serde_json::from_str(&kept[0]).unwrap();
+    let summary = stored["summary"].as_str().unwrap();
+    assert_eq!(stored["messages"], 10);
+    assert!(!summary.is_empty() && summary.len() < 2000, "{summary}");
+
+    let again = client.chat(request).await.unwrap();
+    assert_eq!(again["memory_context"]["summary"], "reused");
+    client.wait_idle().await;
     llm.stop().await;
 }
