@@ -193,7 +193,12 @@ impl MemoryClient {
             .as_str()
             .unwrap_or(&self.inner.config.llm_model)
             .to_owned();
-        let messages = body["messages"].as_array().cloned().unwrap_or_default();
+        // Taken, not copied: a resent history can be megabytes, and the governed messages
+        // are put back below.
+        let messages = match body["messages"].take() {
+            Value::Array(messages) => messages,
+            _ => Vec::new(),
+        };
         let counter = self.inner.context.counter(&model);
         if model == LOCAL_LLM_ALIAS {
             self.count_on_the_server(&messages).await;
