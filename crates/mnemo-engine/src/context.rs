@@ -382,6 +382,15 @@ mod tests {
     }
 
     #[test]
+    fn the_example_store_strategy_is_valid() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../memory_db.example/conversations/trip-japan/strategy.yaml");
+        let strategy = read_strategy(&path, "example").unwrap();
+        assert_eq!(strategy.mode, Some(mnemo_context::Mode::Auto));
+        assert_eq!(strategy.compact_keep, Some(3));
+    }
+
+    #[test]
     fn a_strategy_file_reads_back_as_written() {
         let strategy = Strategy::from_json(
             json!({"mode": "auto", "keep": {"tokens": 900}, "focus": "the \"parser\": bugs"}),
