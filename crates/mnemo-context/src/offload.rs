@@ -119,7 +119,7 @@ fn slice(text: &str, offset: usize, limit: usize) -> (String, usize) {
     (text.chars().skip(offset).take(limit).collect(), total)
 }
 
-fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
+pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     use std::io::Write;
     let dir = path.parent().unwrap_or(Path::new("."));
     let tmp = dir.join(format!(

@@ -20,13 +20,13 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::compact::{compact, trim};
-use crate::messages::turn_starts;
+use crate::messages::{role, turn_starts};
 use crate::offload::{offload, OutputStore};
 use crate::repair::repair;
 use crate::strategy::{Mode, ResolvedStrategy};
 use crate::summarize::{
-    cut, longest_kept, static_marker, summarise_middle, summary_message, Summariser,
-    SummaryOutcome, SummaryStore,
+    cut, kept_prefix, prefix_hashes, static_marker, summary_message, MemorySummaryStore,
+    Summariser, SummaryCall, SummaryOutcome, SummaryStore,
 };
 use crate::tokens::{messages_tokens, TokenCounter};
 use crate::window::{Window, WindowSource};
@@ -314,43 +314,41 @@ impl Governor<'_> {
         if middle.is_empty() {
             return;
         }
-        if self.reuse_earlier_summary(work, middle, cut.head, strategy, report) {
-            return;
+        let focus = strategy.focus.as_deref();
+        // Hashed and looked up once: both the reuse below and the summary call start from
+        // the longest kept prefix.
+        let hashes = prefix_hashes(middle);
+        let kept = self
+            .summaries
+            .and_then(|store| kept_prefix(&hashes, store, focus));
+        if let Some((covered, summary)) = &kept {
+            if self
+                .reuse_earlier_summary(work, middle, cut.head, *covered, summary, strategy, report)
+            {
+                return;
+            }
         }
         if let Some(callbacks) = self.callbacks {
             callbacks.on_before_compress(middle.len(), messages_tokens(self.counter, middle));
         }
-        let model = strategy
-            .summarization_model
-            .as_deref()
-            .unwrap_or(self.model);
-        let written = match (self.summariser, self.summaries) {
-            (Some(summariser), Some(store)) => {
-                summarise_middle(
-                    middle,
+        let scratch = MemorySummaryStore::default();
+        let written = match self.summariser {
+            Some(summariser) => {
+                SummaryCall {
                     summariser,
-                    store,
-                    self.counter,
-                    self.summary_chunk_tokens,
-                    strategy.focus.as_deref(),
-                    model,
-                )
+                    store: self.summaries.unwrap_or(&scratch),
+                    counter: self.counter,
+                    chunk_tokens: self.summary_chunk_tokens,
+                    focus,
+                    model: strategy
+                        .summarization_model
+                        .as_deref()
+                        .unwrap_or(self.model),
+                }
+                .extend(middle, &hashes, kept)
                 .await
             }
-            (Some(summariser), None) => {
-                let store = crate::summarize::MemorySummaryStore::default();
-                summarise_middle(
-                    middle,
-                    summariser,
-                    &store,
-                    self.counter,
-                    self.summary_chunk_tokens,
-                    strategy.focus.as_deref(),
-                    model,
-                )
-                .await
-            }
-            (None, _) => Err("no summariser".to_owned()),
+            None => Err("no summariser".to_owned()),
         };
         let replacement = match written {
             Ok((summary, outcome)) => {
@@ -373,27 +371,24 @@ impl Governor<'_> {
     /// it (head | that summary | everything after it) is no longer due a summary, that is
     /// what goes, with no LLM call. A growing history is then summarised again only when the
     /// part after the summary has itself grown past the triggers, not on every turn.
+    #[allow(clippy::too_many_arguments)]
     fn reuse_earlier_summary(
         &self,
         work: &mut Vec<Value>,
         middle: &[Value],
         head: usize,
+        covered: usize,
+        summary: &str,
         strategy: &ResolvedStrategy,
         report: &mut ContextReport,
     ) -> bool {
-        let Some(store) = self.summaries else {
-            return false;
-        };
-        let Some((covered, summary)) = longest_kept(middle, store, strategy.focus.as_deref())
-        else {
-            return false;
-        };
-        if covered == middle.len() {
-            // Exactly the middle: the ordinary path reuses it.
+        // Exactly the middle: the ordinary path reuses it. A prefix that ends between a call
+        // and its result cannot stand before the rest.
+        if covered == middle.len() || middle.get(covered).is_some_and(|m| role(m) == "tool") {
             return false;
         }
         let mut candidate = work[..head].to_vec();
-        candidate.push(summary_message(covered, &summary));
+        candidate.push(summary_message(covered, summary));
         candidate.extend(work[head + covered..].iter().cloned());
         let tokens = messages_tokens(self.counter, &candidate);
         if summary_due(strategy, tokens, candidate.len(), self.window.tokens) {

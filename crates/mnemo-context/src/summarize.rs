@@ -159,9 +159,7 @@ impl SummaryStore for DirSummaryStore {
 
     fn put(&self, key: &str, summary: &StoredSummary) -> io::Result<()> {
         std::fs::create_dir_all(&self.dir)?;
-        let tmp = self.dir.join(format!(".tmp-{key}"));
-        std::fs::write(&tmp, serde_json::to_vec(summary)?)?;
-        std::fs::rename(&tmp, self.path(key))
+        crate::offload::write_atomic(&self.path(key), &serde_json::to_vec(summary)?)
     }
 }
 
@@ -273,20 +271,16 @@ fn summary_key(hashes: &[String], i: usize, focus: Option<&str>) -> String {
     }
 }
 
-/// The longest prefix of `middle` that a kept summary covers and that does not end between a
-/// tool call and its result: how many messages it covers, and the summary.
-pub fn longest_kept(
-    middle: &[Value],
+/// The longest prefix of a middle that a kept summary covers, given the middle's
+/// [`prefix_hashes`]: how many messages it covers, and the summary.
+pub fn kept_prefix(
+    hashes: &[String],
     store: &dyn SummaryStore,
     focus: Option<&str>,
 ) -> Option<(usize, String)> {
-    let hashes = prefix_hashes(middle);
-    (0..middle.len()).rev().find_map(|i| {
-        if middle.get(i + 1).is_some_and(|next| role(next) == "tool") {
-            return None;
-        }
+    (0..hashes.len()).rev().find_map(|i| {
         store
-            .get(&summary_key(&hashes, i, focus))
+            .get(&summary_key(hashes, i, focus))
             .filter(|kept| kept.messages == i + 1)
             .map(|kept| (i + 1, kept.summary))
     })
@@ -321,72 +315,113 @@ pub async fn summarise_middle(
     model: &str,
 ) -> Result<(String, SummaryOutcome), String> {
     let hashes = prefix_hashes(middle);
-    // A focus changes what a summary says: it is part of the key.
-    let key = |i: usize| summary_key(&hashes, i, focus);
-    if middle.is_empty() {
-        return Ok((String::new(), SummaryOutcome::Reused));
-    }
-    // One message's share of a call: the head and tail of a long tool output say what a
-    // summary needs (paths, errors, outcomes), and a whole extension then fits one call.
-    let per_message = (chunk_tokens / PER_MESSAGE_SHARE).max(1);
-    let cost = |m: &Value| message_tokens(counter, m).min(per_message);
-    let mut done = 0;
-    let mut summary: Option<String> = None;
-    for i in (0..middle.len()).rev() {
-        if let Some(kept) = store.get(&key(i)).filter(|k| k.messages == i + 1) {
-            done = i + 1;
-            summary = Some(kept.summary);
-            break;
-        }
-    }
-    if done == middle.len() {
-        return Ok((summary.unwrap_or_default(), SummaryOutcome::Reused));
-    }
-    let outcome = if done > 0 {
-        SummaryOutcome::Extended
-    } else {
-        SummaryOutcome::New
+    let kept = kept_prefix(&hashes, store, focus);
+    let call = SummaryCall {
+        summariser,
+        store,
+        counter,
+        chunk_tokens,
+        focus,
+        model,
     };
-    while done < middle.len() {
-        let mut end = done;
-        let mut used = 0;
-        while end < middle.len() {
-            let cost = cost(&middle[end]);
-            if end > done && used + cost > chunk_tokens {
-                break;
+    call.extend(middle, &hashes, kept).await
+}
+
+/// What one summary needs besides the messages: who writes it, where it is kept, how it is
+/// counted and cut into calls.
+pub struct SummaryCall<'a> {
+    /// Writes summaries.
+    pub summariser: &'a dyn Summariser,
+    /// Keeps them.
+    pub store: &'a dyn SummaryStore,
+    /// Counts the messages, to cut them into calls.
+    pub counter: &'a dyn TokenCounter,
+    /// Tokens of conversation one call may carry.
+    pub chunk_tokens: usize,
+    /// What to focus on.
+    pub focus: Option<&'a str>,
+    /// The model to ask.
+    pub model: &'a str,
+}
+
+impl SummaryCall<'_> {
+    /// Summarises `middle` (with its [`prefix_hashes`]), carrying forward `kept`, the kept
+    /// summary of its first messages ([`kept_prefix`]), over the rest only.
+    pub async fn extend(
+        &self,
+        middle: &[Value],
+        hashes: &[String],
+        kept: Option<(usize, String)>,
+    ) -> Result<(String, SummaryOutcome), String> {
+        let Self {
+            summariser,
+            store,
+            counter,
+            chunk_tokens,
+            focus,
+            model,
+        } = *self;
+        let key = |i: usize| summary_key(hashes, i, focus);
+        if middle.is_empty() {
+            return Ok((String::new(), SummaryOutcome::Reused));
+        }
+        // One message's share of a call: the head and tail of a long tool output say what a
+        // summary needs (paths, errors, outcomes), and a whole extension then fits one call.
+        let per_message = (chunk_tokens / PER_MESSAGE_SHARE).max(1);
+        let cost = |m: &Value| message_tokens(counter, m).min(per_message);
+        let (mut done, mut summary) = match kept {
+            Some((covered, summary)) => (covered, Some(summary)),
+            None => (0, None),
+        };
+        if done == middle.len() {
+            return Ok((summary.unwrap_or_default(), SummaryOutcome::Reused));
+        }
+        let outcome = if done > 0 {
+            SummaryOutcome::Extended
+        } else {
+            SummaryOutcome::New
+        };
+        while done < middle.len() {
+            let mut end = done;
+            let mut used = 0;
+            while end < middle.len() {
+                let cost = cost(&middle[end]);
+                if end > done && used + cost > chunk_tokens {
+                    break;
+                }
+                used += cost;
+                end += 1;
             }
-            used += cost;
-            end += 1;
+            let chunk: Vec<Value> = middle[done..end]
+                .iter()
+                .map(|m| fit(m, per_message, counter))
+                .collect();
+            let written = summariser
+                .summarise(SummaryRequest {
+                    previous: summary.clone(),
+                    messages: chunk,
+                    focus: focus.map(str::to_owned),
+                    model: model.to_owned(),
+                })
+                .await?;
+            let written = written.trim().to_owned();
+            if written.is_empty() {
+                return Err("the summariser returned an empty summary".into());
+            }
+            if let Err(e) = store.put(
+                &key(end - 1),
+                &StoredSummary {
+                    messages: end,
+                    summary: written.clone(),
+                },
+            ) {
+                tracing::warn!("cannot keep a summary: {e}; the next request writes it again");
+            }
+            summary = Some(written);
+            done = end;
         }
-        let chunk: Vec<Value> = middle[done..end]
-            .iter()
-            .map(|m| fit(m, per_message, counter))
-            .collect();
-        let written = summariser
-            .summarise(SummaryRequest {
-                previous: summary.clone(),
-                messages: chunk,
-                focus: focus.map(str::to_owned),
-                model: model.to_owned(),
-            })
-            .await?;
-        let written = written.trim().to_owned();
-        if written.is_empty() {
-            return Err("the summariser returned an empty summary".into());
-        }
-        if let Err(e) = store.put(
-            &key(end - 1),
-            &StoredSummary {
-                messages: end,
-                summary: written.clone(),
-            },
-        ) {
-            tracing::warn!("cannot keep a summary: {e}; the next request writes it again");
-        }
-        summary = Some(written);
-        done = end;
+        Ok((summary.unwrap_or_default(), outcome))
     }
-    Ok((summary.unwrap_or_default(), outcome))
 }
 
 /// A message cut down so that it fits one summary call: its head and tail, when on its own

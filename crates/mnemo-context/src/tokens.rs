@@ -168,10 +168,6 @@ impl<C: TokenCounter> CachedCounter<C> {
 
 impl<C: TokenCounter> TokenCounter for CachedCounter<C> {
     fn count(&self, text: &str) -> usize {
-        // Short texts are cheaper to count than to look up, unless the counts are given.
-        if text.len() < 64 && self.label.is_none() {
-            return self.inner.count(text);
-        }
         let key = text_hash(text);
         if let Some(tokens) = self.lock().get(&key) {
             return *tokens;

@@ -173,7 +173,7 @@ impl MemoryClient {
         .await
     }
 
-    /// Governs `body`'s messages in place (CONTEXT.md §1: repair, offload, compact or trim,
+    /// Governs `body`'s messages in place (docs/context.md: repair, offload, compact or trim,
     /// summarise, guard, pre-flight) and reports what was done.
     pub(crate) async fn govern(
         &self,

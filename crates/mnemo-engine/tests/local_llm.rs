@@ -33,11 +33,12 @@ async fn local_llm() -> LocalLlm {
     .unwrap_or_else(|e| panic!("{e}"))
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_chat_turn_becomes_turns_facts_a_summary_and_a_commit() {
-    let _turn = ONE_AT_A_TIME.lock().await;
-    let llm = local_llm().await;
-    let dir = tempfile::tempdir().unwrap();
+/// A client on a store in `dir`, with `llm` upstream and the cross-encoder off.
+async fn open_client(
+    llm: &LocalLlm,
+    dir: &tempfile::TempDir,
+    tune: impl FnOnce(&mut Config),
+) -> MemoryClient {
     let mut config = Config {
         memory_path: dir.path().to_owned(),
         models_dir: models(),
@@ -46,9 +47,18 @@ async fn a_chat_turn_becomes_turns_facts_a_summary_and_a_commit() {
         ..Config::default()
     };
     config.retrieval.reranker = mnemo_core::RerankerMode::Off;
-    let client = MemoryClient::open(config, OpenOptions::default())
+    tune(&mut config);
+    MemoryClient::open(config, OpenOptions::default())
         .await
-        .unwrap();
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_chat_turn_becomes_turns_facts_a_summary_and_a_commit() {
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let llm = local_llm().await;
+    let dir = tempfile::tempdir().unwrap();
+    let client = open_client(&llm, &dir, |_| {}).await;
     let conversation = ConversationId::new("home").unwrap();
 
     let answer = client
@@ -147,20 +157,12 @@ async fn a_long_history_is_summarised_by_the_local_llm_and_the_summary_reused() 
     let _turn = ONE_AT_A_TIME.lock().await;
     let llm = local_llm().await;
     let dir = tempfile::tempdir().unwrap();
-    let mut config = Config {
-        memory_path: dir.path().to_owned(),
-        models_dir: models(),
-        openai_base_url: Some(llm.base_url().to_owned()),
-        start_watcher: false,
-        enable_summarization: false,
-        ..Config::default()
-    };
-    config.retrieval.reranker = mnemo_core::RerankerMode::Off;
-    // What `mnemo serve` asks the server; one slot of 4096 tokens shared by 2.
-    config.context.windows.insert(LOCAL_LLM_ALIAS.into(), 2048);
-    let client = MemoryClient::open(config, OpenOptions::default())
-        .await
-        .unwrap();
+    let client = open_client(&llm, &dir, |config| {
+        config.enable_summarization = false;
+        // What `mnemo serve` asks the server; one slot of 4096 tokens shared by 2.
+        config.context.windows.insert(LOCAL_LLM_ALIAS.into(), 2048);
+    })
+    .await;
     let mut messages = vec![json!({"role": "system", "content": "You are a coding assistant."})];
     for said in [
         "I am porting the billing service from Python to Rust.",
