@@ -1,0 +1,249 @@
+//! History archive search: everything ever said in a session's log (abandoned branches and
+//! compacted messages included), found again by its words.
+//!
+//! Each message becomes transcript lines labelled `User:`, `Assistant:`, `Tool:` or
+//! `System:` (every line carries its label, so an excerpt is readable wherever it starts).
+//! A line matches when it holds the query (case-insensitively) or any of its words; an
+//! excerpt is a match with [`CONTEXT_LINES`] lines either side, overlapping excerpts merged.
+//! Excerpts are ranked by how well they match (the whole phrase first, then the share of the
+//! query's words they hold), newest first among equals.
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::history::content_text;
+use crate::log::Record;
+
+/// Lines of context either side of a match.
+pub const CONTEXT_LINES: usize = 5;
+/// Excerpts returned at most.
+pub const MAX_EXCERPTS: usize = 10;
+
+/// One excerpt of a log.
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+pub struct Excerpt {
+    /// The session it comes from.
+    pub session: String,
+    /// How well it matches (higher is better).
+    pub score: f32,
+    /// When the best-matching message was logged.
+    pub at: DateTime<Utc>,
+    /// The first line's number in the session's transcript (1-based).
+    pub line: usize,
+    /// The lines, labelled, joined by newlines.
+    pub text: String,
+}
+
+/// One transcript line.
+#[derive(Debug, Clone)]
+struct Line {
+    text: String,
+    lower: String,
+    at: DateTime<Utc>,
+}
+
+/// The transcript of a log's messages: one labelled line per line of text.
+fn transcript(records: &[Record]) -> Vec<Line> {
+    let mut lines = Vec::new();
+    for record in records {
+        let (at, messages): (_, Vec<&Value>) = match record {
+            Record::Message { at, message } => (*at, vec![message]),
+            Record::Instructions { at, messages } => (*at, messages.iter().collect()),
+            _ => continue,
+        };
+        for message in messages {
+            let (label, text) = render(message);
+            for piece in text.lines().filter(|l| !l.trim().is_empty()) {
+                let text = format!("{label}: {piece}");
+                lines.push(Line {
+                    lower: text.to_lowercase(),
+                    text,
+                    at,
+                });
+            }
+        }
+    }
+    lines
+}
+
+/// A message's label and text (tool calls written out, so they can be found too).
+fn render(message: &Value) -> (&'static str, String) {
+    let label = match message["role"].as_str().unwrap_or("") {
+        "user" => "User",
+        "assistant" => "Assistant",
+        "tool" | "function" => "Tool",
+        _ => "System",
+    };
+    let mut text = content_text(&message["content"]);
+    if let Some(calls) = message["tool_calls"].as_array() {
+        for call in calls {
+            text.push_str(&format!(
+                "\n[calls {}({})]",
+                call["function"]["name"].as_str().unwrap_or("?"),
+                call["function"]["arguments"].as_str().unwrap_or("")
+            ));
+        }
+    }
+    (label, text)
+}
+
+/// The query, read once: the phrase and its distinct words, lowercased.
+struct Query {
+    phrase: String,
+    words: Vec<String>,
+}
+
+impl Query {
+    fn new(query: &str) -> Self {
+        let phrase = query.split_whitespace().collect::<Vec<_>>().join(" ").to_lowercase();
+        let mut words: Vec<String> = phrase
+            .split(|c: char| !c.is_alphanumeric())
+            .filter(|w| !w.is_empty())
+            .map(str::to_owned)
+            .collect();
+        words.sort();
+        words.dedup();
+        Self { phrase, words }
+    }
+
+    /// 0 for no match; else 2 for the phrase plus the share of the words present.
+    fn score(&self, lower: &str) -> f32 {
+        let phrase = if lower.contains(&self.phrase) { 2.0 } else { 0.0 };
+        let found = self.words.iter().filter(|w| lower.contains(w.as_str())).count();
+        if phrase == 0.0 && found == 0 {
+            return 0.0;
+        }
+        phrase + found as f32 / self.words.len().max(1) as f32
+    }
+}
+
+/// Searches the logs (`(session, records)`) for `query`; at most `limit` excerpts, best
+/// first. An empty query finds nothing.
+pub fn search<'a>(
+    logs: impl IntoIterator<Item = (&'a str, &'a [Record])>,
+    query: &str,
+    limit: usize,
+) -> Vec<Excerpt> {
+    let query = Query::new(query);
+    if query.phrase.is_empty() {
+        return Vec::new();
+    }
+    let mut excerpts = Vec::new();
+    for (session, records) in logs {
+        let lines = transcript(records);
+        excerpts.extend(excerpts_of(session, &lines, &query));
+    }
+    excerpts.sort_by(|a, b| {
+        b.score
+            .total_cmp(&a.score)
+            .then(b.at.cmp(&a.at))
+            .then(a.session.cmp(&b.session))
+            .then(a.line.cmp(&b.line))
+    });
+    excerpts.truncate(limit.min(MAX_EXCERPTS));
+    excerpts
+}
+
+/// The excerpts of one transcript: each match with its context, overlaps merged; an
+/// excerpt's score is its best line's, with a little for every further matching line.
+fn excerpts_of(session: &str, lines: &[Line], query: &Query) -> Vec<Excerpt> {
+    let mut out: Vec<Excerpt> = Vec::new();
+    let mut current: Option<(usize, usize, f32, DateTime<Utc>, usize)> = None;
+    let flush = |span: (usize, usize, f32, DateTime<Utc>, usize), out: &mut Vec<Excerpt>| {
+        let (start, end, best, at, matches) = span;
+        out.push(Excerpt {
+            session: session.to_owned(),
+            score: best + 0.05 * (matches - 1) as f32,
+            at,
+            line: start + 1,
+            text: lines[start..end]
+                .iter()
+                .map(|l| l.text.as_str())
+                .collect::<Vec<_>>()
+                .join("\n"),
+        });
+    };
+    for (i, line) in lines.iter().enumerate() {
+        let score = query.score(&line.lower);
+        if score == 0.0 {
+            continue;
+        }
+        let start = i.saturating_sub(CONTEXT_LINES);
+        let end = (i + CONTEXT_LINES + 1).min(lines.len());
+        current = match current {
+            Some((s, e, best, at, n)) if start <= e => {
+                let (best, at) = if score > best { (score, line.at) } else { (best, at) };
+                Some((s, end.max(e), best, at, n + 1))
+            }
+            other => {
+                if let Some(span) = other {
+                    flush(span, &mut out);
+                }
+                Some((start, end, score, line.at, 1))
+            }
+        };
+    }
+    if let Some(span) = current {
+        flush(span, &mut out);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn log(texts: &[(&str, &str)]) -> Vec<Record> {
+        texts
+            .iter()
+            .map(|(role, text)| Record::message(json!({"role": role, "content": text})))
+            .collect()
+    }
+
+    #[test]
+    fn finds_labelled_excerpts_with_context() {
+        let mut turns: Vec<(&str, &str)> = vec![("user", "filler"); 30];
+        turns[10] = ("user", "The Parser crashes on empty input");
+        turns[11] = ("assistant", "Try checking for an empty slice first.");
+        turns[29] = ("tool", "parser: ok");
+        let records = log(&turns);
+        let hits = search([("s1", records.as_slice())], "parser CRASHES", 10);
+        assert_eq!(hits.len(), 2);
+        let best = &hits[0];
+        assert!(best.text.contains("User: The Parser crashes"), "{}", best.text);
+        assert_eq!(best.line, 6, "five lines of context before");
+        assert_eq!(best.text.lines().count(), 11);
+        assert!(best.text.contains("Assistant: Try checking"));
+        assert!(hits[1].text.contains("Tool: parser: ok"));
+        assert!(hits[0].score > hits[1].score);
+    }
+
+    #[test]
+    fn at_most_ten_and_nothing_for_an_empty_query() {
+        let turns: Vec<(&str, &str)> = vec![("user", "needle"); 400];
+        let records = log(&turns);
+        assert_eq!(search([("s", records.as_slice())], "", 10).len(), 0);
+        // Every line matches, so they merge into one excerpt.
+        assert_eq!(search([("s", records.as_slice())], "NEEDLE", 10).len(), 1);
+        let many: Vec<Vec<Record>> = (0..30).map(|_| log(&[("user", "needle")])).collect();
+        let names: Vec<String> = (0..30).map(|i| format!("s{i}")).collect();
+        let hits = search(
+            names.iter().map(String::as_str).zip(many.iter().map(Vec::as_slice)),
+            "needle",
+            50,
+        );
+        assert_eq!(hits.len(), MAX_EXCERPTS);
+    }
+
+    #[test]
+    fn tool_calls_are_searchable() {
+        let records = vec![Record::message(json!({"role": "assistant", "content": null,
+            "tool_calls": [{"id": "c", "type": "function",
+                "function": {"name": "grep_repo", "arguments": "{\"q\":\"TODO\"}"}}]}))];
+        let hits = search([("s", records.as_slice())], "grep_repo", 10);
+        assert_eq!(hits.len(), 1);
+        assert!(hits[0].text.starts_with("Assistant: [calls grep_repo("));
+    }
+}
