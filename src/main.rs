@@ -3,6 +3,7 @@
 //! Exit codes: 0 success, 1 failure, 2 invalid input or usage, 3 set-up missing (run
 //! `scripts/setup`), 4 the store is in use by another mnemo process.
 
+mod chat;
 mod commands;
 mod eval;
 mod history;
@@ -10,6 +11,7 @@ mod input;
 mod locomo;
 mod models;
 mod serve;
+mod sessions;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -60,6 +62,12 @@ enum Command {
     Log(history::LogArgs),
     /// A commit, or a memory file as it was: `mnemo show REV[:PATH]`
     Show(history::ShowArgs),
+    /// Chat in the terminal with memory: a session logged in full, the local LLM by default
+    Chat(chat::ChatArgs),
+    /// Chat sessions: list, show, fork, delete, compact, context, search
+    Sessions(sessions::SessionsArgs),
+    /// An agent's own notes (agents/AGENT/MEMORY.md): read, write (append), update
+    AgentMemory(sessions::AgentMemoryArgs),
     /// Which models are installed; --fetch-reranker downloads the cross-encoder from the hub
     Models(models::ModelsArgs),
 }
@@ -94,6 +102,9 @@ fn main() -> ExitCode {
             Command::Log(args) => history::log(&global, args).await,
             Command::Show(args) => history::show(&global, args).await,
             Command::Models(args) => models::models(&global, args).await,
+            Command::Chat(args) => chat::chat(&global, args).await,
+            Command::Sessions(args) => sessions::sessions(&global, args).await,
+            Command::AgentMemory(args) => sessions::agent_memory(&global, args).await,
         }
     });
     match result {

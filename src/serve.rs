@@ -37,34 +37,7 @@ pub async fn serve(global: &GlobalArgs, args: ServeArgs) -> CommandResult {
         warn!("listening on {address}: anyone who can reach it can read and write these memories");
     }
 
-    let local = match (&config.openai_base_url, args.no_local_llm) {
-        (None, false) => {
-            let paths = config.model_paths();
-            let mut options =
-                LocalLlmOptions::new(paths.python, paths.local_llm_model, LOCAL_LLM_ALIAS);
-            options.threads = config.local_llm_threads;
-            eprintln!("starting the local LLM ({LOCAL_LLM_ALIAS}) ...");
-            let llm = LocalLlm::start(&options).await.map_err(|e| Failure {
-                error: anyhow!(e),
-                code: 3,
-            })?;
-            config.openai_base_url = Some(llm.base_url().to_owned());
-            config.llm_model = LOCAL_LLM_ALIAS.to_owned();
-            let window = local_window(llm.base_url(), &options).await;
-            config
-                .context
-                .windows
-                .entry(LOCAL_LLM_ALIAS.to_owned())
-                .or_insert(window);
-            Some(llm)
-        }
-        _ => None,
-    };
-    let upstream_label = match (&local, &config.openai_base_url) {
-        (Some(_), _) => format!("local LLM {LOCAL_LLM_ALIAS}"),
-        (None, Some(url)) => url.clone(),
-        (None, None) => "none".into(),
-    };
+    let (local, upstream_label) = start_upstream(&mut config, !args.no_local_llm).await?;
 
     let start_watcher = config.start_watcher;
     let model = config.llm_model.clone();
@@ -94,6 +67,43 @@ pub async fn serve(global: &GlobalArgs, args: ServeArgs) -> CommandResult {
     }
     info!("stopped");
     Ok(())
+}
+
+/// Starts the local LLM when no upstream is configured (and `local` allows it), pointing
+/// `config` at it; returns it (to stop later) and a label for the upstream.
+pub async fn start_upstream(
+    config: &mut mnemo_core::Config,
+    local: bool,
+) -> Result<(Option<LocalLlm>, String), Failure> {
+    let llm = match (&config.openai_base_url, local) {
+        (None, true) => {
+            let paths = config.model_paths();
+            let mut options =
+                LocalLlmOptions::new(paths.python, paths.local_llm_model, LOCAL_LLM_ALIAS);
+            options.threads = config.local_llm_threads;
+            eprintln!("starting the local LLM ({LOCAL_LLM_ALIAS}) ...");
+            let llm = LocalLlm::start(&options).await.map_err(|e| Failure {
+                error: anyhow!(e),
+                code: 3,
+            })?;
+            config.openai_base_url = Some(llm.base_url().to_owned());
+            config.llm_model = LOCAL_LLM_ALIAS.to_owned();
+            let window = local_window(llm.base_url(), &options).await;
+            config
+                .context
+                .windows
+                .entry(LOCAL_LLM_ALIAS.to_owned())
+                .or_insert(window);
+            Some(llm)
+        }
+        _ => None,
+    };
+    let label = match (&llm, &config.openai_base_url) {
+        (Some(_), _) => format!("local LLM {LOCAL_LLM_ALIAS}"),
+        (None, Some(url)) => url.clone(),
+        (None, None) => "none".into(),
+    };
+    Ok((llm, label))
 }
 
 /// The context window of one request to the local LLM: what its server says a slot holds,
@@ -130,7 +140,7 @@ fn print_banner(address: SocketAddr, store: &std::path::Path, upstream: &str, mo
 }
 
 /// Ctrl-C or SIGTERM.
-async fn shutdown_signal() {
+pub async fn shutdown_signal() {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
     let term = async {

@@ -1,17 +1,21 @@
 //! A chat completion through memory: what `POST /v1/chat/completions` does.
 //!
 //! 1. The `memory_*` fields are taken out of the request ([`take_memory_fields`]); everything
-//!    else goes upstream untouched.
+//!    else goes upstream untouched. With `memory_session`, the messages are matched against
+//!    the session's log ([`crate::sessions`]): the session's history goes upstream, and the
+//!    agent's notes (`memory_agent`) join the system prompt.
 //! 2. The memories of the conversation (and `global`) that answer the latest user message are
 //!    retrieved and injected with the rolling summary ([`crate::inject`]).
 //! 3. The outgoing copy is governed ([`crate::context`]): repaired, tool outputs offloaded,
 //!    compacted or trimmed, the middle summarised, checked against the model's window. A
 //!    request that cannot fit is refused here, before any upstream call and before its turn
 //!    is stored (the client will send it again in another form).
-//! 4. The user's message is written to disk as a turn — before anything is forwarded; it is
+//! 4. The session's new messages are appended to its log (fsynced); the user's message is
+//!    written to disk as a turn — before anything is forwarded; it is
 //!    indexed in the background, so the request waits for the file, not the embedding.
 //! 5. The request goes to the upstream LLM, streamed or not.
-//! 6. When the answer is complete, the assistant's turn is written and the write path
+//! 6. When the answer is complete, it is appended to the session's log before the client
+//!    sees its end; the assistant's turn is written and the write path
 //!    ([`crate::write`]) runs in the background, one pass at a time per conversation.
 //!
 //! A client that disconnects in the middle of a stream stops mnemo reading the upstream; the
@@ -30,7 +34,9 @@ use serde_json::{json, Map, Value};
 use tracing::{debug, warn};
 
 use crate::context::StrategyChoice;
+use crate::sessions::{answer_message, SessionTurn};
 use crate::{inject, ContextReport, EngineError, MemoryClient, SearchHit, SearchRequest};
+use mnemo_session::{HistoryStyle, SessionId};
 
 /// The memory settings of one chat request: the search that finds its memories, whose query
 /// is filled in from the latest user message.
@@ -38,6 +44,12 @@ use crate::{inject, ContextReport, EngineError, MemoryClient, SearchHit, SearchR
 pub struct MemoryFields {
     /// The conversation the turn belongs to.
     pub conversation: ConversationId,
+    /// Whether the request named the conversation (`memory_id`), or it is the default.
+    pub conversation_named: bool,
+    /// The chat session the request continues.
+    pub session: Option<SessionId>,
+    /// How the request carries the session's history.
+    pub history: HistoryStyle,
     /// How to search its memories; `top_k` 0 turns retrieval off.
     pub search: SearchRequest,
     /// How to govern what goes upstream.
@@ -68,12 +80,21 @@ pub struct ChatMemoryFields {
     /// strategy and the agent's, field by field. An unknown field or a value out of range is
     /// a 400 that names it.
     pub memory_strategy: Option<mnemo_context::Strategy>,
-    /// The agent whose default strategy applies (`[context.agents.NAME]` in the config).
+    /// The agent: its default strategy applies (`[context.agents.NAME]` in the config) and
+    /// the first 200 lines of its notes (`agents/NAME/MEMORY.md`) join the system prompt.
     #[schema(pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$")]
     pub memory_agent: Option<String>,
+    /// The chat session this request continues (created on its first user message): every
+    /// message is logged, and a request may send only its new messages.
+    #[schema(pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$")]
+    pub memory_session: Option<String>,
+    /// How the request carries the session's history: `client` (the whole history, resent),
+    /// `server` (only new messages) or `auto` (told from the messages; the default).
+    #[schema(pattern = "^(auto|client|server)$")]
+    pub memory_history: Option<String>,
 }
 
-const KNOWN_FIELDS: [&str; 7] = [
+const KNOWN_FIELDS: [&str; 9] = [
     "memory_id",
     "memory_top_k",
     "memory_recency_weight",
@@ -81,6 +102,8 @@ const KNOWN_FIELDS: [&str; 7] = [
     "memory_filter",
     "memory_strategy",
     "memory_agent",
+    "memory_session",
+    "memory_history",
 ];
 
 /// Takes the `memory_*` fields out of `body` and checks them. An unknown `memory_*` field is
@@ -104,12 +127,35 @@ pub fn take_memory_fields(body: &mut Map<String, Value>) -> Result<MemoryFields,
             fields.insert(name, value);
         }
     }
-    let conversation = match fields.get("memory_id") {
-        None | Some(Value::Null) => ConversationId::default_conversation(),
-        Some(Value::String(id)) => {
-            ConversationId::new(id).map_err(|e| invalid(format!("memory_id: {e}")))?
-        }
+    let (conversation, conversation_named) = match fields.get("memory_id") {
+        None | Some(Value::Null) => (ConversationId::default_conversation(), false),
+        Some(Value::String(id)) => (
+            ConversationId::new(id).map_err(|e| invalid(format!("memory_id: {e}")))?,
+            true,
+        ),
         Some(other) => return Err(invalid(format!("memory_id must be a string, not {other}"))),
+    };
+    let session = match fields.get("memory_session") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(id)) => {
+            Some(SessionId::new(id).map_err(|e| invalid(format!("memory_session: {e}")))?)
+        }
+        Some(other) => {
+            return Err(invalid(format!(
+                "memory_session must be a string, not {other}"
+            )))
+        }
+    };
+    let history = match fields.get("memory_history") {
+        None | Some(Value::Null) => HistoryStyle::Auto,
+        Some(value) => value
+            .as_str()
+            .and_then(HistoryStyle::parse)
+            .ok_or_else(|| {
+                invalid(format!(
+                    "memory_history must be \"auto\", \"client\" or \"server\", not {value}"
+                ))
+            })?,
     };
     // `memory_top_k <= 0` turns retrieval off; the engine caps the other end.
     let top_k = match fields.get("memory_top_k") {
@@ -166,6 +212,9 @@ pub fn take_memory_fields(body: &mut Map<String, Value>) -> Result<MemoryFields,
     };
     Ok(MemoryFields {
         conversation,
+        conversation_named,
+        session,
+        history,
         search,
         strategy: StrategyChoice { request, agent },
     })
@@ -186,6 +235,8 @@ pub struct PreparedChat {
     pub stream: bool,
     /// What context governance did to the request.
     pub context: ContextReport,
+    /// The session the request was logged in, whose answer is logged next.
+    pub(crate) session: Option<SessionTurn>,
 }
 
 /// A streamed answer: the upstream's status and headers, and its body passed through chunk
@@ -217,10 +268,35 @@ impl MemoryClient {
                 "\"messages\" must be a list of chat messages".into(),
             ));
         }
-        let fields = take_memory_fields(&mut body)?;
-        let body = Value::Object(body);
+        let mut fields = take_memory_fields(&mut body)?;
+        let mut body = Value::Object(body);
+        let pending = match fields.session.clone() {
+            Some(id) => {
+                let mut conversation = fields
+                    .conversation_named
+                    .then(|| fields.conversation.clone());
+                let pending = self
+                    .match_session(
+                        &id,
+                        fields.history,
+                        &mut conversation,
+                        &mut fields.strategy.agent,
+                        &mut body,
+                    )
+                    .await?;
+                if let Some(conversation) = conversation {
+                    fields.search.conversation_id = conversation.clone();
+                    fields.conversation = conversation;
+                }
+                Some(pending)
+            }
+            None => None,
+        };
         let stream = body["stream"].as_bool().unwrap_or(false);
-        let user_text = inject::last_user_text(&body).filter(|t| !t.trim().is_empty());
+        // A resent message of a session is not a new turn.
+        let user_text = inject::last_user_text(&body)
+            .filter(|t| !t.trim().is_empty())
+            .filter(|_| pending.as_ref().is_none_or(|p| p.user_message_is_new));
 
         let started = std::time::Instant::now();
         let hits = match &user_text {
@@ -239,10 +315,32 @@ impl MemoryClient {
             crate::client::blocking(move || Ok(inner.summary(&conversation))).await?
         };
         let mut body = inject::inject(&body, summary.as_deref(), &hits).unwrap_or(body);
+        if let Some(agent) = &fields.strategy.agent {
+            self.inject_agent_notes(agent, &mut body).await?;
+        }
         let retrieved = started.elapsed();
         let context = self
-            .govern(&fields.conversation, &fields.strategy, &mut body)
+            .govern(
+                &fields.conversation,
+                fields.session.as_ref(),
+                &fields.strategy,
+                &mut body,
+            )
             .await?;
+        let session = match pending {
+            Some(pending) => {
+                let model = body["model"]
+                    .as_str()
+                    .unwrap_or(&self.inner.config.llm_model)
+                    .to_owned();
+                let agent = fields.strategy.agent.as_deref();
+                Some(
+                    self.log_request(pending, &fields.conversation, agent, &model, &context)
+                        .await?,
+                )
+            }
+            None => None,
+        };
 
         let user_turn = match user_text {
             Some(text) => {
@@ -268,6 +366,7 @@ impl MemoryClient {
             user_turn,
             stream,
             context,
+            session,
         })
     }
 
@@ -286,6 +385,10 @@ impl MemoryClient {
         let text = answer["choices"][0]["message"]["content"]
             .as_str()
             .map(str::to_owned);
+        if let Some(turn) = prepared.session {
+            self.log_answer(turn, None, answer_message(&answer), false)
+                .await;
+        }
         if let Value::Object(map) = &mut answer {
             map.insert("memory_hits".into(), hits_json(&prepared.hits));
             map.insert("memory_context".into(), context_json(&prepared.context));
@@ -302,6 +405,7 @@ impl MemoryClient {
         let recorder = RecordingStream {
             inner: upstream.body,
             words: DeltaAccumulator::new(),
+            session: prepared.session,
             finish: Some(TurnEnd {
                 client: self.clone(),
                 conversation: prepared.conversation,
@@ -396,11 +500,29 @@ struct TurnEnd {
 struct RecordingStream {
     inner: ByteStream,
     words: DeltaAccumulator,
+    /// The session whose answer this is, until the answer is logged.
+    session: Option<SessionTurn>,
     finish: Option<TurnEnd>,
 }
 
 impl RecordingStream {
+    /// Logs the answer in its session. Called when the answer is complete, before its last
+    /// bytes go to the client: the session's lock is taken here, so a next request of the
+    /// session waits for the answer to be in the log.
+    fn log_answer(&mut self, complete: bool) {
+        let (Some(turn), Some(end)) = (self.session.take(), self.finish.as_ref()) else {
+            return;
+        };
+        let guard = turn.try_lock();
+        let client = end.client.clone();
+        let message = self.words.message();
+        end.client.inner.background.spawn(async move {
+            client.log_answer(turn, guard, message, !complete).await;
+        });
+    }
+
     fn end(&mut self, complete: bool) {
+        self.log_answer(complete);
         if let Some(end) = self.finish.take() {
             let text = self.words.text().to_owned();
             end.client
@@ -415,7 +537,12 @@ impl Stream for RecordingStream {
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let polled = self.inner.as_mut().poll_next(cx);
         match &polled {
-            Poll::Ready(Some(Ok(bytes))) => self.words.feed(bytes),
+            Poll::Ready(Some(Ok(bytes))) => {
+                self.words.feed(bytes);
+                if self.words.is_complete() {
+                    self.log_answer(true);
+                }
+            }
             Poll::Ready(None) => {
                 let complete = self.words.is_complete();
                 self.end(complete);

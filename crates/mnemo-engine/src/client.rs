@@ -103,6 +103,10 @@ pub(crate) struct Inner {
     startup_sync: SyncReport,
     /// Context governance's windows, token counters and inflation guards.
     pub context: crate::context::ContextState,
+    /// Chat sessions: their store, locks and cached logs.
+    pub sessions: crate::sessions::SessionState,
+    /// Serialises changes to agents' notes.
+    pub agent_lock: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl MemoryClient {
@@ -185,6 +189,8 @@ impl MemoryClient {
         Ok(Self {
             inner: Arc::new(Inner {
                 context: crate::context::ContextState::new(&config.context),
+                sessions: crate::sessions::SessionState::new(store.root().to_path_buf()),
+                agent_lock: Arc::default(),
                 config,
                 store,
                 embedder,

@@ -9,9 +9,9 @@
 //!   tokenizer (llama.cpp's `/tokenize`) for the local model, else estimated; counts are
 //!   cached, since clients resend their whole history every turn.
 //! - Offloaded tool outputs and summaries are kept under `conversations/<id>/` (unversioned),
-//!   so a resent history reuses its summary instead of paying for it again; summaries come
-//!   from the configured upstream.
-//! - Each conversation has an inflation guard, so a history governance cannot shrink is not
+//!   or under `sessions/<id>/` for a request of a session, so a resent history reuses its
+//!   summary instead of paying for it again; summaries come from the configured upstream.
+//! - Each conversation (and session) has an inflation guard, so a history governance cannot shrink is not
 //!   tried (and paid for) again until it grows.
 
 use std::collections::HashMap;
@@ -50,7 +50,8 @@ pub(crate) struct ContextState {
     /// The local LLM's counts, given by its server and cached.
     local: Arc<CachedCounter<ApproxCounter>>,
     counters: Mutex<HashMap<String, Arc<dyn TokenCounter>>>,
-    guards: Mutex<HashMap<ConversationId, Arc<InflationGuard>>>,
+    /// By `c/<conversation>` or `s/<session>`.
+    guards: Mutex<HashMap<String, Arc<InflationGuard>>>,
 }
 
 impl ContextState {
@@ -67,7 +68,7 @@ impl ContextState {
     }
 
     /// The counter for `model`, one per tokenizer, cached for the engine's life.
-    fn counter(&self, model: &str) -> Arc<dyn TokenCounter> {
+    pub(crate) fn counter(&self, model: &str) -> Arc<dyn TokenCounter> {
         if model == LOCAL_LLM_ALIAS {
             return self.local.clone();
         }
@@ -85,15 +86,29 @@ impl ContextState {
             .clone()
     }
 
-    fn guard(&self, conversation: &ConversationId) -> Arc<InflationGuard> {
+    /// `model`'s window, or the strategy's `requested` one.
+    pub(crate) fn window(
+        &self,
+        model: &str,
+        requested: Option<u64>,
+    ) -> mnemo_context::window::Window {
+        self.windows.window(model, requested)
+    }
+
+    fn guard(&self, key: String) -> Arc<InflationGuard> {
         let mut guards = self.guards.lock().unwrap_or_else(|p| p.into_inner());
-        guards.entry(conversation.clone()).or_default().clone()
+        guards.entry(key).or_default().clone()
     }
 }
 
+/// Tokens of conversation one summary call may carry, for a model with `window` tokens.
+pub(crate) fn summary_chunk_tokens(window: u64) -> usize {
+    SUMMARY_CHUNK_TOKENS.min(window as usize / 2)
+}
+
 /// Summaries from the upstream LLM: one chat call, no tools.
-struct UpstreamSummariser<'a> {
-    llm: &'a LlmClient,
+pub(crate) struct UpstreamSummariser<'a> {
+    pub(crate) llm: &'a LlmClient,
 }
 
 impl Summariser for UpstreamSummariser<'_> {
@@ -175,9 +190,12 @@ impl MemoryClient {
 
     /// Governs `body`'s messages in place (docs/context.md: repair, offload, compact or trim,
     /// summarise, guard, pre-flight) and reports what was done.
+    /// A request of a session keeps its summaries and offloaded outputs in the session's
+    /// folder; others in the conversation's.
     pub(crate) async fn govern(
         &self,
         conversation: &ConversationId,
+        session: Option<&mnemo_session::SessionId>,
         choice: &StrategyChoice,
         body: &mut Value,
     ) -> Result<ContextReport, EngineError> {
@@ -212,15 +230,30 @@ impl MemoryClient {
             .iter()
             .find_map(|field| body[*field].as_u64())
             .unwrap_or(config.reserve_output_tokens);
-        let dir = layout::conversation_settings_dir(self.store().root(), conversation);
-        let outputs = DirOutputStore::new(dir.join(layout::TOOL_OUTPUTS_DIR));
-        let summaries = DirSummaryStore::new(dir.join(layout::CONTEXT_SUMMARIES_DIR));
+        let (outputs, summaries, guard_key) = match session {
+            Some(id) => {
+                let sessions = &self.inner.sessions.store;
+                (
+                    DirOutputStore::new(sessions.tool_outputs_dir(id)),
+                    DirSummaryStore::new(sessions.summaries_dir(id)),
+                    format!("s/{id}"),
+                )
+            }
+            None => {
+                let dir = layout::conversation_settings_dir(self.store().root(), conversation);
+                (
+                    DirOutputStore::new(dir.join(layout::TOOL_OUTPUTS_DIR)),
+                    DirSummaryStore::new(dir.join(layout::CONTEXT_SUMMARIES_DIR)),
+                    format!("c/{conversation}"),
+                )
+            }
+        };
         let summariser = self
             .inner
             .llm
             .as_ref()
             .map(|llm| UpstreamSummariser { llm });
-        let guard = self.inner.context.guard(conversation);
+        let guard = self.inner.context.guard(guard_key);
         let governor = Governor {
             counter: counter.as_ref(),
             window,
@@ -230,7 +263,7 @@ impl MemoryClient {
             outputs: Some(&outputs),
             guard: Some(&guard),
             callbacks: None,
-            summary_chunk_tokens: SUMMARY_CHUNK_TOKENS.min(window.tokens as usize / 2),
+            summary_chunk_tokens: summary_chunk_tokens(window.tokens),
             reserve_output: reserve,
             margin: config.margin_tokens,
         };

@@ -60,6 +60,15 @@ pub enum EngineError {
         /// What is wrong with it.
         message: String,
     },
+    /// A chat session or an agent's notes could not be used.
+    #[error(transparent)]
+    Session(#[from] mnemo_session::SessionError),
+    /// The LLM could not write a summary that was asked for; nothing was changed.
+    #[error("the summary could not be written: {0}")]
+    SummaryFailed(String),
+    /// What was asked for does not exist; the message says what.
+    #[error("{0}")]
+    NotFound(String),
     /// Blocking work moved off the async runtime panicked or was cancelled.
     #[error("background task failed: {0}")]
     Task(String),
@@ -68,7 +77,25 @@ pub enum EngineError {
 impl EngineError {
     /// True when the caller asked for something invalid (as opposed to a failure of mnemo).
     pub fn is_invalid_input(&self) -> bool {
-        matches!(self, EngineError::InvalidInput(_))
+        match self {
+            EngineError::InvalidInput(_) => true,
+            EngineError::Session(e) => e.is_invalid_input(),
+            _ => false,
+        }
+    }
+
+    /// True when what was asked for does not exist.
+    pub fn is_not_found(&self) -> bool {
+        match self {
+            EngineError::NotFound(_) => true,
+            EngineError::Session(e) => e.is_not_found(),
+            _ => false,
+        }
+    }
+
+    /// True when the request conflicts with the state of what it names (a deleted session).
+    pub fn is_conflict(&self) -> bool {
+        matches!(self, EngineError::Session(e) if e.is_conflict())
     }
 
     /// True when set-up has not installed a model or library.

@@ -13,6 +13,9 @@
 //! - Chat ([`chat`]): a chat request with memories injected ([`inject`]), its outgoing copy
 //!   governed to fit the model's window ([`context`], over the `mnemo-context` crate),
 //!   forwarded to the upstream LLM, its turns stored.
+//! - Sessions ([`sessions`], over the `mnemo-session` crate): a chat request with
+//!   `memory_session` is logged in full and continues the session's history; agents' notes
+//!   (`MEMORY.md`) go into their requests' system prompts.
 //! - Write path (`write`, through `MemoryClient::add` and after every chat turn): fact
 //!   extraction, ADD/UPDATE/DELETE reconciliation ([`prompts`]), the rolling summary,
 //!   eviction and one git commit per pass.
@@ -27,6 +30,7 @@ pub mod inject;
 pub mod keys;
 pub mod prompts;
 pub mod retrieval;
+pub mod sessions;
 pub mod snapshot;
 pub mod sync;
 pub mod timeline;
@@ -37,7 +41,9 @@ pub use client::{Consistency, MemoryClient, OpenOptions};
 pub use context::StrategyChoice;
 pub use error::EngineError;
 pub use mnemo_context::{ContextReport, Strategy};
+pub use mnemo_session::{Excerpt, HistoryStyle, SessionId, SessionMeta};
 pub use retrieval::{SearchHit, SearchRequest, StageScores};
+pub use sessions::HistoryScope;
 pub use sync::{SyncProgress, SyncReport};
 pub use watcher::WatcherHandle;
 pub use write::WriteReport;

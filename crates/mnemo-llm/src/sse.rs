@@ -95,12 +95,15 @@ impl SseParser {
     }
 }
 
-/// Collects the assistant's text from a streamed chat reply (`chat.completion.chunk` events,
-/// `choices[0].delta.content`), fed with the raw body bytes as they are passed through.
+/// Collects the assistant's message from a streamed chat reply (`chat.completion.chunk`
+/// events: `choices[0].delta.content` and `delta.tool_calls`), fed with the raw body bytes as
+/// they are passed through.
 #[derive(Debug, Default)]
 pub struct DeltaAccumulator {
     parser: SseParser,
     text: String,
+    /// Tool calls by their `index`, their name and arguments concatenated from the deltas.
+    tool_calls: Vec<Value>,
     finish_reason: Option<String>,
     done: bool,
 }
@@ -129,6 +132,18 @@ impl DeltaAccumulator {
         &self.text
     }
 
+    /// The assistant's message so far, as a chat message: its text and tool calls.
+    pub fn message(&self) -> Value {
+        let mut message = serde_json::json!({"role": "assistant", "content": self.text});
+        if !self.tool_calls.is_empty() {
+            if self.text.is_empty() {
+                message["content"] = Value::Null;
+            }
+            message["tool_calls"] = Value::Array(self.tool_calls.clone());
+        }
+        message
+    }
+
     /// Whether `[DONE]` or a `finish_reason` arrived: a stream without either was cut short.
     pub fn is_complete(&self) -> bool {
         self.done || self.finish_reason.is_some()
@@ -137,6 +152,30 @@ impl DeltaAccumulator {
     /// The `finish_reason` the reply ended with (`stop`, `length`, ...), once it has arrived.
     pub fn finish_reason(&self) -> Option<&str> {
         self.finish_reason.as_deref()
+    }
+
+    /// Merges one `delta.tool_calls` item into the call at its `index`.
+    fn add_tool_call_delta(&mut self, delta: &Value) {
+        let index = delta["index"].as_u64().unwrap_or(0) as usize;
+        // An index far past the calls seen is not a real stream; ignore it.
+        if index > self.tool_calls.len() || index > 128 {
+            return;
+        }
+        if index == self.tool_calls.len() {
+            self.tool_calls.push(serde_json::json!({
+                "id": "", "type": "function", "function": {"name": "", "arguments": ""}
+            }));
+        }
+        let call = &mut self.tool_calls[index];
+        if let Some(id) = delta["id"].as_str() {
+            call["id"] = Value::String(id.to_owned());
+        }
+        for field in ["name", "arguments"] {
+            if let Some(piece) = delta["function"][field].as_str() {
+                let joined = format!("{}{piece}", call["function"][field].as_str().unwrap_or(""));
+                call["function"][field] = Value::String(joined);
+            }
+        }
     }
 
     fn apply(&mut self, events: Vec<SseEvent>) {
@@ -164,6 +203,11 @@ impl DeltaAccumulator {
             };
             if let Some(piece) = choice["delta"]["content"].as_str() {
                 self.text.push_str(piece);
+            }
+            if let Some(calls) = choice["delta"]["tool_calls"].as_array() {
+                for call in calls {
+                    self.add_tool_call_delta(call);
+                }
             }
             if let Some(reason) = choice["finish_reason"].as_str() {
                 self.finish_reason = Some(reason.to_string());
@@ -268,5 +312,28 @@ mod tests {
         cut_short.feed(chunk(r#"{"content":"Hel"}"#, "null").as_bytes());
         assert!(!cut_short.is_complete());
         assert_eq!(cut_short.text(), "Hel");
+    }
+
+    #[test]
+    fn accumulates_streamed_tool_calls() {
+        let chunk =
+            |delta: &str| format!("data: {{\"choices\":[{{\"index\":0,\"delta\":{delta}}}]}}\n\n");
+        let body = [
+            chunk(r#"{"role":"assistant","tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"ls","arguments":""}}]}"#),
+            chunk(r#"{"tool_calls":[{"index":0,"function":{"arguments":"{\"pa"}}]}"#),
+            chunk(r#"{"tool_calls":[{"index":0,"function":{"arguments":"th\":1}"}}]}"#),
+            chunk(r#"{"tool_calls":[{"index":1,"id":"call_2","function":{"name":"cat","arguments":"{}"}}]}"#),
+            chunk(r#"{"tool_calls":[{"index":9,"id":"bogus"}]}"#),
+        ]
+        .concat();
+        let mut acc = DeltaAccumulator::new();
+        acc.feed(body.as_bytes());
+        let message = acc.message();
+        assert_eq!(message["content"], Value::Null);
+        let calls = message["tool_calls"].as_array().unwrap();
+        assert_eq!(calls.len(), 2);
+        assert_eq!(calls[0]["id"], "call_1");
+        assert_eq!(calls[0]["function"]["arguments"], "{\"path\":1}");
+        assert_eq!(calls[1]["function"]["name"], "cat");
     }
 }

@@ -1,15 +1,15 @@
 //! Reading a request body as JSON, within the server's size limit.
 
-use axum::body::Body;
+use axum::body::{Body, Bytes};
 use axum::http::StatusCode;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::ApiError;
 
-/// Reads a JSON body of at most `limit` bytes.
-pub(crate) async fn read_json(body: Body, limit: usize) -> Result<Value, ApiError> {
-    let bytes = axum::body::to_bytes(body, limit).await.map_err(|e| {
+/// Reads a body of at most `limit` bytes (413 past it).
+async fn read_bytes(body: Body, limit: usize) -> Result<Bytes, ApiError> {
+    axum::body::to_bytes(body, limit).await.map_err(|e| {
         if std::error::Error::source(&e)
             .is_some_and(|s| s.to_string().contains("length limit exceeded"))
             || e.to_string().contains("length limit exceeded")
@@ -22,9 +22,21 @@ pub(crate) async fn read_json(body: Body, limit: usize) -> Result<Value, ApiErro
         } else {
             ApiError::invalid(format!("cannot read the request body: {e}"))
         }
-    })?;
-    serde_json::from_slice(&bytes)
+    })
+}
+
+fn parse_json(bytes: &[u8]) -> Result<Value, ApiError> {
+    serde_json::from_slice(bytes)
         .map_err(|e| ApiError::invalid(format!("the request body is not valid JSON: {e}")))
+}
+
+fn typed<T: DeserializeOwned>(value: Value) -> Result<T, ApiError> {
+    serde_json::from_value(value).map_err(|e| ApiError::invalid(format!("invalid request: {e}")))
+}
+
+/// Reads a JSON body of at most `limit` bytes.
+pub(crate) async fn read_json(body: Body, limit: usize) -> Result<Value, ApiError> {
+    parse_json(&read_bytes(body, limit).await?)
 }
 
 /// Reads a JSON body of at most `limit` bytes as a `T`; a field that does not fit says so.
@@ -32,6 +44,17 @@ pub(crate) async fn read_typed<T: DeserializeOwned>(
     body: Body,
     limit: usize,
 ) -> Result<T, ApiError> {
-    let value = read_json(body, limit).await?;
-    serde_json::from_value(value).map_err(|e| ApiError::invalid(format!("invalid request: {e}")))
+    typed(read_json(body, limit).await?)
+}
+
+/// Like [`read_typed`], but an empty body is `T::default()`.
+pub(crate) async fn read_optional<T: DeserializeOwned + Default>(
+    body: Body,
+    limit: usize,
+) -> Result<T, ApiError> {
+    let bytes = read_bytes(body, limit).await?;
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Ok(T::default());
+    }
+    typed(parse_json(&bytes)?)
 }

@@ -90,9 +90,20 @@ impl ApiError {
 
 impl From<EngineError> for ApiError {
     fn from(error: EngineError) -> Self {
+        if error.is_invalid_input() {
+            return Self::invalid(error.to_string());
+        }
+        if error.is_not_found() {
+            return Self::not_found(error.to_string());
+        }
+        if error.is_conflict() {
+            return Self::new(StatusCode::CONFLICT, "conflict", error.to_string());
+        }
         match &error {
-            EngineError::InvalidInput(message) => Self::invalid(message.clone()),
             EngineError::Llm(e) => Self::upstream(e),
+            EngineError::SummaryFailed(_) => {
+                Self::new(StatusCode::BAD_GATEWAY, "upstream_error", error.to_string())
+            }
             EngineError::ContextLengthExceeded(e) => ApiError {
                 code: Some("context_length_exceeded"),
                 ..Self::invalid(e.to_string())

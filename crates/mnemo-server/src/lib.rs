@@ -6,6 +6,9 @@
 //! - `/v1/memories...` ([`memories`]): add, search, list (paged), get, delete, history.
 //! - `/v1/conversations/{id}/memory` ([`conversations`]): a conversation's stored context
 //!   strategy.
+//! - `/v1/sessions...` ([`sessions`]): chat sessions' logs, forks, compaction, context usage,
+//!   offloaded tool outputs; `/v1/history/search` searches their logs.
+//! - `/v1/agents/{agent}/memory` ([`agents`]): an agent's own notes (`MEMORY.md`).
 //! - `GET /health` ([`health`]) and `GET /openapi.json` ([`openapi`]) describe the service;
 //!   `GET /metrics` exposes Prometheus metrics (`metrics`).
 //! - Every other request is passed to the upstream LLM unchanged (`passthrough`).
@@ -15,10 +18,11 @@
 //! document cannot drift from what is served.
 //!
 //! Errors are OpenAI-shaped JSON (`{"error": {"message", "type", "code"}}`, [`ApiError`]):
-//! 400 for bad input, 404, 413 for oversized bodies, 502/504 when the upstream fails.
+//! 400 for bad input, 404, 409 for a deleted session, 413 for oversized bodies, 502/504 when the upstream fails.
 //! [`serve`] runs the router until a shutdown signal, then lets queued background writes
 //! finish.
 
+pub mod agents;
 mod body;
 pub mod chat;
 pub mod conversations;
@@ -28,6 +32,7 @@ pub mod memories;
 mod metrics;
 pub mod openapi;
 mod passthrough;
+pub mod sessions;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -86,6 +91,15 @@ fn documented_routes() -> OpenApiRouter<AppState> {
             conversations::get_strategy,
             conversations::patch_strategy
         ))
+        .routes(routes!(sessions::list))
+        .routes(routes!(sessions::get_one, sessions::delete))
+        .routes(routes!(sessions::messages))
+        .routes(routes!(sessions::fork))
+        .routes(routes!(sessions::compact))
+        .routes(routes!(sessions::context))
+        .routes(routes!(sessions::tool_output))
+        .routes(routes!(sessions::search_history))
+        .routes(routes!(agents::read, agents::append, agents::update))
         .routes(routes!(metrics::metrics))
 }
 

@@ -24,6 +24,8 @@ use crate::AppState;
         (name = "chat", description = "The OpenAI-compatible chat endpoint, through memory"),
         (name = "memories", description = "The memories themselves"),
         (name = "conversations", description = "Per-conversation settings: the context strategy"),
+        (name = "sessions", description = "Chat sessions: full logs, forks, compaction, context usage, archive search"),
+        (name = "agents", description = "Agents' own notes (MEMORY.md)"),
         (name = "service", description = "The service's own state and description"),
     )
 )]

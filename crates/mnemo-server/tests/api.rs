@@ -1,100 +1,15 @@
 //! The HTTP API over real sockets: mnemo's server in front of a scripted upstream, a real
 //! store, model, index and git.
 
-use std::path::{Path, PathBuf};
+mod support;
+
+use std::path::Path;
 use std::time::Duration;
 
-use mnemo_core::Config;
-use mnemo_engine::{MemoryClient, OpenOptions};
 use mnemo_scripted_llm::{ChatRequest, Reply, ScriptedLlm};
 use mnemo_server::ServerOptions;
 use serde_json::{json, Value};
-use tokio::sync::oneshot;
-
-struct Server {
-    url: String,
-    stop: Option<oneshot::Sender<()>>,
-    done: tokio::task::JoinHandle<std::io::Result<()>>,
-    dir: tempfile::TempDir,
-    root: PathBuf,
-}
-
-impl Server {
-    async fn start(upstream: Option<String>) -> Self {
-        Self::start_with(upstream, ServerOptions::default(), |_| {}).await
-    }
-
-    async fn start_with(
-        upstream: Option<String>,
-        options: ServerOptions,
-        tune: impl FnOnce(&mut Config),
-    ) -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let mut config = Config {
-            memory_path: dir.path().to_owned(),
-            models_dir: PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../models"),
-            openai_base_url: upstream,
-            llm_timeout_secs: 1,
-            start_watcher: false,
-            ..Config::default()
-        };
-        config.retrieval.reranker = mnemo_core::RerankerMode::Off;
-        tune(&mut config);
-        let client = MemoryClient::open(config, OpenOptions::default())
-            .await
-            .unwrap();
-        let root = client.store().root().to_owned();
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
-        let (stop, stopped) = oneshot::channel::<()>();
-        let done = tokio::spawn(mnemo_server::serve(listener, client, options, async {
-            let _ = stopped.await;
-        }));
-        Self {
-            url,
-            stop: Some(stop),
-            done,
-            dir,
-            root,
-        }
-    }
-
-    /// Stops the server; the store stays until the returned folder is dropped.
-    async fn shutdown(mut self) -> (tempfile::TempDir, PathBuf) {
-        self.stop.take().unwrap().send(()).unwrap();
-        (&mut self.done).await.unwrap().unwrap();
-        (self.dir, self.root)
-    }
-}
-
-fn http() -> reqwest::Client {
-    reqwest::Client::builder().no_proxy().build().unwrap()
-}
-
-async fn post(url: &str, body: Value) -> (u16, Value) {
-    let response = http().post(url).json(&body).send().await.unwrap();
-    let status = response.status().as_u16();
-    (status, response.json().await.unwrap_or(Value::Null))
-}
-
-fn model(request: &ChatRequest) -> Reply {
-    match request.schema_name() {
-        Some("facts") => Reply::Json(json!({"facts": []})),
-        Some(_) => Reply::Json(json!({"operations": [], "summary": ""})),
-        None => Reply::text(format!(
-            "You said: {}",
-            request.last_user_message().unwrap_or_default()
-        )),
-    }
-}
-
-fn chat(text: &str) -> Value {
-    json!({"model": "m", "memory_id": "c1", "messages": [{"role": "user", "content": text}]})
-}
-
-fn error_message(body: &Value) -> &str {
-    body["error"]["message"].as_str().unwrap_or_default()
-}
+use support::*;
 
 #[tokio::test(flavor = "multi_thread")]
 async fn chat_answers_with_memory_hits_and_strips_memory_fields() {
@@ -431,7 +346,7 @@ async fn shutdown_finishes_queued_memory_writes() {
 }
 
 /// The routes mnemo serves itself, as (method, path).
-const ROUTES: [(&str, &str); 12] = [
+const ROUTES: [(&str, &str); 24] = [
     ("post", "/v1/chat/completions"),
     ("get", "/health"),
     ("get", "/openapi.json"),
@@ -444,6 +359,18 @@ const ROUTES: [(&str, &str); 12] = [
     ("get", "/v1/conversations/{id}/memory"),
     ("patch", "/v1/conversations/{id}/memory"),
     ("get", "/metrics"),
+    ("get", "/v1/sessions"),
+    ("get", "/v1/sessions/{id}"),
+    ("delete", "/v1/sessions/{id}"),
+    ("get", "/v1/sessions/{id}/messages"),
+    ("post", "/v1/sessions/{id}/fork"),
+    ("post", "/v1/sessions/{id}/compact"),
+    ("get", "/v1/sessions/{id}/context"),
+    ("get", "/v1/sessions/{id}/tool-outputs/{call_id}"),
+    ("get", "/v1/history/search"),
+    ("get", "/v1/agents/{agent}/memory"),
+    ("post", "/v1/agents/{agent}/memory"),
+    ("patch", "/v1/agents/{agent}/memory"),
 ];
 
 #[tokio::test(flavor = "multi_thread")]
@@ -483,7 +410,11 @@ async fn the_served_openapi_document_describes_exactly_the_routes_served() {
     // Each documented route is taken by a handler of mnemo's, not the pass-through.
     let id = mnemo_core::MemoryId::random().to_string();
     for (method, path) in &documented {
-        let url = format!("{}{}", server.url, path.replace("{id}", &id));
+        let path = path
+            .replace("{id}", &id)
+            .replace("{agent}", "a")
+            .replace("{call_id}", "c");
+        let url = format!("{}{}", server.url, path);
         let request = match method.as_str() {
             "get" => http().get(&url),
             "delete" => http().delete(&url),
@@ -804,56 +735,6 @@ async fn history_with_git_off_says_why_there_is_none() {
 
 // ---- Context governance -------------------------------------------------------------------
 
-/// A history of `turns` turns, each a question, a `read_file` call, its output of `size`
-/// characters and an answer; the last turn ends on its tool result.
-fn tool_history(turns: usize, size: usize) -> Vec<Value> {
-    let mut messages = vec![json!({"role": "system", "content": "You are a coding agent."})];
-    for turn in 0..turns {
-        let id = format!("call_{turn}");
-        messages.push(json!({"role": "user", "content": format!("Read file {turn}.")}));
-        messages.push(json!({"role": "assistant", "content": null, "tool_calls": [
-            {"id": id, "type": "function", "function": {"name": "read_file", "arguments": "{}"}}]}));
-        messages.push(
-            json!({"role": "tool", "tool_call_id": id, "content": format!("{turn}").repeat(size)}),
-        );
-        if turn + 1 < turns {
-            messages.push(json!({"role": "assistant", "content": format!("File {turn} is fine.")}));
-        }
-    }
-    messages
-}
-
-/// The last chat request the upstream got that was not one of mnemo's own calls.
-fn last_forwarded(llm: &ScriptedLlm) -> Value {
-    llm.requests()
-        .into_iter()
-        .filter_map(|r| r.body)
-        .filter(|b| {
-            b["response_format"].is_null()
-                && !b["messages"][0]["content"]
-                    .as_str()
-                    .is_some_and(|c| c.starts_with("You are a conversation summariser"))
-        })
-        .last()
-        .expect("a forwarded chat request")
-}
-
-fn tool_outputs(body: &Value) -> Vec<String> {
-    body["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|m| m["role"] == "tool")
-        .map(|m| m["content"].as_str().unwrap().to_owned())
-        .collect()
-}
-
-async fn patch(url: &str, body: Value) -> (u16, Value) {
-    let response = http().patch(url).json(&body).send().await.unwrap();
-    let status = response.status().as_u16();
-    (status, response.json().await.unwrap_or(Value::Null))
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn strategies_merge_request_over_conversation_over_agent_field_by_field() {
     let llm = ScriptedLlm::with_handler(model).await;
@@ -999,12 +880,6 @@ async fn a_stored_strategy_is_a_versioned_file_and_bad_ones_are_refused() {
         "{body}"
     );
     assert_eq!(llm.chat_calls(), 0, "nothing went upstream");
-}
-
-async fn post_get(url: &str) -> (u16, Value) {
-    let response = http().get(url).send().await.unwrap();
-    let status = response.status().as_u16();
-    (status, response.json().await.unwrap_or(Value::Null))
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -31,8 +31,9 @@ pub struct AgentNotes {
 impl AgentNotes {
     /// The notes of `agent` (an id under the conversation-id rules) in the store at `root`.
     pub fn new(root: &Path, agent: &str) -> Result<Self, SessionError> {
-        let agent = ConversationId::new(agent)
-            .map_err(|e| SessionError::Invalid(e.to_string().replacen("conversation id", "agent name", 1)))?;
+        let agent = ConversationId::new(agent).map_err(|e| {
+            SessionError::Invalid(e.to_string().replacen("conversation id", "agent name", 1))
+        })?;
         let relative = format!("{AGENTS_DIR}/{}/{AGENT_MEMORY_FILE}", agent.as_str());
         Ok(Self {
             path: root.join(&relative),
@@ -71,7 +72,9 @@ impl AgentNotes {
     /// Appends `text` on a line of its own; returns the whole notes.
     pub fn append(&self, text: &str) -> Result<String, SessionError> {
         if text.trim().is_empty() {
-            return Err(SessionError::Invalid("nothing to write: the text is empty".into()));
+            return Err(SessionError::Invalid(
+                "nothing to write: the text is empty".into(),
+            ));
         }
         let mut notes = self.read()?;
         if !notes.is_empty() && !notes.ends_with('\n') {
@@ -88,7 +91,9 @@ impl AgentNotes {
     /// Replaces `old` (which must occur exactly once) by `new`; returns the whole notes.
     pub fn update(&self, old: &str, new: &str) -> Result<String, SessionError> {
         if old.is_empty() {
-            return Err(SessionError::Invalid("old_text is empty: say which passage to replace".into()));
+            return Err(SessionError::Invalid(
+                "old_text is empty: say which passage to replace".into(),
+            ));
         }
         let notes = self.read()?;
         match notes.matches(old).count() {
@@ -155,7 +160,11 @@ mod tests {
         assert!(err.contains("occurs 2 times"), "{err}");
         assert!(notes.update("", "x").is_err());
         assert!(notes.append("  ").is_err());
-        assert_eq!(notes.read().unwrap().lines().count(), 3, "failed updates wrote nothing");
+        assert_eq!(
+            notes.read().unwrap().lines().count(),
+            3,
+            "failed updates wrote nothing"
+        );
     }
 
     #[test]

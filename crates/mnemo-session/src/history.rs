@@ -152,7 +152,8 @@ impl Split {
     pub fn records(&self, history: &History) -> Vec<Record> {
         let now = chrono::Utc::now();
         let mut records = Vec::new();
-        if !self.instructions.is_empty() && !same_messages(&self.instructions, &history.instructions)
+        if !self.instructions.is_empty()
+            && !same_messages(&self.instructions, &history.instructions)
         {
             records.push(Record::Instructions {
                 at: now,
@@ -165,6 +166,7 @@ impl Split {
         records.extend(self.new.iter().map(|m| Record::Message {
             at: now,
             message: m.clone(),
+            incomplete: false,
         }));
         records
     }
@@ -187,9 +189,7 @@ pub fn split(history: &History, messages: &[Value], style: HistoryStyle) -> Spli
     let client = match style {
         HistoryStyle::Client => true,
         HistoryStyle::Server => false,
-        HistoryStyle::Auto => {
-            logged.is_empty() || common == logged.len() || has_assistant
-        }
+        HistoryStyle::Auto => logged.is_empty() || common == logged.len() || has_assistant,
     };
     let (rewind_to, new) = if client {
         let rewind = (common < logged.len()).then_some(common);
@@ -324,7 +324,10 @@ mod tests {
             after.apply(&record);
         }
         assert_eq!(after.messages, request.to_vec());
-        assert_eq!(after.logged_messages, 5, "the abandoned messages stay logged");
+        assert_eq!(
+            after.logged_messages, 5,
+            "the abandoned messages stay logged"
+        );
     }
 
     #[test]

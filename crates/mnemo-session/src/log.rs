@@ -29,6 +29,9 @@ pub enum Record {
         at: DateTime<Utc>,
         /// The OpenAI chat message.
         message: Value,
+        /// An answer cut short (the client went away mid-stream, the upstream failed).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        incomplete: bool,
     },
     /// The system (or developer) messages that lead the requests from now on.
     Instructions {
@@ -68,6 +71,7 @@ impl Record {
         Record::Message {
             at: Utc::now(),
             message,
+            incomplete: false,
         }
     }
 
@@ -247,10 +251,15 @@ mod tests {
         let path = dir.path().join("messages.jsonl");
         append(&path, &[user("kept")]).unwrap();
         let mut file = OpenOptions::new().append(true).open(&path).unwrap();
-        file.write_all(br#"{"kind":"message","at":"2026-01-0"#).unwrap();
+        file.write_all(br#"{"kind":"message","at":"2026-01-0"#)
+            .unwrap();
         let log = read(&path).unwrap();
         assert_eq!(log.records.len(), 1);
-        assert!(log.skipped[0].contains("line 2: torn last line"), "{:?}", log.skipped);
+        assert!(
+            log.skipped[0].contains("line 2: torn last line"),
+            "{:?}",
+            log.skipped
+        );
 
         append(&path, &[user("after")]).unwrap();
         let log = read(&path).unwrap();

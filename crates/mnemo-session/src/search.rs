@@ -48,7 +48,7 @@ fn transcript(records: &[Record]) -> Vec<Line> {
     let mut lines = Vec::new();
     for record in records {
         let (at, messages): (_, Vec<&Value>) = match record {
-            Record::Message { at, message } => (*at, vec![message]),
+            Record::Message { at, message, .. } => (*at, vec![message]),
             Record::Instructions { at, messages } => (*at, messages.iter().collect()),
             _ => continue,
         };
@@ -96,7 +96,11 @@ struct Query {
 
 impl Query {
     fn new(query: &str) -> Self {
-        let phrase = query.split_whitespace().collect::<Vec<_>>().join(" ").to_lowercase();
+        let phrase = query
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+            .to_lowercase();
         let mut words: Vec<String> = phrase
             .split(|c: char| !c.is_alphanumeric())
             .filter(|w| !w.is_empty())
@@ -109,8 +113,16 @@ impl Query {
 
     /// 0 for no match; else 2 for the phrase plus the share of the words present.
     fn score(&self, lower: &str) -> f32 {
-        let phrase = if lower.contains(&self.phrase) { 2.0 } else { 0.0 };
-        let found = self.words.iter().filter(|w| lower.contains(w.as_str())).count();
+        let phrase = if lower.contains(&self.phrase) {
+            2.0
+        } else {
+            0.0
+        };
+        let found = self
+            .words
+            .iter()
+            .filter(|w| lower.contains(w.as_str()))
+            .count();
         if phrase == 0.0 && found == 0 {
             return 0.0;
         }
@@ -173,7 +185,11 @@ fn excerpts_of(session: &str, lines: &[Line], query: &Query) -> Vec<Excerpt> {
         let end = (i + CONTEXT_LINES + 1).min(lines.len());
         current = match current {
             Some((s, e, best, at, n)) if start <= e => {
-                let (best, at) = if score > best { (score, line.at) } else { (best, at) };
+                let (best, at) = if score > best {
+                    (score, line.at)
+                } else {
+                    (best, at)
+                };
                 Some((s, end.max(e), best, at, n + 1))
             }
             other => {
@@ -212,7 +228,11 @@ mod tests {
         let hits = search([("s1", records.as_slice())], "parser CRASHES", 10);
         assert_eq!(hits.len(), 2);
         let best = &hits[0];
-        assert!(best.text.contains("User: The Parser crashes"), "{}", best.text);
+        assert!(
+            best.text.contains("User: The Parser crashes"),
+            "{}",
+            best.text
+        );
         assert_eq!(best.line, 6, "five lines of context before");
         assert_eq!(best.text.lines().count(), 11);
         assert!(best.text.contains("Assistant: Try checking"));
@@ -230,7 +250,10 @@ mod tests {
         let many: Vec<Vec<Record>> = (0..30).map(|_| log(&[("user", "needle")])).collect();
         let names: Vec<String> = (0..30).map(|i| format!("s{i}")).collect();
         let hits = search(
-            names.iter().map(String::as_str).zip(many.iter().map(Vec::as_slice)),
+            names
+                .iter()
+                .map(String::as_str)
+                .zip(many.iter().map(Vec::as_slice)),
             "needle",
             50,
         );
@@ -239,9 +262,11 @@ mod tests {
 
     #[test]
     fn tool_calls_are_searchable() {
-        let records = vec![Record::message(json!({"role": "assistant", "content": null,
+        let records = vec![Record::message(
+            json!({"role": "assistant", "content": null,
             "tool_calls": [{"id": "c", "type": "function",
-                "function": {"name": "grep_repo", "arguments": "{\"q\":\"TODO\"}"}}]}))];
+                "function": {"name": "grep_repo", "arguments": "{\"q\":\"TODO\"}"}}]}),
+        )];
         let hits = search([("s", records.as_slice())], "grep_repo", 10);
         assert_eq!(hits.len(), 1);
         assert!(hits[0].text.starts_with("Assistant: [calls grep_repo("));

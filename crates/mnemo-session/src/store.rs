@@ -197,7 +197,8 @@ impl SessionStore {
         let path = self.dir(id).join(META_FILE);
         let yaml = serde_saphyr::to_string(meta)
             .map_err(|e| SessionError::Invalid(format!("cannot write session settings: {e}")))?;
-        let text = format!("# mnemo chat session {id}; the log is messages.jsonl beside it.\n{yaml}");
+        let text =
+            format!("# mnemo chat session {id}; the log is messages.jsonl beside it.\n{yaml}");
         mnemo_store::atomic::write_atomic(&path, text.as_bytes())
             .map_err(|e| self.io("write", &path, e))
     }
@@ -240,7 +241,10 @@ impl SessionStore {
 
     /// Every session, newest first (by last message); deleted ones only when asked. A folder
     /// whose settings cannot be read is skipped with a warning.
-    pub fn list(&self, include_deleted: bool) -> Result<Vec<(SessionId, SessionMeta)>, SessionError> {
+    pub fn list(
+        &self,
+        include_deleted: bool,
+    ) -> Result<Vec<(SessionId, SessionMeta)>, SessionError> {
         let dir = self.root.join(SESSIONS_DIR);
         let entries = match std::fs::read_dir(&dir) {
             Ok(entries) => entries,
@@ -383,7 +387,10 @@ mod tests {
         store.write_meta(&id("a"), &meta).unwrap();
         meta.updated_at += chrono::Duration::seconds(5);
         store.write_meta(&id("b"), &meta).unwrap();
-        assert_eq!(store.meta(&id("a")).unwrap().unwrap().agent.as_deref(), Some("coder"));
+        assert_eq!(
+            store.meta(&id("a")).unwrap().unwrap().agent.as_deref(),
+            Some("coder")
+        );
         let listed: Vec<String> = store
             .list(false)
             .unwrap()
@@ -401,16 +408,28 @@ mod tests {
             .write_meta(&parent, &SessionMeta::new("c", None, "hi"))
             .unwrap();
         store
-            .append(&parent, &[Record::message(json!({"role": "user", "content": "hi"}))])
+            .append(
+                &parent,
+                &[Record::message(json!({"role": "user", "content": "hi"}))],
+            )
             .unwrap();
         let child = id("child");
         let meta = store.fork(&parent, &child).unwrap();
         assert_eq!(meta.parent.as_deref(), Some("parent"));
         store
-            .append(&child, &[Record::message(json!({"role": "user", "content": "more"}))])
+            .append(
+                &child,
+                &[Record::message(json!({"role": "user", "content": "more"}))],
+            )
             .unwrap();
-        assert_eq!(store.load(&parent).unwrap().unwrap().history.messages.len(), 1);
-        assert_eq!(store.load(&child).unwrap().unwrap().history.messages.len(), 2);
+        assert_eq!(
+            store.load(&parent).unwrap().unwrap().history.messages.len(),
+            1
+        );
+        assert_eq!(
+            store.load(&child).unwrap().unwrap().history.messages.len(),
+            2
+        );
         assert!(matches!(
             store.fork(&parent, &child),
             Err(SessionError::Exists(_))
@@ -431,7 +450,10 @@ mod tests {
         std::fs::create_dir_all(&s).unwrap();
         std::fs::write(s.join(META_FILE), "title: [unclosed").unwrap();
         let err = store.meta(&id("x")).unwrap_err().to_string();
-        assert!(err.starts_with("sessions/x/session.yaml: not valid"), "{err}");
+        assert!(
+            err.starts_with("sessions/x/session.yaml: not valid"),
+            "{err}"
+        );
         assert!(store.list(false).unwrap().is_empty(), "skipped, not fatal");
 
         std::fs::write(s.join(META_FILE), "a: &a [x,x,x,x,x,x,x,x,x]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]\nc: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]\nd: [*c,*c,*c,*c,*c,*c,*c,*c,*c]\n").unwrap();

@@ -1,0 +1,936 @@
+//! Chat sessions and agent notes in the engine: `mnemo-session`'s logs put into the chat path,
+//! with locking, caching and git.
+//!
+//! - A chat request with `memory_session` is matched against the session's log
+//!   ([`mnemo_session::history::split`]): its new messages are appended and fsynced before
+//!   anything goes upstream (after governance, so a refused request logs nothing), and the
+//!   session's history goes upstream in the client's place when the client sends only new
+//!   messages. The answer is appended before the client sees its end.
+//! - One async lock per session orders its appends; the parsed log is cached under that lock
+//!   and read again when the file's size is not what mnemo last wrote (a hand edit, a fork
+//!   by another tool).
+//! - Governance keeps a session's summaries and offloaded tool outputs in its own folder.
+//! - `agents/<agent>/MEMORY.md` is read for every request that names the agent (hand edits
+//!   are seen at once) and committed to git on every change through the API.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use chrono::{DateTime, Utc};
+use mnemo_context::summarize::SummaryOutcome;
+use mnemo_context::summarize::{cut, prefix_hashes, SummaryCall};
+use mnemo_context::tokens::messages_tokens;
+use mnemo_context::{DirOutputStore, DirSummaryStore, OutputStore, Summariser};
+use mnemo_core::ConversationId;
+use mnemo_session::agent::INJECTED_LINES;
+use mnemo_session::history::{split, HistoryStyle};
+use mnemo_session::{
+    AgentNotes, Excerpt, History, LoadedSession, Record, SessionError, SessionId, SessionMeta,
+    SessionStore,
+};
+use serde::Serialize;
+use serde_json::{json, Value};
+use tokio::sync::OwnedMutexGuard;
+use tracing::warn;
+
+use crate::client::blocking;
+use crate::{ContextReport, EngineError, MemoryClient};
+
+/// Sessions whose parsed logs stay cached, at most (idle ones are dropped past this).
+const CACHED_SESSIONS: usize = 256;
+/// Messages one page of a session's messages holds, at most.
+pub const MAX_PAGE: usize = 1000;
+/// Characters of an offloaded output one read returns, at most.
+pub const MAX_OUTPUT_READ: usize = 1 << 20;
+
+type Slot = Arc<tokio::sync::Mutex<Option<LoadedSession>>>;
+
+/// The engine's sessions: the store and one lock (guarding the cached log) per session.
+pub(crate) struct SessionState {
+    pub store: SessionStore,
+    slots: Mutex<HashMap<SessionId, Slot>>,
+}
+
+impl SessionState {
+    pub(crate) fn new(store_root: PathBuf) -> Self {
+        Self {
+            store: SessionStore::new(store_root),
+            slots: Mutex::default(),
+        }
+    }
+
+    fn slot(&self, id: &SessionId) -> Slot {
+        let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+        if slots.len() >= CACHED_SESSIONS && !slots.contains_key(id) {
+            // Only slots nobody holds (the map's own reference) can go.
+            slots.retain(|_, slot| Arc::strong_count(slot) > 1);
+        }
+        slots.entry(id.clone()).or_default().clone()
+    }
+}
+
+/// A session's part in one chat request, from its logged request to its logged answer.
+#[derive(Debug)]
+pub(crate) struct SessionTurn {
+    pub id: SessionId,
+    slot: Slot,
+    /// Where the answer goes in the branch: after the request's messages.
+    answer_at: usize,
+    model: String,
+    tokens: usize,
+    window: u64,
+    /// Whether governance wrote a summary for this request.
+    summarised: bool,
+}
+
+/// A request matched against its session, before anything is written.
+pub(crate) struct PendingSession {
+    id: SessionId,
+    slot: Slot,
+    guard: OwnedMutexGuard<Option<LoadedSession>>,
+    records: Vec<Record>,
+    next: History,
+    /// The session's settings; `None` when it does not exist yet.
+    meta: Option<SessionMeta>,
+    /// The first user message of the request, which titles a new session.
+    first_prompt: Option<String>,
+    /// Whether the request's last user message is new to the log.
+    pub user_message_is_new: bool,
+}
+
+/// One message of a session, with when it was logged.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct LoggedMessage {
+    /// Its position (0-based) in the branch, or in the whole log with `all`.
+    pub index: usize,
+    /// When it was logged.
+    pub at: DateTime<Utc>,
+    /// The chat message, as sent or answered.
+    #[schema(value_type = Object)]
+    pub message: Value,
+}
+
+/// A page of a session's messages.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct MessagePage {
+    /// Messages there are in all (in the branch, or the whole log with `all`).
+    pub total: usize,
+    /// The first message's index.
+    pub offset: usize,
+    /// The messages.
+    pub messages: Vec<LoggedMessage>,
+}
+
+/// A session: its settings and the state of its log.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct SessionInfo {
+    /// The session's id.
+    #[schema(value_type = String)]
+    pub id: SessionId,
+    /// Its settings (`session.yaml`).
+    #[serde(flatten)]
+    pub meta: SessionMeta,
+    /// Messages in the current branch.
+    pub branch_messages: usize,
+    /// The log's size in bytes.
+    pub log_bytes: u64,
+    /// Lines of the log skipped as unreadable (a torn last line after a crash, a bad edit).
+    pub skipped_lines: Vec<String>,
+}
+
+/// How full a session's context is: what its next request would send upstream.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct SessionContext {
+    /// The session.
+    #[schema(value_type = String)]
+    pub id: SessionId,
+    /// The model its requests go to.
+    pub model: String,
+    /// Tokens of its history as it would go upstream (instructions, agent notes, the
+    /// compaction's summary, the messages after it).
+    pub tokens: usize,
+    /// The model's context window.
+    pub window: u64,
+    /// Tokens past which governance summarises (`compress_threshold` of the window).
+    pub threshold: u64,
+    /// Messages in the current branch.
+    pub messages: usize,
+    /// Messages ever logged (abandoned branches included).
+    pub logged_messages: usize,
+    /// Summaries written for it.
+    pub compressions: usize,
+    /// Messages the latest compaction stands for.
+    pub compacted_messages: usize,
+    /// The log's size in bytes.
+    pub log_bytes: u64,
+    /// What counted the tokens.
+    pub counter: String,
+}
+
+/// What a compaction did.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct CompactReport {
+    /// The session.
+    #[schema(value_type = String)]
+    pub id: SessionId,
+    /// Messages the summary now stands for.
+    pub compacted_messages: usize,
+    /// Messages kept as they are after it.
+    pub kept_messages: usize,
+    /// Tokens of the history before and after.
+    pub tokens_before: usize,
+    /// Tokens of the history after.
+    pub tokens_after: usize,
+    /// The summary.
+    pub summary: String,
+    /// The model that wrote it.
+    pub model: String,
+}
+
+/// A slice of an offloaded tool output.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct ToolOutputSlice {
+    /// The tool call whose output it is.
+    pub call_id: String,
+    /// The first character's offset.
+    pub offset: usize,
+    /// The output's length in characters.
+    pub total_chars: usize,
+    /// The characters read.
+    pub text: String,
+}
+
+/// What archive search looks through: one session, or every session of a conversation.
+#[derive(Debug, Clone)]
+pub enum HistoryScope {
+    /// One session's log.
+    Session(SessionId),
+    /// The logs of every live session of a conversation.
+    Conversation(ConversationId),
+}
+
+impl MemoryClient {
+    fn sessions(&self) -> &SessionStore {
+        &self.inner.sessions.store
+    }
+
+    /// Takes session `id`'s lock and makes sure its cached log is current.
+    async fn lock_session(
+        &self,
+        id: &SessionId,
+    ) -> Result<(Slot, OwnedMutexGuard<Option<LoadedSession>>), EngineError> {
+        let slot = self.inner.sessions.slot(id);
+        let mut guard = slot.clone().lock_owned().await;
+        self.refresh(id, &mut guard).await?;
+        Ok((slot, guard))
+    }
+
+    async fn refresh(
+        &self,
+        id: &SessionId,
+        guard: &mut OwnedMutexGuard<Option<LoadedSession>>,
+    ) -> Result<(), EngineError> {
+        let store = self.sessions().clone();
+        let current = guard.as_ref().map(|loaded| loaded.log_bytes);
+        let id = id.clone();
+        let reloaded = blocking(move || {
+            if current.is_some_and(|bytes| bytes == store.log_bytes(&id)) {
+                return Ok(None);
+            }
+            Ok(Some(store.load(&id)?))
+        })
+        .await?;
+        if let Some(loaded) = reloaded {
+            **guard = loaded;
+        }
+        Ok(())
+    }
+
+    /// Matches a chat request's `messages` against session `id`: the request's conversation
+    /// and agent default to the session's, and `body["messages"]` becomes what goes upstream
+    /// (instructions, then the session's branch with the request's new messages).
+    pub(crate) async fn match_session(
+        &self,
+        id: &SessionId,
+        style: HistoryStyle,
+        conversation: &mut Option<ConversationId>,
+        agent: &mut Option<String>,
+        body: &mut Value,
+    ) -> Result<PendingSession, EngineError> {
+        let (slot, guard) = self.lock_session(id).await?;
+        let meta = guard.as_ref().map(|s| s.meta.clone());
+        if let Some(meta) = &meta {
+            if let Some(at) = meta.deleted_at {
+                return Err(SessionError::Deleted {
+                    id: id.to_string(),
+                    at: at.to_rfc3339(),
+                }
+                .into());
+            }
+            match conversation {
+                Some(asked) if asked.as_str() != meta.conversation => {
+                    return Err(EngineError::InvalidInput(format!(
+                        "session {id:?} belongs to conversation {:?}, not {:?}; leave memory_id out or use {:?}",
+                        meta.conversation,
+                        asked.as_str(),
+                        meta.conversation
+                    )))
+                }
+                _ => {
+                    *conversation = Some(ConversationId::new(&meta.conversation).map_err(|e| {
+                        EngineError::InvalidInput(format!("session {id:?}: {e}"))
+                    })?)
+                }
+            }
+            if agent.is_none() {
+                agent.clone_from(&meta.agent);
+            }
+        }
+        let history = guard
+            .as_ref()
+            .map(|s| s.history.clone())
+            .unwrap_or_default();
+        let messages = match body["messages"].take() {
+            Value::Array(messages) => messages,
+            _ => Vec::new(),
+        };
+        let split = split(&history, &messages, style);
+        let records = split.records(&history);
+        let mut next = history.clone();
+        for record in &records {
+            next.apply(record);
+        }
+        let mut upstream = if split.instructions.is_empty() {
+            next.instructions.clone()
+        } else {
+            split.instructions.clone()
+        };
+        upstream.extend(next.upstream_messages());
+        body["messages"] = Value::Array(upstream);
+        let first_prompt = split
+            .new
+            .iter()
+            .find(|m| m["role"] == "user")
+            .map(|m| mnemo_session::history::content_text(&m["content"]));
+        let user_message_is_new = split.new.iter().any(|m| m["role"] == "user");
+        Ok(PendingSession {
+            id: id.clone(),
+            slot,
+            guard,
+            records,
+            next,
+            meta,
+            first_prompt,
+            user_message_is_new,
+        })
+    }
+
+    /// Logs a matched request (creating the session on its first user message) and returns
+    /// the turn its answer will be logged against.
+    pub(crate) async fn log_request(
+        &self,
+        pending: PendingSession,
+        conversation: &ConversationId,
+        agent: Option<&str>,
+        model: &str,
+        report: &ContextReport,
+    ) -> Result<SessionTurn, EngineError> {
+        let PendingSession {
+            id,
+            slot,
+            mut guard,
+            records,
+            next,
+            meta,
+            first_prompt,
+            ..
+        } = pending;
+        let turn = SessionTurn {
+            id: id.clone(),
+            slot,
+            answer_at: next.messages.len(),
+            model: model.to_owned(),
+            tokens: report.tokens_after,
+            window: report.window,
+            summarised: matches!(
+                report.summary,
+                Some(SummaryOutcome::New | SummaryOutcome::Extended)
+            ),
+        };
+        let meta = match (meta, first_prompt) {
+            (Some(meta), _) => meta,
+            (None, Some(prompt)) => SessionMeta::new(conversation.as_str(), agent, &prompt),
+            // No user message yet: the session is not created.
+            (None, None) => return Ok(turn),
+        };
+        let store = self.sessions().clone();
+        let created = guard.is_none();
+        let (bytes, meta) = {
+            let id = id.clone();
+            let records = records.clone();
+            blocking(move || {
+                if created {
+                    store.write_meta(&id, &meta)?;
+                }
+                let bytes = if records.is_empty() {
+                    store.log_bytes(&id)
+                } else {
+                    store.append(&id, &records)?
+                };
+                Ok((bytes, meta))
+            })
+            .await?
+        };
+        let mut all = guard
+            .take()
+            .map(|loaded| loaded.records)
+            .unwrap_or_default();
+        all.extend(records);
+        *guard = Some(LoadedSession {
+            id,
+            meta: SessionMeta {
+                messages: next.logged_messages,
+                ..meta
+            },
+            records: all,
+            history: next,
+            log_bytes: bytes,
+            skipped: Vec::new(),
+        });
+        Ok(turn)
+    }
+
+    /// Logs the answer of `turn` (without waiting for the session's lock when `guard` is
+    /// given) and brings `session.yaml` up to date. Errors are logged: the answer has gone to
+    /// the client already.
+    pub(crate) async fn log_answer(
+        &self,
+        turn: SessionTurn,
+        guard: Option<OwnedMutexGuard<Option<LoadedSession>>>,
+        message: Value,
+        incomplete: bool,
+    ) {
+        let id = turn.id.clone();
+        if let Err(e) = self
+            .log_answer_inner(turn, guard, message, incomplete)
+            .await
+        {
+            warn!(session = %id, "cannot log the answer: {e}");
+        }
+    }
+
+    async fn log_answer_inner(
+        &self,
+        turn: SessionTurn,
+        guard: Option<OwnedMutexGuard<Option<LoadedSession>>>,
+        message: Value,
+        incomplete: bool,
+    ) -> Result<(), EngineError> {
+        let mut guard = match guard {
+            Some(guard) => guard,
+            None => turn.slot.clone().lock_owned().await,
+        };
+        self.refresh(&turn.id, &mut guard).await?;
+        let Some(loaded) = guard.as_mut() else {
+            return Ok(());
+        };
+        let branch = &loaded.history.messages;
+        // The client may have sent the answer back before it was logged (a fast next
+        // request): it is in the branch already.
+        let logged_already = branch
+            .get(turn.answer_at)
+            .is_some_and(|m| mnemo_session::history::same_message(m, &message));
+        let mut records = Vec::new();
+        if !logged_already && has_content(&message) {
+            records.push(Record::Message {
+                at: Utc::now(),
+                message,
+                incomplete,
+            });
+        }
+        let mut meta = loaded.meta.clone();
+        meta.updated_at = Utc::now();
+        meta.messages = loaded.history.logged_messages + records.len();
+        meta.tokens = Some(turn.tokens);
+        meta.window = Some(turn.window);
+        meta.model = Some(turn.model.clone());
+        meta.compressions += usize::from(turn.summarised);
+        let store = self.sessions().clone();
+        let id = turn.id.clone();
+        let (bytes, meta, records) = blocking(move || {
+            let bytes = if records.is_empty() {
+                store.log_bytes(&id)
+            } else {
+                store.append(&id, &records)?
+            };
+            store.write_meta(&id, &meta)?;
+            Ok((bytes, meta, records))
+        })
+        .await?;
+        for record in &records {
+            loaded.history.apply(record);
+        }
+        loaded.records.extend(records);
+        loaded.meta = meta;
+        loaded.log_bytes = bytes;
+        Ok(())
+    }
+
+    /// Every session, newest first; deleted ones only when asked.
+    pub async fn list_sessions(
+        &self,
+        include_deleted: bool,
+    ) -> Result<Vec<(SessionId, SessionMeta)>, EngineError> {
+        let store = self.sessions().clone();
+        blocking(move || Ok(store.list(include_deleted)?)).await
+    }
+
+    /// Session `id`: its settings and the state of its log.
+    pub async fn session(&self, id: &SessionId) -> Result<SessionInfo, EngineError> {
+        let (_slot, guard) = self.lock_session(id).await?;
+        let loaded = guard
+            .as_ref()
+            .ok_or_else(|| SessionError::NotFound(id.to_string()))?;
+        Ok(SessionInfo {
+            id: id.clone(),
+            meta: loaded.meta.clone(),
+            branch_messages: loaded.history.messages.len(),
+            log_bytes: loaded.log_bytes,
+            skipped_lines: loaded.skipped.clone(),
+        })
+    }
+
+    /// A page of session `id`'s messages: its current branch, or every message ever logged
+    /// with `all`.
+    pub async fn session_messages(
+        &self,
+        id: &SessionId,
+        offset: usize,
+        limit: usize,
+        all: bool,
+    ) -> Result<MessagePage, EngineError> {
+        let (_slot, guard) = self.lock_session(id).await?;
+        let loaded = guard
+            .as_ref()
+            .ok_or_else(|| SessionError::NotFound(id.to_string()))?;
+        let messages = timed_messages(&loaded.records, all);
+        let total = messages.len();
+        let page = messages
+            .into_iter()
+            .enumerate()
+            .skip(offset)
+            .take(limit.min(MAX_PAGE))
+            .map(|(index, (at, message))| LoggedMessage {
+                index,
+                at,
+                message: message.clone(),
+            })
+            .collect();
+        Ok(MessagePage {
+            total,
+            offset,
+            messages: page,
+        })
+    }
+
+    /// Forks session `id` under `new_id` (a generated id when `None`): its log, summaries and
+    /// offloaded outputs are copied and `parent` set; the original is not touched.
+    pub async fn fork_session(
+        &self,
+        id: &SessionId,
+        new_id: Option<SessionId>,
+    ) -> Result<(SessionId, SessionMeta), EngineError> {
+        let new_id = new_id.unwrap_or_else(SessionId::generate);
+        let (_slot, _guard) = self.lock_session(id).await?;
+        let (_new_slot, mut new_guard) = self.lock_session(&new_id).await?;
+        let store = self.sessions().clone();
+        let (from, to) = (id.clone(), new_id.clone());
+        let meta = blocking(move || Ok(store.fork(&from, &to)?)).await?;
+        *new_guard = None;
+        Ok((new_id, meta))
+    }
+
+    /// Deletes session `id` softly: it is marked deleted, leaves listings and takes no more
+    /// messages; its folder stays.
+    pub async fn delete_session(&self, id: &SessionId) -> Result<SessionMeta, EngineError> {
+        let (_slot, mut guard) = self.lock_session(id).await?;
+        let store = self.sessions().clone();
+        let id = id.clone();
+        let meta = blocking(move || Ok(store.delete(&id)?)).await?;
+        *guard = None;
+        Ok(meta)
+    }
+
+    /// Compacts session `id` now: a summary (by the session's model, or the strategy's
+    /// `summarization_model`, with `focus`) stands in upstream for everything before what
+    /// `keep` keeps — at least everything before the latest turn. On failure the history is
+    /// unchanged.
+    pub async fn compact_session(
+        &self,
+        id: &SessionId,
+        focus: Option<String>,
+    ) -> Result<CompactReport, EngineError> {
+        let (_slot, mut guard) = self.lock_session(id).await?;
+        let loaded = guard
+            .as_ref()
+            .ok_or_else(|| SessionError::NotFound(id.to_string()))?;
+        if let Some(at) = loaded.meta.deleted_at {
+            return Err(SessionError::Deleted {
+                id: id.to_string(),
+                at: at.to_rfc3339(),
+            }
+            .into());
+        }
+        let llm = self.inner.llm.as_ref().ok_or(EngineError::NoUpstream)?;
+        let (strategy, model) = self.session_strategy(&loaded.meta).await?;
+        let model = strategy.summarization_model.clone().unwrap_or(model);
+        let counter = self.inner.context.counter(&model);
+        let window = self
+            .inner
+            .context
+            .window(&model, strategy.context_window_tokens);
+        let history = &loaded.history;
+        let messages = &history.messages;
+        let previous = history.compaction().cloned();
+        let done = previous.as_ref().map_or(0, |c| c.covers);
+        let mut covers = cut(messages, strategy.keep, window.tokens, counter.as_ref()).tail;
+        if covers <= done {
+            covers = latest_turn_start(messages);
+        }
+        if covers <= done {
+            return Err(EngineError::InvalidInput(format!(
+                "nothing to compact in session {id:?}: {} message(s), {} already compacted, the latest turn is kept",
+                messages.len(),
+                done
+            )));
+        }
+        let tokens_before = messages_tokens(counter.as_ref(), &history.upstream_messages());
+        let summaries = DirSummaryStore::new(self.sessions().summaries_dir(id));
+        let summariser = crate::context::UpstreamSummariser { llm };
+        let middle = &messages[..covers];
+        let hashes = prefix_hashes(middle);
+        let focus = focus
+            .map(|f| f.trim().to_owned())
+            .filter(|f| !f.is_empty())
+            .or_else(|| strategy.focus.clone());
+        let call = SummaryCall {
+            summariser: &summariser as &dyn Summariser,
+            store: &summaries,
+            counter: counter.as_ref(),
+            chunk_tokens: crate::context::summary_chunk_tokens(window.tokens),
+            focus: focus.as_deref(),
+            model: &model,
+        };
+        let kept = previous.map(|c| (c.covers, c.summary));
+        let (summary, _) = call
+            .extend(middle, &hashes, kept)
+            .await
+            .map_err(EngineError::SummaryFailed)?;
+        let record = Record::Compaction {
+            at: Utc::now(),
+            covers,
+            summary: summary.clone(),
+            focus,
+            model: model.clone(),
+        };
+        let mut next = history.clone();
+        next.apply(&record);
+        let tokens_after = messages_tokens(counter.as_ref(), &next.upstream_messages());
+        let mut meta = loaded.meta.clone();
+        meta.compressions += 1;
+        meta.updated_at = Utc::now();
+        let store = self.sessions().clone();
+        let sid = id.clone();
+        blocking(move || {
+            store.append(&sid, &[record])?;
+            store.write_meta(&sid, &meta)?;
+            Ok(())
+        })
+        .await?;
+        let report = CompactReport {
+            id: id.clone(),
+            compacted_messages: covers,
+            kept_messages: messages.len() - covers,
+            tokens_before,
+            tokens_after,
+            summary,
+            model,
+        };
+        *guard = None;
+        Ok(report)
+    }
+
+    /// How full session `id`'s context is.
+    pub async fn session_context(&self, id: &SessionId) -> Result<SessionContext, EngineError> {
+        let (_slot, guard) = self.lock_session(id).await?;
+        let loaded = guard
+            .as_ref()
+            .ok_or_else(|| SessionError::NotFound(id.to_string()))?;
+        let (strategy, model) = self.session_strategy(&loaded.meta).await?;
+        let counter = self.inner.context.counter(&model);
+        let window = match loaded.meta.window {
+            Some(tokens) if strategy.context_window_tokens.is_none() => tokens,
+            _ => {
+                self.inner
+                    .context
+                    .window(&model, strategy.context_window_tokens)
+                    .tokens
+            }
+        };
+        let mut body = json!({"messages": loaded.history.instructions.clone()});
+        if let Some(agent) = &loaded.meta.agent {
+            self.inject_agent_notes(agent, &mut body).await?;
+        }
+        let mut upstream = match body["messages"].take() {
+            Value::Array(messages) => messages,
+            _ => Vec::new(),
+        };
+        upstream.extend(loaded.history.upstream_messages());
+        Ok(SessionContext {
+            id: id.clone(),
+            tokens: messages_tokens(counter.as_ref(), &upstream),
+            window,
+            threshold: (strategy.compress_threshold * window as f64) as u64,
+            messages: loaded.history.messages.len(),
+            logged_messages: loaded.history.logged_messages,
+            compressions: loaded.meta.compressions.max(loaded.history.compressions),
+            compacted_messages: loaded.history.compaction().map_or(0, |c| c.covers),
+            log_bytes: loaded.log_bytes,
+            counter: counter.name(),
+            model,
+        })
+    }
+
+    /// Up to `limit` characters, from `offset`, of a tool output governance offloaded for
+    /// session `id`.
+    pub async fn session_tool_output(
+        &self,
+        id: &SessionId,
+        call_id: &str,
+        offset: usize,
+        limit: usize,
+    ) -> Result<ToolOutputSlice, EngineError> {
+        if self.sessions().meta(id)?.is_none() {
+            return Err(SessionError::NotFound(id.to_string()).into());
+        }
+        let outputs = DirOutputStore::new(self.sessions().tool_outputs_dir(id));
+        let call = call_id.to_owned();
+        let limit = limit.min(MAX_OUTPUT_READ);
+        let read = blocking(move || {
+            outputs
+                .read(&call, offset, limit)
+                .map_err(|source| EngineError::Io {
+                    action: "cannot read an offloaded output of",
+                    path: PathBuf::from(mnemo_session::store::SESSIONS_DIR),
+                    source,
+                })
+        })
+        .await?;
+        let (text, total_chars) = read.ok_or_else(|| {
+            EngineError::NotFound(format!(
+                "session {id:?} has no offloaded output of tool call {call_id:?}"
+            ))
+        })?;
+        Ok(ToolOutputSlice {
+            call_id: call_id.to_owned(),
+            offset,
+            total_chars,
+            text,
+        })
+    }
+
+    /// Searches whole session logs (abandoned branches and compacted messages included) for
+    /// `query`: at most `limit` (≤ 10) labelled excerpts, best first.
+    pub async fn search_history(
+        &self,
+        scope: HistoryScope,
+        query: &str,
+        limit: usize,
+    ) -> Result<Vec<Excerpt>, EngineError> {
+        if query.trim().is_empty() {
+            return Err(EngineError::InvalidInput("the query is empty".into()));
+        }
+        let store = self.sessions().clone();
+        let query = query.to_owned();
+        blocking(move || {
+            let ids: Vec<SessionId> = match scope {
+                HistoryScope::Session(id) => {
+                    store
+                        .meta(&id)?
+                        .ok_or_else(|| SessionError::NotFound(id.to_string()))?;
+                    vec![id]
+                }
+                HistoryScope::Conversation(conversation) => store
+                    .list(false)?
+                    .into_iter()
+                    .filter(|(_, meta)| meta.conversation == conversation.as_str())
+                    .map(|(id, _)| id)
+                    .collect(),
+            };
+            let mut logs = Vec::with_capacity(ids.len());
+            for id in ids {
+                let path = store.log_path(&id);
+                let log = mnemo_session::log::read(&path).map_err(|source| SessionError::Io {
+                    action: "read",
+                    path: store.relative(&path),
+                    source,
+                })?;
+                logs.push((id.to_string(), log.records));
+            }
+            Ok(mnemo_session::search::search(
+                logs.iter()
+                    .map(|(id, records)| (id.as_str(), records.as_slice())),
+                &query,
+                limit,
+            ))
+        })
+        .await
+    }
+
+    /// The strategy and model a session's requests are governed with.
+    async fn session_strategy(
+        &self,
+        meta: &SessionMeta,
+    ) -> Result<(mnemo_context::strategy::ResolvedStrategy, String), EngineError> {
+        let conversation = ConversationId::new(&meta.conversation)
+            .map_err(|e| EngineError::InvalidInput(format!("session conversation: {e}")))?;
+        let stored = self.conversation_strategy(&conversation).await?;
+        let agent = self
+            .inner
+            .config
+            .context
+            .agent_strategy(meta.agent.as_deref());
+        let model = meta
+            .model
+            .clone()
+            .unwrap_or_else(|| self.inner.config.llm_model.clone());
+        Ok((stored.over(&agent).resolve(), model))
+    }
+
+    /// The whole of `agent`'s notes (`agents/<agent>/MEMORY.md`); empty when none.
+    pub async fn agent_memory(&self, agent: &str) -> Result<String, EngineError> {
+        let notes = AgentNotes::new(self.store().root(), agent)?;
+        blocking(move || Ok(notes.read()?)).await
+    }
+
+    /// Appends `text` to `agent`'s notes and commits it; returns the whole notes.
+    pub async fn append_agent_memory(
+        &self,
+        agent: &str,
+        text: &str,
+    ) -> Result<String, EngineError> {
+        let text = text.to_owned();
+        self.change_agent_memory(agent, "append to", move |notes| notes.append(&text))
+            .await
+    }
+
+    /// Replaces `old` (which must occur exactly once) by `new` in `agent`'s notes and commits
+    /// it; returns the whole notes.
+    pub async fn update_agent_memory(
+        &self,
+        agent: &str,
+        old: &str,
+        new: &str,
+    ) -> Result<String, EngineError> {
+        let (old, new) = (old.to_owned(), new.to_owned());
+        self.change_agent_memory(agent, "update", move |notes| notes.update(&old, &new))
+            .await
+    }
+
+    async fn change_agent_memory(
+        &self,
+        agent: &str,
+        verb: &'static str,
+        change: impl FnOnce(&AgentNotes) -> Result<String, SessionError> + Send + 'static,
+    ) -> Result<String, EngineError> {
+        let notes = AgentNotes::new(self.store().root(), agent)?;
+        let lock = self.inner.agent_lock.clone();
+        let _held = lock.lock().await;
+        let inner = self.inner.clone();
+        let agent = agent.to_owned();
+        blocking(move || {
+            let text = change(&notes)?;
+            if let Some(git) = &inner.git {
+                git.note_changed([notes.path()]);
+            }
+            inner.commit(&format!("{verb} the notes of agent {agent}"));
+            Ok(text)
+        })
+        .await
+    }
+
+    /// Puts the first 200 lines of `agent`'s notes into `body`'s system prompt, as an
+    /// `## Agent Memory` section (a system message is added when there is none).
+    pub(crate) async fn inject_agent_notes(
+        &self,
+        agent: &str,
+        body: &mut Value,
+    ) -> Result<(), EngineError> {
+        let notes = AgentNotes::new(self.store().root(), agent)?;
+        let Some(head) = blocking(move || Ok(notes.head(INJECTED_LINES)?)).await? else {
+            return Ok(());
+        };
+        let section = format!("## Agent Memory\n{head}");
+        let Some(messages) = body["messages"].as_array_mut() else {
+            return Ok(());
+        };
+        match messages.first_mut() {
+            Some(first) if first["role"] == "system" && first["content"].is_string() => {
+                let text = first["content"].as_str().unwrap_or_default();
+                first["content"] = Value::String(format!("{text}\n\n{section}"));
+            }
+            _ => messages.insert(0, json!({"role": "system", "content": section})),
+        }
+        Ok(())
+    }
+}
+
+impl SessionTurn {
+    /// The session's lock, if nobody holds it: taken when a streamed answer ends, so the
+    /// answer is logged before a next request of the session can be matched.
+    pub(crate) fn try_lock(&self) -> Option<OwnedMutexGuard<Option<LoadedSession>>> {
+        self.slot.clone().try_lock_owned().ok()
+    }
+}
+
+/// The messages of a log with when they were logged: the current branch, or all.
+fn timed_messages(records: &[Record], all: bool) -> Vec<(DateTime<Utc>, &Value)> {
+    let mut out = Vec::new();
+    for record in records {
+        match record {
+            Record::Message { at, message, .. } => out.push((*at, message)),
+            Record::Rewind { to, .. } if !all => out.truncate(*to),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Where the latest turn (the last user message and what followed) starts.
+fn latest_turn_start(messages: &[Value]) -> usize {
+    messages
+        .iter()
+        .rposition(|m| m["role"] == "user")
+        .unwrap_or(messages.len())
+}
+
+fn has_content(message: &Value) -> bool {
+    message["content"]
+        .as_str()
+        .is_some_and(|t| !t.trim().is_empty())
+        || message["tool_calls"]
+            .as_array()
+            .is_some_and(|c| !c.is_empty())
+}
+
+/// The assistant message of a non-streamed answer, as the log keeps it: role, content and
+/// tool calls (an SDK's null extras left out).
+pub(crate) fn answer_message(answer: &Value) -> Value {
+    let message = &answer["choices"][0]["message"];
+    let mut out = json!({"role": "assistant", "content": message["content"].clone()});
+    if let Some(calls) = message["tool_calls"].as_array().filter(|c| !c.is_empty()) {
+        out["tool_calls"] = Value::Array(calls.clone());
+    }
+    out
+}

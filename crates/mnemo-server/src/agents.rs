@@ -1,0 +1,123 @@
+//! `/v1/agents/{agent}/memory`: an agent's own notes (`agents/<agent>/MEMORY.md`), read whole,
+//! appended to, updated by find-and-replace; every change is committed to git.
+//!
+//! A chat request with `memory_agent` carries the notes' first 200 lines in its system prompt.
+
+use axum::body::Body;
+use axum::extract::{Path, State};
+use axum::Json;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::body::read_typed;
+use crate::{ApiError, AppState, ErrorBody};
+
+/// An agent's notes.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AgentMemory {
+    /// The agent.
+    pub agent: String,
+    /// The file, relative to the store.
+    pub path: String,
+    /// The whole notes (empty when there are none yet).
+    pub content: String,
+}
+
+/// Text to append.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AppendRequest {
+    /// Appended on a line of its own.
+    pub text: String,
+}
+
+/// A find-and-replace.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateRequest {
+    /// The passage to replace; it must occur exactly once.
+    pub old_text: String,
+    /// What replaces it.
+    pub new_text: String,
+}
+
+fn answer(agent: String, content: String) -> Json<AgentMemory> {
+    Json(AgentMemory {
+        path: format!("agents/{agent}/MEMORY.md"),
+        agent,
+        content,
+    })
+}
+
+/// An agent's notes.
+#[utoipa::path(
+    get,
+    path = "/v1/agents/{agent}/memory",
+    tag = "agents",
+    params(("agent" = String, Path, description = "The agent's name")),
+    responses(
+        (status = 200, description = "The notes", body = AgentMemory),
+        (status = 400, description = "Not an agent name", body = ErrorBody),
+        (status = 500, description = "The file cannot be read; the message says why", body = ErrorBody),
+    )
+)]
+pub(crate) async fn read(
+    State(state): State<AppState>,
+    Path(agent): Path<String>,
+) -> Result<Json<AgentMemory>, ApiError> {
+    let content = state.client.agent_memory(&agent).await?;
+    Ok(answer(agent, content))
+}
+
+/// Append to an agent's notes.
+#[utoipa::path(
+    post,
+    path = "/v1/agents/{agent}/memory",
+    tag = "agents",
+    params(("agent" = String, Path, description = "The agent's name")),
+    request_body = AppendRequest,
+    responses(
+        (status = 200, description = "The notes after the change", body = AgentMemory),
+        (status = 400, description = "Invalid request", body = ErrorBody),
+        (status = 413, description = "Request body too large", body = ErrorBody),
+    )
+)]
+pub(crate) async fn append(
+    State(state): State<AppState>,
+    Path(agent): Path<String>,
+    body: Body,
+) -> Result<Json<AgentMemory>, ApiError> {
+    let request: AppendRequest = read_typed(body, state.options.max_body_bytes).await?;
+    let content = state
+        .client
+        .append_agent_memory(&agent, &request.text)
+        .await?;
+    Ok(answer(agent, content))
+}
+
+/// Replace one passage of an agent's notes; a passage that is absent or occurs more than once
+/// is a 400 and nothing is written.
+#[utoipa::path(
+    patch,
+    path = "/v1/agents/{agent}/memory",
+    tag = "agents",
+    params(("agent" = String, Path, description = "The agent's name")),
+    request_body = UpdateRequest,
+    responses(
+        (status = 200, description = "The notes after the change", body = AgentMemory),
+        (status = 400, description = "The passage is absent or ambiguous, or an invalid request", body = ErrorBody),
+        (status = 413, description = "Request body too large", body = ErrorBody),
+    )
+)]
+pub(crate) async fn update(
+    State(state): State<AppState>,
+    Path(agent): Path<String>,
+    body: Body,
+) -> Result<Json<AgentMemory>, ApiError> {
+    let request: UpdateRequest = read_typed(body, state.options.max_body_bytes).await?;
+    let content = state
+        .client
+        .update_agent_memory(&agent, &request.old_text, &request.new_text)
+        .await?;
+    Ok(answer(agent, content))
+}

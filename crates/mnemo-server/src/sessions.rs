@@ -1,0 +1,412 @@
+//! `/v1/sessions...`: chat sessions (their logs, forks, compaction, context usage and
+//! offloaded tool outputs) and `/v1/history/search`, archive search over their logs.
+//!
+//! A session is created by a chat request with `memory_session` (on its first user message);
+//! these routes read and manage what it logged.
+
+use axum::body::Body;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use chrono::{DateTime, Utc};
+use mnemo_core::ConversationId;
+use mnemo_engine::sessions::{
+    CompactReport, MessagePage, SessionContext, SessionInfo, ToolOutputSlice, MAX_OUTPUT_READ,
+    MAX_PAGE,
+};
+use mnemo_engine::{Excerpt, HistoryScope, SessionId, SessionMeta};
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+
+use crate::body::read_optional;
+use crate::{ApiError, AppState, ErrorBody};
+
+type QueryResult<T> = Result<Query<T>, axum::extract::rejection::QueryRejection>;
+
+fn session_id(raw: &str) -> Result<SessionId, ApiError> {
+    SessionId::new(raw).map_err(ApiError::invalid)
+}
+
+fn query<T>(query: QueryResult<T>) -> Result<T, ApiError> {
+    query
+        .map(|Query(q)| q)
+        .map_err(|e| ApiError::invalid(e.body_text()))
+}
+
+/// A session in a listing.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SessionListItem {
+    /// The session's id.
+    pub id: String,
+    /// Seconds since its last message.
+    pub age_seconds: i64,
+    /// Its settings.
+    #[serde(flatten)]
+    pub meta: SessionMeta,
+}
+
+/// Every session, newest first.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SessionList {
+    /// The sessions.
+    pub sessions: Vec<SessionListItem>,
+}
+
+/// Which sessions to list.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct ListQuery {
+    /// Deleted sessions too.
+    #[serde(default)]
+    include_deleted: bool,
+    /// Only the sessions of this conversation.
+    conversation: Option<String>,
+}
+
+/// List sessions, newest first: title, message count, age, tokens.
+#[utoipa::path(
+    get,
+    path = "/v1/sessions",
+    tag = "sessions",
+    params(ListQuery),
+    responses(
+        (status = 200, description = "The sessions, newest first", body = SessionList),
+        (status = 400, description = "Invalid request", body = ErrorBody),
+    )
+)]
+pub(crate) async fn list(
+    State(state): State<AppState>,
+    q: QueryResult<ListQuery>,
+) -> Result<Json<SessionList>, ApiError> {
+    let q = query(q)?;
+    let now = Utc::now();
+    let sessions = state
+        .client
+        .list_sessions(q.include_deleted)
+        .await?
+        .into_iter()
+        .filter(|(_, meta)| {
+            q.conversation
+                .as_ref()
+                .is_none_or(|c| *c == meta.conversation)
+        })
+        .map(|(id, meta)| SessionListItem {
+            id: id.to_string(),
+            age_seconds: (now - meta.updated_at).num_seconds(),
+            meta,
+        })
+        .collect();
+    Ok(Json(SessionList { sessions }))
+}
+
+/// A session: its settings and the state of its log.
+#[utoipa::path(
+    get,
+    path = "/v1/sessions/{id}",
+    tag = "sessions",
+    params(("id" = String, Path, description = "The session id")),
+    responses(
+        (status = 200, description = "The session", body = SessionInfo),
+        (status = 400, description = "Not a session id", body = ErrorBody),
+        (status = 404, description = "No such session", body = ErrorBody),
+    )
+)]
+pub(crate) async fn get_one(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<SessionInfo>, ApiError> {
+    Ok(Json(state.client.session(&session_id(&id)?).await?))
+}
+
+/// What deleting a session did.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Deleted {
+    /// The session.
+    pub id: String,
+    /// When it was marked deleted.
+    pub deleted_at: Option<DateTime<Utc>>,
+}
+
+/// Delete a session (softly: it leaves listings and takes no more messages; its log stays on
+/// disk).
+#[utoipa::path(
+    delete,
+    path = "/v1/sessions/{id}",
+    tag = "sessions",
+    params(("id" = String, Path, description = "The session id")),
+    responses(
+        (status = 200, description = "Marked deleted", body = Deleted),
+        (status = 404, description = "No such session", body = ErrorBody),
+        (status = 409, description = "Deleted already", body = ErrorBody),
+    )
+)]
+pub(crate) async fn delete(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<Deleted>, ApiError> {
+    let id = session_id(&id)?;
+    let meta = state.client.delete_session(&id).await?;
+    Ok(Json(Deleted {
+        id: id.to_string(),
+        deleted_at: meta.deleted_at,
+    }))
+}
+
+/// Which messages to show.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct MessagesQuery {
+    /// How many to skip.
+    #[serde(default)]
+    offset: usize,
+    /// How many to return, 1..1000 (100 when unset).
+    #[param(minimum = 1, maximum = 1000)]
+    limit: Option<usize>,
+    /// Every message ever logged (abandoned branches included), not just the current branch.
+    #[serde(default)]
+    all: bool,
+}
+
+/// A session's messages, oldest first, a page at a time.
+#[utoipa::path(
+    get,
+    path = "/v1/sessions/{id}/messages",
+    tag = "sessions",
+    params(("id" = String, Path, description = "The session id"), MessagesQuery),
+    responses(
+        (status = 200, description = "A page of messages", body = MessagePage),
+        (status = 400, description = "Invalid request", body = ErrorBody),
+        (status = 404, description = "No such session", body = ErrorBody),
+    )
+)]
+pub(crate) async fn messages(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    q: QueryResult<MessagesQuery>,
+) -> Result<Json<MessagePage>, ApiError> {
+    let q = query(q)?;
+    let limit = q.limit.unwrap_or(100);
+    if limit == 0 || limit > MAX_PAGE {
+        return Err(ApiError::invalid(format!(
+            "limit must be between 1 and {MAX_PAGE}"
+        )));
+    }
+    let page = state
+        .client
+        .session_messages(&session_id(&id)?, q.offset, limit, q.all)
+        .await?;
+    Ok(Json(page))
+}
+
+/// How to fork.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ForkRequest {
+    /// The new session's id; generated when unset.
+    pub id: Option<String>,
+}
+
+/// The new session.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Forked {
+    /// Its id.
+    pub id: String,
+    /// Its settings (`parent` is the session forked).
+    #[serde(flatten)]
+    pub meta: SessionMeta,
+}
+
+/// Fork a session: a new session with a copy of its log (and its kept summaries and offloaded
+/// outputs), `parent` set. The original is not touched.
+#[utoipa::path(
+    post,
+    path = "/v1/sessions/{id}/fork",
+    tag = "sessions",
+    params(("id" = String, Path, description = "The session to fork")),
+    request_body(content = ForkRequest, description = "Optional: the new id"),
+    responses(
+        (status = 201, description = "The new session", body = Forked),
+        (status = 400, description = "Invalid request", body = ErrorBody),
+        (status = 404, description = "No such session", body = ErrorBody),
+        (status = 409, description = "The session is deleted, or the new id is taken", body = ErrorBody),
+    )
+)]
+pub(crate) async fn fork(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let id = session_id(&id)?;
+    let request: ForkRequest = read_optional(body, state.options.max_body_bytes).await?;
+    let new_id = request.id.as_deref().map(session_id).transpose()?;
+    let (new_id, meta) = state.client.fork_session(&id, new_id).await?;
+    let forked = Forked {
+        id: new_id.to_string(),
+        meta,
+    };
+    Ok((StatusCode::CREATED, Json(forked)).into_response())
+}
+
+/// What to focus a compaction on.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CompactRequest {
+    /// What the summary should keep above all.
+    pub focus: Option<String>,
+}
+
+/// Compact a session now: a summary stands in upstream for its older messages (the log keeps
+/// them all). On failure the history is unchanged.
+#[utoipa::path(
+    post,
+    path = "/v1/sessions/{id}/compact",
+    tag = "sessions",
+    params(("id" = String, Path, description = "The session id")),
+    request_body(content = CompactRequest, description = "Optional: a focus"),
+    responses(
+        (status = 200, description = "What the compaction did", body = CompactReport),
+        (status = 400, description = "Nothing to compact, or an invalid request", body = ErrorBody),
+        (status = 404, description = "No such session", body = ErrorBody),
+        (status = 409, description = "The session is deleted", body = ErrorBody),
+        (status = 502, description = "The LLM could not write the summary; nothing changed", body = ErrorBody),
+    )
+)]
+pub(crate) async fn compact(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    body: Body,
+) -> Result<Json<CompactReport>, ApiError> {
+    let id = session_id(&id)?;
+    let request: CompactRequest = read_optional(body, state.options.max_body_bytes).await?;
+    Ok(Json(
+        state.client.compact_session(&id, request.focus).await?,
+    ))
+}
+
+/// How full a session's context is: tokens against the window and the threshold, messages,
+/// compressions, log size.
+#[utoipa::path(
+    get,
+    path = "/v1/sessions/{id}/context",
+    tag = "sessions",
+    params(("id" = String, Path, description = "The session id")),
+    responses(
+        (status = 200, description = "The session's context usage", body = SessionContext),
+        (status = 404, description = "No such session", body = ErrorBody),
+    )
+)]
+pub(crate) async fn context(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<SessionContext>, ApiError> {
+    Ok(Json(state.client.session_context(&session_id(&id)?).await?))
+}
+
+/// Which part of an output to read.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct OutputQuery {
+    /// The first character to read.
+    #[serde(default)]
+    offset: usize,
+    /// Characters to read, at most 1 MiB (64 KiB when unset).
+    limit: Option<usize>,
+}
+
+/// Read a tool output that governance offloaded for a session, by offset and limit.
+#[utoipa::path(
+    get,
+    path = "/v1/sessions/{id}/tool-outputs/{call_id}",
+    tag = "sessions",
+    params(
+        ("id" = String, Path, description = "The session id"),
+        ("call_id" = String, Path, description = "The tool call whose output was offloaded"),
+        OutputQuery,
+    ),
+    responses(
+        (status = 200, description = "The characters read and the output's length", body = ToolOutputSlice),
+        (status = 404, description = "No such session or output", body = ErrorBody),
+    )
+)]
+pub(crate) async fn tool_output(
+    State(state): State<AppState>,
+    Path((id, call_id)): Path<(String, String)>,
+    q: QueryResult<OutputQuery>,
+) -> Result<Json<ToolOutputSlice>, ApiError> {
+    let q = query(q)?;
+    let limit = q.limit.unwrap_or(64 * 1024);
+    if limit == 0 || limit > MAX_OUTPUT_READ {
+        return Err(ApiError::invalid(format!(
+            "limit must be between 1 and {MAX_OUTPUT_READ}"
+        )));
+    }
+    let slice = state
+        .client
+        .session_tool_output(&session_id(&id)?, &call_id, q.offset, limit)
+        .await?;
+    Ok(Json(slice))
+}
+
+/// What to search.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct HistoryQuery {
+    /// The words to find (case-insensitive).
+    q: String,
+    /// One session's log.
+    session: Option<String>,
+    /// Every session of this conversation (`default` when neither is given).
+    conversation: Option<String>,
+    /// Excerpts, at most 10 (10 when unset).
+    #[param(minimum = 1, maximum = 10)]
+    limit: Option<usize>,
+}
+
+/// Archive search results.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct HistoryResults {
+    /// Excerpts with five lines of context, labelled User/Assistant/Tool, best first.
+    pub excerpts: Vec<Excerpt>,
+}
+
+/// Search the full logs of a session, or of every session of a conversation.
+#[utoipa::path(
+    get,
+    path = "/v1/history/search",
+    tag = "sessions",
+    params(HistoryQuery),
+    responses(
+        (status = 200, description = "Excerpts, best first", body = HistoryResults),
+        (status = 400, description = "Invalid request", body = ErrorBody),
+        (status = 404, description = "No such session", body = ErrorBody),
+    )
+)]
+pub(crate) async fn search_history(
+    State(state): State<AppState>,
+    q: QueryResult<HistoryQuery>,
+) -> Result<Json<HistoryResults>, ApiError> {
+    let q = query(q)?;
+    let scope = match (&q.session, &q.conversation) {
+        (Some(_), Some(_)) => {
+            return Err(ApiError::invalid(
+                "give a session or a conversation, not both",
+            ))
+        }
+        (Some(session), None) => HistoryScope::Session(session_id(session)?),
+        (None, conversation) => HistoryScope::Conversation(
+            ConversationId::new(conversation.as_deref().unwrap_or(ConversationId::DEFAULT))
+                .map_err(|e| ApiError::invalid(format!("conversation: {e}")))?,
+        ),
+    };
+    let limit = q.limit.unwrap_or(10);
+    if !(1..=10).contains(&limit) {
+        return Err(ApiError::invalid("limit must be between 1 and 10"));
+    }
+    let excerpts = state.client.search_history(scope, &q.q, limit).await?;
+    Ok(Json(HistoryResults { excerpts }))
+}

@@ -1,0 +1,429 @@
+//! Chat sessions and agent notes over real HTTP: a scripted upstream, a real store, model,
+//! index and git.
+
+mod support;
+
+use mnemo_scripted_llm::{ChatRequest, Reply, ScriptedLlm};
+use serde_json::{json, Value};
+use support::*;
+
+async fn get(url: &str) -> (u16, Value) {
+    post_get(url).await
+}
+
+async fn delete(url: &str) -> (u16, Value) {
+    let response = http().delete(url).send().await.unwrap();
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+fn user(text: &str) -> Value {
+    json!({"role": "user", "content": text})
+}
+
+fn assistant(text: &str) -> Value {
+    json!({"role": "assistant", "content": text})
+}
+
+/// A chat request of session `session` with `messages`.
+fn session_chat(session: &str, messages: Vec<Value>) -> Value {
+    json!({"model": "m", "memory_top_k": 0, "memory_session": session, "messages": messages})
+}
+
+/// Sends a session chat; returns the answer's text.
+async fn say(server: &Server, session: &str, messages: Vec<Value>) -> String {
+    let (status, body) = post(
+        &format!("{}/v1/chat/completions", server.url),
+        session_chat(session, messages),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    body["choices"][0]["message"]["content"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+/// The (role, text) of a session's messages, from the API.
+async fn logged(server: &Server, session: &str, all: bool) -> Vec<(String, String)> {
+    let (status, page) = get(&format!(
+        "{}/v1/sessions/{session}/messages?all={all}&limit=1000",
+        server.url
+    ))
+    .await;
+    assert_eq!(status, 200, "{page}");
+    page["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                m["message"]["role"].as_str().unwrap().to_owned(),
+                m["message"]["content"].as_str().unwrap_or("").to_owned(),
+            )
+        })
+        .collect()
+}
+
+fn forwarded_texts(llm: &ScriptedLlm) -> Vec<String> {
+    last_forwarded(llm)["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["content"].as_str().unwrap_or("").to_owned())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn server_side_history_sends_the_whole_session_upstream() {
+    let llm = ScriptedLlm::with_handler(model).await;
+    let server = Server::start(Some(llm.base_url())).await;
+    for text in ["My name is Ada.", "I live in Lyon.", "Where do I live?"] {
+        say(&server, "s1", vec![user(text)]).await;
+    }
+    assert_eq!(
+        forwarded_texts(&llm),
+        [
+            "My name is Ada.",
+            "You said: My name is Ada.",
+            "I live in Lyon.",
+            "You said: I live in Lyon.",
+            "Where do I live?"
+        ]
+    );
+    assert_eq!(logged(&server, "s1", false).await.len(), 6);
+
+    let (status, list) = get(&format!("{}/v1/sessions", server.url)).await;
+    assert_eq!(status, 200);
+    let first = &list["sessions"][0];
+    assert_eq!(first["id"], "s1");
+    assert_eq!(first["title"], "My name is Ada.");
+    assert_eq!(first["messages"], 6);
+    assert_eq!(first["conversation"], "default");
+    assert!(first["tokens"].as_u64().unwrap() > 0);
+
+    let (_, page) = get(&format!(
+        "{}/v1/sessions/s1/messages?offset=2&limit=2",
+        server.url
+    ))
+    .await;
+    assert_eq!(page["total"], 6);
+    assert_eq!(page["messages"][0]["index"], 2);
+    assert_eq!(page["messages"][0]["message"]["content"], "I live in Lyon.");
+    assert_eq!(page["messages"].as_array().unwrap().len(), 2);
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_resent_history_is_not_duplicated_and_an_edit_rewinds() {
+    let llm = ScriptedLlm::with_handler(model).await;
+    let server = Server::start(Some(llm.base_url())).await;
+    let system = json!({"role": "system", "content": "Be brief."});
+    let a1 = say(&server, "c1", vec![system.clone(), user("one")]).await;
+    let a2 = say(
+        &server,
+        "c1",
+        vec![system.clone(), user("one"), assistant(&a1), user("two")],
+    )
+    .await;
+    let expected = vec![
+        ("user".to_owned(), "one".to_owned()),
+        ("assistant".to_owned(), a1.clone()),
+        ("user".to_owned(), "two".to_owned()),
+        ("assistant".to_owned(), a2.clone()),
+    ];
+    assert_eq!(logged(&server, "c1", false).await, expected);
+    assert_eq!(
+        forwarded_texts(&llm)[0],
+        "Be brief.",
+        "instructions go first"
+    );
+
+    // The client rewrote its second message: the branch goes back, the log keeps both.
+    say(
+        &server,
+        "c1",
+        vec![system, user("one"), assistant(&a1), user("TWO")],
+    )
+    .await;
+    let branch = logged(&server, "c1", false).await;
+    assert_eq!(branch.len(), 4);
+    assert_eq!(branch[2].1, "TWO");
+    assert_eq!(logged(&server, "c1", true).await.len(), 6);
+    assert_eq!(forwarded_texts(&llm).len(), 4, "system, one, a1, TWO");
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn fork_and_delete_leave_the_parent_as_it_was() {
+    let llm = ScriptedLlm::with_handler(model).await;
+    let server = Server::start(Some(llm.base_url())).await;
+    say(&server, "p", vec![user("first")]).await;
+    let before = logged(&server, "p", true).await;
+
+    let (status, forked) = post(
+        &format!("{}/v1/sessions/p/fork", server.url),
+        json!({"id": "child"}),
+    )
+    .await;
+    assert_eq!(status, 201, "{forked}");
+    assert_eq!(forked["parent"], "p");
+    say(&server, "child", vec![user("second")]).await;
+    assert_eq!(logged(&server, "child", false).await.len(), 4);
+    assert_eq!(logged(&server, "p", true).await, before);
+
+    let (status, taken) = post(
+        &format!("{}/v1/sessions/p/fork", server.url),
+        json!({"id": "child"}),
+    )
+    .await;
+    assert_eq!(status, 409, "{taken}");
+
+    let (status, _) = delete(&format!("{}/v1/sessions/child", server.url)).await;
+    assert_eq!(status, 200);
+    let (_, list) = get(&format!("{}/v1/sessions", server.url)).await;
+    let ids: Vec<&str> = list["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["p"]);
+    let (status, body) = post(
+        &format!("{}/v1/chat/completions", server.url),
+        session_chat("child", vec![user("more")]),
+    )
+    .await;
+    assert_eq!(status, 409, "{body}");
+    assert!(error_message(&body).contains("was deleted"), "{body}");
+    let (status, info) = get(&format!("{}/v1/sessions/child", server.url)).await;
+    assert_eq!(status, 200);
+    assert!(info["deleted_at"].is_string());
+    assert_eq!(logged(&server, "p", true).await, before);
+
+    let (status, body) = get(&format!("{}/v1/sessions/nope", server.url)).await;
+    assert_eq!(status, 404, "{body}");
+    let (status, body) = get(&format!("{}/v1/sessions/..%2Fetc", server.url)).await;
+    assert_eq!(status, 400, "{body}");
+    server.shutdown().await;
+}
+
+/// Answers summary calls with a summary naming the focus, others like [`model`].
+fn summarising_model(request: &ChatRequest) -> Reply {
+    let text = request.last_user_message().unwrap_or_default();
+    if request
+        .system_prompt()
+        .is_some_and(|s| s.contains("conversation summariser"))
+    {
+        let focus = text
+            .lines()
+            .find_map(|l| l.strip_prefix("IMPORTANT: Focus the summary on: "))
+            .unwrap_or("nothing");
+        return Reply::text(format!("SUMMARY focused on {focus}"));
+    }
+    model(request)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn compaction_summarises_with_a_focus_and_a_failure_changes_nothing() {
+    let llm = ScriptedLlm::with_handler(summarising_model).await;
+    let server = Server::start(Some(llm.base_url())).await;
+    for text in ["alpha", "beta", "gamma"] {
+        say(&server, "k", vec![user(text)]).await;
+    }
+    let context_url = format!("{}/v1/sessions/k/context", server.url);
+    let (_, before) = get(&context_url).await;
+    assert_eq!(before["messages"], 6);
+    assert_eq!(before["compressions"], 0);
+
+    // A failing summariser: 502, and the history is as it was.
+    llm.set_handler(|_: &ChatRequest| Reply::status(500, "down"));
+    let (status, body) = post(
+        &format!("{}/v1/sessions/k/compact", server.url),
+        json!({"focus": "the Greek letters"}),
+    )
+    .await;
+    assert_eq!(status, 502, "{body}");
+    let (_, unchanged) = get(&context_url).await;
+    assert_eq!(unchanged, before);
+
+    llm.set_handler(summarising_model);
+    let (status, report) = post(
+        &format!("{}/v1/sessions/k/compact", server.url),
+        json!({"focus": "the Greek letters"}),
+    )
+    .await;
+    assert_eq!(status, 200, "{report}");
+    assert_eq!(report["compacted_messages"], 4, "all but the latest turn");
+    assert_eq!(report["summary"], "SUMMARY focused on the Greek letters");
+    let (_, after) = get(&context_url).await;
+    assert_eq!(after["compressions"], 1);
+    assert_eq!(after["compacted_messages"], 4);
+
+    say(&server, "k", vec![user("delta")]).await;
+    let sent = forwarded_texts(&llm);
+    assert!(
+        sent[0].contains("SUMMARY focused on the Greek letters"),
+        "{sent:?}"
+    );
+    assert_eq!(sent.len(), 4, "summary, gamma, its answer, delta: {sent:?}");
+    assert_eq!(
+        logged(&server, "k", false).await.len(),
+        8,
+        "the log keeps all"
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn offloaded_outputs_are_read_by_offset_and_limit() {
+    let llm = ScriptedLlm::with_handler(model).await;
+    let server = Server::start(Some(llm.base_url())).await;
+    let output: String = (0..400).map(|i| format!("line {i}\n")).collect();
+    let mut request = session_chat(
+        "t",
+        vec![
+            user("list the files"),
+            json!({"role": "assistant", "content": null, "tool_calls": [
+                {"id": "call_9", "type": "function", "function": {"name": "ls", "arguments": "{}"}}]}),
+            json!({"role": "tool", "tool_call_id": "call_9", "content": output}),
+        ],
+    );
+    request["memory_strategy"] = json!({"mode": "auto", "offload_tokens": 100});
+    let (status, body) = post(&format!("{}/v1/chat/completions", server.url), request).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["memory_context"]["offloaded"], json!(["call_9"]));
+
+    let (status, slice) = get(&format!(
+        "{}/v1/sessions/t/tool-outputs/call_9?offset=7&limit=6",
+        server.url
+    ))
+    .await;
+    assert_eq!(status, 200, "{slice}");
+    assert_eq!(slice["text"], "line 1");
+    assert_eq!(slice["total_chars"], output.chars().count());
+    assert_eq!(
+        logged(&server, "t", false).await[2].1,
+        output,
+        "the log is whole"
+    );
+
+    for (path, expected) in [
+        ("t/tool-outputs/call_0", 404),
+        ("t/tool-outputs/..%2F..%2Fsession.yaml", 404),
+        ("nope/tool-outputs/call_9", 404),
+        ("t/tool-outputs/call_9?limit=0", 400),
+    ] {
+        let (status, body) = get(&format!("{}/v1/sessions/{path}", server.url)).await;
+        assert_eq!(status, expected, "{path}: {body}");
+    }
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn archive_search_finds_what_was_said_in_any_session() {
+    let llm = ScriptedLlm::with_handler(model).await;
+    let server = Server::start(Some(llm.base_url())).await;
+    say(&server, "a", vec![user("The deploy key lives in vault.")]).await;
+    say(&server, "b", vec![user("Lunch was ramen.")]).await;
+    let (status, found) = get(&format!("{}/v1/history/search?q=DEPLOY%20key", server.url)).await;
+    assert_eq!(status, 200, "{found}");
+    let excerpts = found["excerpts"].as_array().unwrap();
+    assert_eq!(excerpts.len(), 1);
+    assert_eq!(excerpts[0]["session"], "a");
+    let text = excerpts[0]["text"].as_str().unwrap();
+    assert!(
+        text.contains("User: The deploy key lives in vault."),
+        "{text}"
+    );
+    assert!(
+        text.contains("Assistant: You said: The deploy key"),
+        "{text}"
+    );
+
+    let (_, only_b) = get(&format!(
+        "{}/v1/history/search?q=deploy&session=b",
+        server.url
+    ))
+    .await;
+    assert_eq!(only_b["excerpts"], json!([]));
+    for query in [
+        "q=",
+        "q=x&session=a&conversation=default",
+        "q=x&limit=11",
+        "q=x&session=..",
+    ] {
+        let (status, body) = get(&format!("{}/v1/history/search?{query}", server.url)).await;
+        assert_eq!(status, 400, "{query}: {body}");
+    }
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn agent_notes_are_injected_updated_versioned_and_hand_edits_seen() {
+    let llm = ScriptedLlm::with_handler(model).await;
+    let server = Server::start(Some(llm.base_url())).await;
+    let url = format!("{}/v1/agents/coder/memory", server.url);
+    let notes: String = (1..=250).map(|i| format!("note {i}\n")).collect();
+    let (status, body) = post(&url, json!({"text": notes})).await;
+    assert_eq!(status, 200, "{body}");
+
+    let mut request = chat("hello");
+    request["memory_agent"] = json!("coder");
+    let (status, _) = post(
+        &format!("{}/v1/chat/completions", server.url),
+        request.clone(),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let system = last_forwarded(&llm)["messages"][0]["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let section = system.split("## Agent Memory\n").nth(1).unwrap();
+    assert_eq!(section.lines().count(), 200);
+    assert!(section.ends_with("note 200"), "{section}");
+
+    let patch_url = |old: &str, new: &str| (url.clone(), json!({"old_text": old, "new_text": new}));
+    let (u, b) = patch_url("note 249", "NOTE 249");
+    let (status, body) = patch(&u, b).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body["content"].as_str().unwrap().contains("NOTE 249"));
+    let (u, b) = patch_url("absent", "x");
+    let (status, body) = patch(&u, b).await;
+    assert_eq!(status, 400);
+    assert!(
+        error_message(&body).contains("not in agents/coder/MEMORY.md"),
+        "{body}"
+    );
+    let (u, b) = patch_url("note 1", "x");
+    let (status, body) = patch(&u, b).await;
+    assert_eq!(status, 400);
+    assert!(error_message(&body).contains("occurs"), "{body}");
+
+    // A hand edit is seen by the next request.
+    std::fs::write(
+        server.root.join("agents/coder/MEMORY.md"),
+        "Edited by hand.\n",
+    )
+    .unwrap();
+    post(&format!("{}/v1/chat/completions", server.url), request).await;
+    let system = last_forwarded(&llm)["messages"][0]["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(system, "## Agent Memory\nEdited by hand.");
+
+    let log = std::process::Command::new("git")
+        .args(["log", "--format=%s", "--", "agents/coder/MEMORY.md"])
+        .current_dir(&server.root)
+        .output()
+        .unwrap();
+    let log = String::from_utf8_lossy(&log.stdout);
+    assert!(log.contains("update the notes of agent coder"), "{log}");
+    assert!(log.contains("append to the notes of agent coder"), "{log}");
+
+    let (status, body) = get(&format!("{}/v1/agents/..%2Fx/memory", server.url)).await;
+    assert_eq!(status, 400, "{body}");
+    server.shutdown().await;
+}

@@ -1,0 +1,404 @@
+//! `mnemo sessions ...` and `mnemo agent-memory ...`: chat sessions and agents' notes from the
+//! command line, through the same engine calls as the REST API.
+
+use anyhow::anyhow;
+use clap::{Args, Subcommand};
+use mnemo_core::ConversationId;
+use mnemo_engine::sessions::{SessionContext, SessionInfo};
+use mnemo_engine::{Excerpt, HistoryScope, MemoryClient, SessionId};
+use serde::Serialize;
+
+use crate::commands::{self, CommandResult, Failure, GlobalArgs};
+
+#[derive(Args)]
+pub struct SessionsArgs {
+    #[command(subcommand)]
+    command: SessionsCommand,
+    /// Print JSON
+    #[arg(long, global = true)]
+    json: bool,
+}
+
+#[derive(Subcommand)]
+enum SessionsCommand {
+    /// List sessions, newest first
+    List {
+        /// Deleted sessions too
+        #[arg(long)]
+        all: bool,
+        /// Only the sessions of this conversation
+        #[arg(short, long)]
+        conversation: Option<String>,
+    },
+    /// A session's settings and its latest messages
+    Show {
+        id: String,
+        /// Messages to show, from the end of the current branch
+        #[arg(short = 'n', long, default_value_t = 20)]
+        messages: usize,
+    },
+    /// Copy a session under a new id (its parent is left as it is)
+    Fork {
+        id: String,
+        /// The new session's id (generated when unset)
+        #[arg(long = "as")]
+        new_id: Option<String>,
+    },
+    /// Delete a session (softly: its log stays on disk)
+    Delete { id: String },
+    /// Summarise a session's older messages now, with an optional focus
+    Compact {
+        id: String,
+        /// What the summary should keep above all
+        #[arg(long)]
+        focus: Option<String>,
+        /// Do not start the local LLM when no upstream is configured
+        #[arg(long)]
+        no_local_llm: bool,
+    },
+    /// How full a session's context is
+    Context { id: String },
+    /// Search the full logs of a session, or of every session of a conversation
+    Search {
+        query: String,
+        /// Only this session
+        #[arg(short, long, conflicts_with = "conversation")]
+        session: Option<String>,
+        /// Every session of this conversation [default: default]
+        #[arg(short, long)]
+        conversation: Option<String>,
+    },
+}
+
+pub fn session_id(raw: &str) -> Result<SessionId, Failure> {
+    SessionId::new(raw).map_err(|e| Failure::invalid(anyhow!(e)))
+}
+
+fn print_json(value: &impl Serialize) -> CommandResult {
+    println!(
+        "{}",
+        serde_json::to_string_pretty(value).map_err(anyhow::Error::from)?
+    );
+    Ok(())
+}
+
+pub async fn sessions(global: &GlobalArgs, args: SessionsArgs) -> CommandResult {
+    let json = args.json;
+    if let SessionsCommand::Compact {
+        id,
+        focus,
+        no_local_llm,
+    } = &args.command
+    {
+        let id = session_id(id)?;
+        let mut config = commands::load_config(global)?;
+        let (local, _) = crate::serve::start_upstream(&mut config, !no_local_llm).await?;
+        let client = commands::open_with_config(config, false).await?;
+        let result = client.compact_session(&id, focus.clone()).await;
+        if let Some(llm) = local {
+            llm.stop().await;
+        }
+        let report = result?;
+        return if json {
+            print_json(&report)
+        } else {
+            println!(
+                "compacted {} message(s) of {id}; {} kept; {} → {} tokens",
+                report.compacted_messages,
+                report.kept_messages,
+                report.tokens_before,
+                report.tokens_after
+            );
+            println!("{}", report.summary);
+            Ok(())
+        };
+    }
+    let client = commands::open_client(global).await?;
+    match args.command {
+        SessionsCommand::List { all, conversation } => list(&client, all, conversation, json).await,
+        SessionsCommand::Show { id, messages } => {
+            show(&client, &session_id(&id)?, messages, json).await
+        }
+        SessionsCommand::Fork { id, new_id } => {
+            let new_id = new_id.as_deref().map(session_id).transpose()?;
+            let (new_id, meta) = client.fork_session(&session_id(&id)?, new_id).await?;
+            if json {
+                print_json(&serde_json::json!({"id": new_id, "session": meta}))
+            } else {
+                println!("{new_id}");
+                Ok(())
+            }
+        }
+        SessionsCommand::Delete { id } => {
+            let id = session_id(&id)?;
+            let meta = client.delete_session(&id).await?;
+            if json {
+                print_json(&serde_json::json!({"id": id, "deleted_at": meta.deleted_at}))
+            } else {
+                println!("deleted session {id} (its log stays in sessions/{id}/)");
+                Ok(())
+            }
+        }
+        SessionsCommand::Context { id } => {
+            let context = client.session_context(&session_id(&id)?).await?;
+            if json {
+                print_json(&context)
+            } else {
+                println!("{}", usage_bar(&context));
+                Ok(())
+            }
+        }
+        SessionsCommand::Search {
+            query,
+            session,
+            conversation,
+        } => {
+            let scope = match session {
+                Some(s) => HistoryScope::Session(session_id(&s)?),
+                None => HistoryScope::Conversation(
+                    ConversationId::new(conversation.as_deref().unwrap_or(ConversationId::DEFAULT))
+                        .map_err(|e| Failure::invalid(anyhow!(e)))?,
+                ),
+            };
+            let excerpts = client.search_history(scope, &query, 10).await?;
+            if json {
+                print_json(&excerpts)
+            } else {
+                print_excerpts(&excerpts);
+                Ok(())
+            }
+        }
+        SessionsCommand::Compact { .. } => unreachable!("handled above"),
+    }
+}
+
+async fn list(
+    client: &MemoryClient,
+    all: bool,
+    conversation: Option<String>,
+    json: bool,
+) -> CommandResult {
+    let sessions: Vec<_> = client
+        .list_sessions(all)
+        .await?
+        .into_iter()
+        .filter(|(_, m)| conversation.as_ref().is_none_or(|c| *c == m.conversation))
+        .collect();
+    if json {
+        let items: Vec<_> = sessions
+            .iter()
+            .map(|(id, meta)| serde_json::json!({"id": id, "session": meta}))
+            .collect();
+        return print_json(&items);
+    }
+    print!("{}", session_table(&sessions));
+    Ok(())
+}
+
+/// Sessions as a table: id, messages, tokens, age, title.
+pub fn session_table(sessions: &[(SessionId, mnemo_engine::SessionMeta)]) -> String {
+    if sessions.is_empty() {
+        return "no sessions\n".into();
+    }
+    let now = chrono::Utc::now();
+    let mut out = String::new();
+    for (id, meta) in sessions {
+        let deleted = if meta.deleted_at.is_some() {
+            " (deleted)"
+        } else {
+            ""
+        };
+        out.push_str(&format!(
+            "{id:<28} {:>5} msgs {:>8} tokens {:>9} ago  {}{deleted}\n",
+            meta.messages,
+            meta.tokens.map_or("-".into(), |t| t.to_string()),
+            age(now - meta.updated_at),
+            meta.title
+        ));
+    }
+    out
+}
+
+async fn show(client: &MemoryClient, id: &SessionId, last: usize, json: bool) -> CommandResult {
+    let info = client.session(id).await?;
+    let offset = info.branch_messages.saturating_sub(last);
+    let page = client
+        .session_messages(id, offset, last.max(1), false)
+        .await?;
+    if json {
+        return print_json(&serde_json::json!({"session": info, "messages": page}));
+    }
+    print_info(&info);
+    for logged in &page.messages {
+        println!("{}", render_message(&logged.message));
+    }
+    Ok(())
+}
+
+fn print_info(info: &SessionInfo) {
+    let m = &info.meta;
+    println!("session       {}", info.id);
+    println!("title         {}", m.title);
+    println!("conversation  {}", m.conversation);
+    if let Some(agent) = &m.agent {
+        println!("agent         {agent}");
+    }
+    if let Some(parent) = &m.parent {
+        println!("parent        {parent}");
+    }
+    println!("created       {}", m.created_at.to_rfc3339());
+    println!("updated       {}", m.updated_at.to_rfc3339());
+    println!(
+        "messages      {} logged, {} in the current branch",
+        m.messages, info.branch_messages
+    );
+    println!("log           {}", bytes(info.log_bytes));
+    if let Some(at) = m.deleted_at {
+        println!("deleted       {}", at.to_rfc3339());
+    }
+    for skipped in &info.skipped_lines {
+        println!("warning       {skipped}");
+    }
+    println!();
+}
+
+/// A logged message on one or more lines: `you: ...`, `assistant: ...`, `tool: ...`.
+pub fn render_message(message: &serde_json::Value) -> String {
+    let role = message["role"].as_str().unwrap_or("?");
+    let label = match role {
+        "user" => "you",
+        other => other,
+    };
+    let mut text = mnemo_session_text(message);
+    if let Some(calls) = message["tool_calls"].as_array() {
+        for call in calls {
+            text.push_str(&format!(
+                "\n[calls {}({})]",
+                call["function"]["name"].as_str().unwrap_or("?"),
+                call["function"]["arguments"].as_str().unwrap_or("")
+            ));
+        }
+    }
+    format!("{label}: {}", text.trim())
+}
+
+fn mnemo_session_text(message: &serde_json::Value) -> String {
+    match &message["content"] {
+        serde_json::Value::String(s) => s.clone(),
+        serde_json::Value::Null => String::new(),
+        serde_json::Value::Array(parts) => parts
+            .iter()
+            .filter_map(|p| p["text"].as_str())
+            .collect::<Vec<_>>()
+            .join("\n"),
+        other => other.to_string(),
+    }
+}
+
+pub fn print_excerpts(excerpts: &[Excerpt]) {
+    if excerpts.is_empty() {
+        println!("nothing found");
+    }
+    for excerpt in excerpts {
+        println!(
+            "── {} line {} ({}, score {:.2})",
+            excerpt.session,
+            excerpt.line,
+            excerpt.at.format("%Y-%m-%d %H:%M"),
+            excerpt.score
+        );
+        println!("{}", excerpt.text);
+    }
+}
+
+/// `[██████░░░░] 1234 / 8192 tokens (15%) · threshold 7372 · 12 messages · ...`
+pub fn usage_bar(c: &SessionContext) -> String {
+    const WIDTH: usize = 30;
+    let share = c.tokens as f64 / c.window.max(1) as f64;
+    let filled = ((share * WIDTH as f64).round() as usize).min(WIDTH);
+    let mark = ((c.threshold as f64 / c.window.max(1) as f64 * WIDTH as f64).round() as usize)
+        .min(WIDTH.saturating_sub(1));
+    let bar: String = (0..WIDTH)
+        .map(|i| match (i < filled, i == mark) {
+            (_, true) => '|',
+            (true, false) => '█',
+            (false, false) => '░',
+        })
+        .collect();
+    format!(
+        "[{bar}] {} / {} tokens ({:.0}%) · threshold {} · {} messages · {} compressions · log {} · {}",
+        c.tokens,
+        c.window,
+        share * 100.0,
+        c.threshold,
+        c.messages,
+        c.compressions,
+        bytes(c.log_bytes),
+        c.model
+    )
+}
+
+fn bytes(n: u64) -> String {
+    match n {
+        n if n >= 1 << 20 => format!("{:.1} MiB", n as f64 / (1u64 << 20) as f64),
+        n if n >= 1 << 10 => format!("{:.1} KiB", n as f64 / 1024.0),
+        n => format!("{n} B"),
+    }
+}
+
+fn age(d: chrono::Duration) -> String {
+    let s = d.num_seconds().max(0);
+    match s {
+        s if s < 60 => format!("{s}s"),
+        s if s < 3600 => format!("{}m", s / 60),
+        s if s < 86_400 => format!("{}h", s / 3600),
+        s => format!("{}d", s / 86_400),
+    }
+}
+
+#[derive(Args)]
+pub struct AgentMemoryArgs {
+    #[command(subcommand)]
+    command: AgentMemoryCommand,
+}
+
+#[derive(Subcommand)]
+enum AgentMemoryCommand {
+    /// Print an agent's notes (agents/AGENT/MEMORY.md)
+    Read { agent: String },
+    /// Append TEXT to an agent's notes ('-' reads it from stdin)
+    Write { agent: String, text: String },
+    /// Replace one passage (which must occur exactly once) of an agent's notes
+    Update {
+        agent: String,
+        /// The passage to replace
+        #[arg(long)]
+        old: String,
+        /// What replaces it
+        #[arg(long)]
+        new: String,
+    },
+}
+
+pub async fn agent_memory(global: &GlobalArgs, args: AgentMemoryArgs) -> CommandResult {
+    let client = commands::open_client(global).await?;
+    let text = match args.command {
+        AgentMemoryCommand::Read { agent } => client.agent_memory(&agent).await?,
+        AgentMemoryCommand::Write { agent, text } => {
+            let text = if text == "-" {
+                let mut buf = String::new();
+                std::io::Read::read_to_string(&mut std::io::stdin(), &mut buf)
+                    .map_err(|e| Failure::invalid(anyhow!("cannot read stdin: {e}")))?;
+                buf
+            } else {
+                text
+            };
+            client.append_agent_memory(&agent, &text).await?
+        }
+        AgentMemoryCommand::Update { agent, old, new } => {
+            client.update_agent_memory(&agent, &old, &new).await?
+        }
+    };
+    print!("{text}");
+    Ok(())
+}
