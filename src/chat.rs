@@ -181,8 +181,19 @@ async fn most_recent(client: &MemoryClient) -> Result<SessionId, Failure> {
 }
 
 impl Chat {
-    /// Sends one user message and prints the answer as it streams.
+    /// Sends one user message and prints the answer as it streams; Ctrl-C stops it (the
+    /// part received so far is logged, marked incomplete).
     async fn say(&mut self, text: &str) -> CommandResult {
+        tokio::select! {
+            said = self.send(text) => said,
+            _ = tokio::signal::ctrl_c() => {
+                println!("\n(stopped; the part received is kept)");
+                Ok(())
+            }
+        }
+    }
+
+    async fn send(&self, text: &str) -> CommandResult {
         let mut body = json!({
             "model": self.model,
             "stream": true,
@@ -215,14 +226,7 @@ impl Chat {
         let mut stream = reply.body;
         let mut parser = SseParser::new();
         loop {
-            let chunk = tokio::select! {
-                chunk = stream.next() => chunk,
-                _ = tokio::signal::ctrl_c() => {
-                    println!("\n(stopped; the part received is kept)");
-                    return Ok(());
-                }
-            };
-            match chunk {
+            match stream.next().await {
                 Some(Ok(bytes)) => print_deltas(parser.feed(&bytes)),
                 Some(Err(e)) => return Err(anyhow!("the answer broke off: {e}").into()),
                 None => break,

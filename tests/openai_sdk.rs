@@ -48,6 +48,32 @@ fn is_summary_call(request: &ChatRequest) -> bool {
         .is_some_and(|s| s.starts_with("You are a conversation summariser"))
 }
 
+/// The third call of the session sent only its new message; the upstream got all five.
+fn check_server_side_history(upstream: &ScriptedLlm) {
+    let third = upstream
+        .requests()
+        .into_iter()
+        .filter_map(|r| r.body)
+        .find(|b| {
+            b["messages"]
+                .as_array()
+                .and_then(|m| m.last())
+                .and_then(|m| m["content"].as_str())
+                .is_some_and(|c| c.ends_with("Session three: their names?"))
+        })
+        .expect("the third session call went upstream");
+    let texts: Vec<&str> = third["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["content"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(texts.len(), 5, "{texts:?}");
+    assert_eq!(texts[0], "Session one: my cat is Tom.");
+    assert_eq!(texts[2], "Session two: my dog is Rex.");
+    assert_eq!(third["memory_session"], serde_json::Value::Null);
+}
+
 /// Checks what the upstream got for the governed tool history: a valid request (every tool
 /// result answers a call just before it, no mnemo-only fields), smaller than what was sent.
 fn check_governed_requests(upstream: &ScriptedLlm) {
@@ -176,6 +202,7 @@ async fn the_openai_sdk_works_against_mnemo_serve() {
     );
     assert!(status.success(), "mnemo serve exited with {status}");
     check_governed_requests(&upstream);
+    check_server_side_history(&upstream);
     let turns = store.path().join("entries/sdk/turns/user");
     // Three accepted requests; the one with a hostile memory_id wrote nothing.
     assert_eq!(std::fs::read_dir(turns).unwrap().count(), 3);

@@ -4,7 +4,9 @@ Run by tests/openai_sdk.rs, with mnemo in front of a scripted upstream that echo
 non-zero (with the assertion that failed) when mnemo does not behave like an OpenAI server.
 """
 
+import json
 import sys
+import urllib.request
 
 import openai
 
@@ -129,5 +131,19 @@ except openai.BadRequestError as e:
     assert "memory_strategy: mdoe" in str(e), e
 else:
     raise AssertionError("an unknown strategy field was accepted")
+
+# Server-side history: three calls, each sending only the new message; mnemo keeps the
+# session and the upstream gets the whole conversation (checked by tests/openai_sdk.rs).
+for text in ["Session one: my cat is Tom.", "Session two: my dog is Rex.", "Session three: their names?"]:
+    turn = client.chat.completions.create(
+        model="scripted",
+        messages=[{"role": "user", "content": text}],
+        extra_body={"memory_session": "sdk-session", "memory_top_k": 0},
+    )
+    assert turn.choices[0].message.content, turn
+with urllib.request.urlopen(f"{base_url}/v1/sessions/sdk-session/messages") as response:
+    page = json.load(response)
+assert page["total"] == 6, page
+assert [m["message"]["role"] for m in page["messages"]] == ["user", "assistant"] * 3, page
 
 print("openai sdk: ok")

@@ -1,0 +1,189 @@
+//! The real `mnemo serve` killed with SIGKILL during a burst of session writes: after a
+//! restart every acknowledged message (and its answer) is in its session's log, exactly once;
+//! a torn last line is skipped with a warning and cut off by the next append; the sessions
+//! resume where they were.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use mnemo_scripted_llm::{ChatRequest, Reply, ScriptedLlm};
+use serde_json::{json, Value};
+
+const SESSIONS: usize = 4;
+
+fn serve(root: &Path, upstream: &str) -> (Child, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mnemo"))
+        .args(["serve", "--port", "0", "--memory-path"])
+        .arg(root)
+        .env("MNEMO_START_WATCHER", "false")
+        .env("MNEMO_OPENAI_BASE_URL", upstream)
+        .env("MNEMO_MAX_ENTRIES", "100000")
+        .env_remove("MNEMO_CONFIG")
+        .env_remove("RUST_LOG")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let banner = lines.next().expect("a banner").expect("text");
+    std::thread::spawn(move || lines.for_each(drop));
+    let url = banner
+        .strip_prefix("mnemo listening on ")
+        .unwrap_or_else(|| panic!("{banner}"))
+        .to_owned();
+    (child, url)
+}
+
+fn http() -> reqwest::Client {
+    reqwest::Client::builder()
+        .no_proxy()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .unwrap()
+}
+
+fn model(request: &ChatRequest) -> Reply {
+    match request.schema_name() {
+        Some("facts") => Reply::Json(json!({"facts": []})),
+        Some(_) => Reply::Json(json!({"operations": [], "summary": ""})),
+        None => Reply::text(format!(
+            "ack {}",
+            request.last_user_message().unwrap_or_default()
+        )),
+    }
+}
+
+/// Sends `session` one new message (server-side history); `Some(answer)` once acknowledged.
+async fn say(url: &str, session: &str, text: &str) -> Option<String> {
+    let body = json!({"model": "m", "memory_top_k": 0, "memory_session": session,
+        "memory_history": "server", "messages": [{"role": "user", "content": text}]});
+    let response = http()
+        .post(format!("{url}/v1/chat/completions"))
+        .json(&body)
+        .send()
+        .await
+        .ok()?;
+    if response.status() != 200 {
+        return None;
+    }
+    let answer: Value = response.json().await.ok()?;
+    answer["choices"][0]["message"]["content"]
+        .as_str()
+        .map(str::to_owned)
+}
+
+async fn logged(url: &str, session: &str) -> (Vec<String>, Value) {
+    let page: Value = http()
+        .get(format!("{url}/v1/sessions/{session}/messages?all=true&limit=1000"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let texts = page["messages"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{page}"))
+        .iter()
+        .map(|m| m["message"]["content"].as_str().unwrap_or("").to_owned())
+        .collect();
+    let info: Value = http()
+        .get(format!("{url}/v1/sessions/{session}"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    (texts, info)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sigkill_during_session_writes_loses_no_acknowledged_message() {
+    let llm = ScriptedLlm::with_handler(model).await;
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("mem");
+    let seed = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos() as u64;
+    println!("kill schedule seed: {seed}");
+    // (session, message) -> the answer acknowledged with it.
+    let mut acked: HashMap<(usize, String), String> = HashMap::new();
+    let mut cut_short = 0;
+
+    for round in 0..3u64 {
+        let (mut child, url) = serve(&root, &llm.base_url());
+        let writers: Vec<_> = (0..SESSIONS)
+            .map(|s| {
+                let url = url.clone();
+                tokio::spawn(async move {
+                    let mut done = Vec::new();
+                    for i in 0.. {
+                        let text = format!("round {round} session {s} message {i}");
+                        match say(&url, &format!("burst-{s}"), &text).await {
+                            Some(answer) => done.push((text, answer)),
+                            None => break,
+                        }
+                    }
+                    done
+                })
+            })
+            .collect();
+        let wait = 300 + (seed.wrapping_mul(round + 7) % 900);
+        tokio::time::sleep(Duration::from_millis(wait)).await;
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+        for (s, writer) in writers.into_iter().enumerate() {
+            let done = writer.await.unwrap();
+            assert!(!done.is_empty(), "round {round}: session {s} got no answer");
+            cut_short += 1;
+            for (text, answer) in done {
+                acked.insert((s, text), answer);
+            }
+        }
+    }
+    println!("{} messages acknowledged over 3 killed runs", acked.len());
+    assert!(cut_short > 0);
+
+    // A crash mid-append: a torn line at the end of one log.
+    let torn = root.join("sessions/burst-0/messages.jsonl");
+    let mut text = std::fs::read(&torn).unwrap();
+    text.extend_from_slice(br#"{"kind":"message","at":"2026-11-2"#);
+    std::fs::write(&torn, text).unwrap();
+
+    let (mut child, url) = serve(&root, &llm.base_url());
+    for s in 0..SESSIONS {
+        let (texts, info) = logged(&url, &format!("burst-{s}")).await;
+        for ((session, message), answer) in acked.iter().filter(|((session, _), _)| *session == s) {
+            let count = texts.iter().filter(|t| *t == message).count();
+            assert_eq!(count, 1, "session {session}: {message:?} logged {count} times");
+            assert!(texts.contains(answer), "session {session}: answer to {message:?} lost");
+        }
+        if s == 0 {
+            let skipped = info["skipped_lines"].to_string();
+            assert!(skipped.contains("torn last line"), "{info}");
+        }
+    }
+    // The session resumes: the next request carries its whole history, and the torn
+    // fragment is gone from the log.
+    llm.clear_requests();
+    let answer = say(&url, "burst-0", "after the crash").await.expect("an answer");
+    assert_eq!(answer, "ack after the crash");
+    let forwarded = llm
+        .requests()
+        .into_iter()
+        .filter_map(|r| r.body)
+        .find(|b| b["messages"].is_array() && b["response_format"].is_null())
+        .unwrap();
+    let sent = forwarded["messages"].as_array().unwrap().len();
+    let acked_0 = acked.keys().filter(|(s, _)| *s == 0).count();
+    assert!(sent > 2 * acked_0, "{sent} messages went upstream for {acked_0} acknowledged turns");
+    let (_, info) = logged(&url, "burst-0").await;
+    assert_eq!(info["skipped_lines"], json!([]), "{info}");
+    let _ = child.kill();
+    child.wait().unwrap();
+}
