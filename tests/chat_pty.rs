@@ -37,7 +37,8 @@ impl Terminal {
         };
         assert_eq!(rc, 0, "openpty failed");
         // SAFETY: both descriptors were just opened and are owned here.
-        let (master, slave) = unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
+        let (master, slave) =
+            unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
         let slave_fd = slave.as_raw_fd();
         command
             .stdin(Stdio::from(slave.try_clone().unwrap()))
@@ -193,7 +194,13 @@ async fn a_person_chats_compacts_interrupts_and_resumes() {
 
     term.type_keys("/context\n");
     let context = term.expect("you> ");
-    for part in ["tokens", "threshold", "4 messages", "0 compressions", "log "] {
+    for part in [
+        "tokens",
+        "threshold",
+        "4 messages",
+        "0 compressions",
+        "log ",
+    ] {
         assert!(context.contains(part), "{part} missing from {context}");
     }
     term.type_keys("/compact pets\n");
@@ -252,7 +259,16 @@ async fn a_person_chats_compacts_interrupts_and_resumes() {
         .iter()
         .map(|m| m["content"].as_str().unwrap_or(""))
         .collect();
-    assert!(sent[0].contains("The user has a cat called Tom."), "{sent:?}");
-    assert!(sent.iter().any(|m| m.contains("I also have a dog.")), "{sent:?}");
-    assert!(sent.last().unwrap().ends_with("What are my pets?"), "{sent:?}");
+    assert!(
+        sent[0].contains("The user has a cat called Tom."),
+        "{sent:?}"
+    );
+    assert!(
+        sent.iter().any(|m| m.contains("I also have a dog.")),
+        "{sent:?}"
+    );
+    assert!(
+        sent.last().unwrap().ends_with("What are my pets?"),
+        "{sent:?}"
+    );
 }

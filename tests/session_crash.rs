@@ -77,7 +77,9 @@ async fn say(url: &str, session: &str, text: &str) -> Option<String> {
 
 async fn logged(url: &str, session: &str) -> (Vec<String>, Value) {
     let page: Value = http()
-        .get(format!("{url}/v1/sessions/{session}/messages?all=true&limit=1000"))
+        .get(format!(
+            "{url}/v1/sessions/{session}/messages?all=true&limit=1000"
+        ))
         .send()
         .await
         .unwrap()
@@ -160,8 +162,14 @@ async fn sigkill_during_session_writes_loses_no_acknowledged_message() {
         let (texts, info) = logged(&url, &format!("burst-{s}")).await;
         for ((session, message), answer) in acked.iter().filter(|((session, _), _)| *session == s) {
             let count = texts.iter().filter(|t| *t == message).count();
-            assert_eq!(count, 1, "session {session}: {message:?} logged {count} times");
-            assert!(texts.contains(answer), "session {session}: answer to {message:?} lost");
+            assert_eq!(
+                count, 1,
+                "session {session}: {message:?} logged {count} times"
+            );
+            assert!(
+                texts.contains(answer),
+                "session {session}: answer to {message:?} lost"
+            );
         }
         if s == 0 {
             let skipped = info["skipped_lines"].to_string();
@@ -171,7 +179,9 @@ async fn sigkill_during_session_writes_loses_no_acknowledged_message() {
     // The session resumes: the next request carries its whole history, and the torn
     // fragment is gone from the log.
     llm.clear_requests();
-    let answer = say(&url, "burst-0", "after the crash").await.expect("an answer");
+    let answer = say(&url, "burst-0", "after the crash")
+        .await
+        .expect("an answer");
     assert_eq!(answer, "ack after the crash");
     let forwarded = llm
         .requests()
@@ -181,7 +191,10 @@ async fn sigkill_during_session_writes_loses_no_acknowledged_message() {
         .unwrap();
     let sent = forwarded["messages"].as_array().unwrap().len();
     let acked_0 = acked.keys().filter(|(s, _)| *s == 0).count();
-    assert!(sent > 2 * acked_0, "{sent} messages went upstream for {acked_0} acknowledged turns");
+    assert!(
+        sent > 2 * acked_0,
+        "{sent} messages went upstream for {acked_0} acknowledged turns"
+    );
     let (_, info) = logged(&url, "burst-0").await;
     assert_eq!(info["skipped_lines"], json!([]), "{info}");
     let _ = child.kill();

@@ -40,7 +40,7 @@ async fn say(server: &Server, session: &str, messages: Vec<Value>) -> String {
     assert_eq!(status, 200, "{body}");
     body["choices"][0]["message"]["content"]
         .as_str()
-        .unwrap()
+        .unwrap_or_default()
         .to_owned()
 }
 
@@ -425,5 +425,67 @@ async fn agent_notes_are_injected_updated_versioned_and_hand_edits_seen() {
 
     let (status, body) = get(&format!("{}/v1/agents/..%2Fx/memory", server.url)).await;
     assert_eq!(status, 400, "{body}");
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn streamed_answers_and_tool_calls_are_in_the_log_before_the_next_request() {
+    let llm = ScriptedLlm::with_handler(|request: &ChatRequest| {
+        let text = request.last_user_message().unwrap_or_default();
+        if text.ends_with("run ls") {
+            let body = json!({"id": "x", "object": "chat.completion", "model": "m",
+                "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
+                    "role": "assistant", "content": null, "refusal": null, "tool_calls": [
+                        {"id": "call_ls", "type": "function",
+                         "function": {"name": "ls", "arguments": "{}"}}]}}]});
+            return Reply::Raw {
+                status: 200,
+                headers: vec![("content-type".into(), "application/json".into())],
+                body: body.to_string(),
+            };
+        }
+        model(request)
+    })
+    .await;
+    let server = Server::start(Some(llm.base_url())).await;
+    let url = format!("{}/v1/chat/completions", server.url);
+    let mut request = session_chat("st", vec![user("stream this")]);
+    request["stream"] = json!(true);
+    let body = http()
+        .post(&url)
+        .json(&request)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(body.contains("[DONE]"), "{body}");
+    // At once: the streamed answer is in the history the next request continues.
+    say(&server, "st", vec![user("run ls")]).await;
+    let sent = forwarded_texts(&llm);
+    assert_eq!(sent[1], "You said: stream this", "{sent:?}");
+
+    // The tool call was logged; the client sends only the tool's result.
+    say(
+        &server,
+        "st",
+        vec![json!({"role": "tool", "tool_call_id": "call_ls", "content": "a.txt"})],
+    )
+    .await;
+    let forwarded = last_forwarded(&llm);
+    let messages = forwarded["messages"].as_array().unwrap();
+    let n = messages.len();
+    assert_eq!(
+        messages[n - 2]["tool_calls"][0]["id"],
+        "call_ls",
+        "{forwarded}"
+    );
+    assert!(
+        messages[n - 2].get("refusal").is_none(),
+        "SDK extras are not logged"
+    );
+    assert_eq!(messages[n - 1]["content"], "a.txt");
+    assert_eq!(logged(&server, "st", false).await.len(), 6);
     server.shutdown().await;
 }

@@ -21,7 +21,7 @@ use crate::log::{self, ReadLog, Record};
 use crate::{SessionError, SessionId};
 
 /// The folder, under the store, of every session.
-pub const SESSIONS_DIR: &str = "sessions";
+pub use mnemo_store::layout::SESSIONS_DIR;
 /// A session's log.
 pub const LOG_FILE: &str = "messages.jsonl";
 /// A session's settings and counts.

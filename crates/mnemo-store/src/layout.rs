@@ -12,10 +12,12 @@
 //! conversations/<conversation>/strategy.yaml   its context strategy (hand-editable)
 //! conversations/<conversation>/summaries/      summaries context governance keeps (rebuildable)
 //! conversations/<conversation>/tool_outputs/   tool outputs it offloaded
+//! sessions/<session>/                           chat sessions' logs (`mnemo-session`)
+//! agents/<agent>/MEMORY.md                      an agent's own notes (`mnemo-session`)
 //! ```
 //!
-//! `entries/` and the strategies are the user's and versioned; everything else is rebuilt or
-//! transient and stays out of git ([`unversioned`]).
+//! `entries/`, the strategies and agents' notes are the user's and versioned; everything else
+//! is rebuilt, transient or an append-only record and stays out of git ([`unversioned`]).
 
 use std::path::{Component, Path, PathBuf};
 
@@ -40,6 +42,8 @@ pub const STRATEGY_FILE: &str = "strategy.yaml";
 pub const CONTEXT_SUMMARIES_DIR: &str = "summaries";
 /// The folder, inside a conversation's settings, of the tool outputs governance offloaded.
 pub const TOOL_OUTPUTS_DIR: &str = "tool_outputs";
+/// The folder of chat sessions' logs (append-only records, not versioned).
+pub const SESSIONS_DIR: &str = "sessions";
 /// The advisory lock file, inside [`INDEX_DIR`], that one process at a time holds.
 pub const LOCK_FILE: &str = ".lock";
 const TIMESTAMP_FORMAT: &str = "%Y%m%dT%H%M%S%3fZ";
@@ -167,13 +171,15 @@ impl Location {
 }
 
 /// What version control must leave out, as `.gitignore` lines: the rebuildable index and
-/// snapshot, the lock, and temporary files (mnemo's and editors').
+/// snapshot, context state, session logs (fsynced per message; a commit per message would
+/// bury the memories' history), the lock, and temporary files (mnemo's and editors').
 pub fn unversioned() -> Vec<String> {
     vec![
         format!("/{INDEX_DIR}/"),
         format!("/{SNAPSHOT_FILE}"),
         format!("/{CONVERSATIONS_DIR}/*/{CONTEXT_SUMMARIES_DIR}/"),
         format!("/{CONVERSATIONS_DIR}/*/{TOOL_OUTPUTS_DIR}/"),
+        format!("/{SESSIONS_DIR}/"),
         format!("{}*", crate::atomic::TEMP_PREFIX),
         "*.swp".to_owned(),
         "*~".to_owned(),
