@@ -367,15 +367,20 @@ enum AgentMemoryCommand {
     /// Print an agent's notes (agents/AGENT/MEMORY.md)
     Read { agent: String },
     /// Append TEXT to an agent's notes ('-' reads it from stdin)
-    Write { agent: String, text: String },
+    Write {
+        agent: String,
+        /// The text (it may start with '-', as Markdown list items do)
+        #[arg(allow_hyphen_values = true)]
+        text: String,
+    },
     /// Replace one passage (which must occur exactly once) of an agent's notes
     Update {
         agent: String,
         /// The passage to replace
-        #[arg(long)]
+        #[arg(long, allow_hyphen_values = true)]
         old: String,
         /// What replaces it
-        #[arg(long)]
+        #[arg(long, allow_hyphen_values = true)]
         new: String,
     },
 }

@@ -542,11 +542,17 @@ impl MemoryClient {
         new_id: Option<SessionId>,
     ) -> Result<(SessionId, SessionMeta), EngineError> {
         let new_id = new_id.unwrap_or_else(SessionId::generate);
-        let (_slot, _guard) = self.lock_session(id).await?;
-        let (_new_slot, mut new_guard) = self.lock_session(&new_id).await?;
-        let store = self.sessions().clone();
-        let (from, to) = (id.clone(), new_id.clone());
-        let meta = blocking(move || Ok(store.fork(&from, &to)?)).await?;
+        if new_id == *id {
+            return Err(SessionError::Exists(new_id.to_string()).into());
+        }
+        // One lock at a time: two forks in opposite directions must not wait on each other.
+        let meta = {
+            let (_slot, _guard) = self.lock_session(id).await?;
+            let store = self.sessions().clone();
+            let (from, to) = (id.clone(), new_id.clone());
+            blocking(move || Ok(store.fork(&from, &to)?)).await?
+        };
+        let (_slot, mut new_guard) = self.lock_session(&new_id).await?;
         *new_guard = None;
         Ok((new_id, meta))
     }

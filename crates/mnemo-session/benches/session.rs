@@ -66,7 +66,7 @@ fn main() {
 
 /// A realistic message: a user line or a few lines of an answer.
 fn message(i: usize) -> Record {
-    let text = if i % 2 == 0 {
+    let text = if i.is_multiple_of(2) {
         format!(
             "Question {i}: how do I configure the parser for project {}?",
             i % 37
@@ -78,7 +78,11 @@ fn message(i: usize) -> Record {
             i % 997
         )
     };
-    let role = if i % 2 == 0 { "user" } else { "assistant" };
+    let role = if i.is_multiple_of(2) {
+        "user"
+    } else {
+        "assistant"
+    };
     Record::message(json!({"role": role, "content": text}))
 }
 

@@ -53,6 +53,7 @@ impl AgentNotes {
 
     /// The whole notes; empty when there are none yet.
     pub fn read(&self) -> Result<String, SessionError> {
+        self.check_folders()?;
         read_small(&self.path, MAX_AGENT_MEMORY_BYTES)
             .map(Option::unwrap_or_default)
             .map_err(|message| SessionError::BadFile {
@@ -113,7 +114,21 @@ impl AgentNotes {
         }
     }
 
+    /// `agents/` and `agents/<agent>/` must be real folders: the notes are versioned, and a
+    /// pulled link there would send writes outside the store.
+    fn check_folders(&self) -> Result<(), SessionError> {
+        let agent_dir = self.path.parent().unwrap_or(&self.path);
+        for dir in [agent_dir.parent().unwrap_or(agent_dir), agent_dir] {
+            crate::store::no_link(dir).map_err(|message| SessionError::BadFile {
+                path: self.relative.clone(),
+                message: format!("{}: {message}", dir.display()),
+            })?;
+        }
+        Ok(())
+    }
+
     fn write(&self, notes: &str) -> Result<(), SessionError> {
+        self.check_folders()?;
         if notes.len() as u64 > MAX_AGENT_MEMORY_BYTES {
             return Err(SessionError::Invalid(format!(
                 "{} would be {} bytes, more than the {MAX_AGENT_MEMORY_BYTES} allowed",
@@ -192,5 +207,17 @@ mod tests {
         assert!(notes.read().unwrap_err().to_string().contains("links"));
         assert!(notes.append("x").is_err());
         assert_eq!(std::fs::read_to_string(&target).unwrap(), "secret");
+
+        // A linked agent folder (a pulled symlink) is refused too.
+        let outside = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(outside.path(), dir.path().join("agents/b")).unwrap();
+        let linked = AgentNotes::new(dir.path(), "b").unwrap();
+        assert!(linked
+            .append("x")
+            .unwrap_err()
+            .to_string()
+            .contains("links"));
+        assert!(linked.read().is_err());
+        assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
     }
 }

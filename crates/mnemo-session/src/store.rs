@@ -160,6 +160,8 @@ impl SessionStore {
 
     /// The settings of session `id`; `None` when it does not exist.
     pub fn meta(&self, id: &SessionId) -> Result<Option<SessionMeta>, SessionError> {
+        let sessions = self.root.join(SESSIONS_DIR);
+        no_link(&sessions).map_err(|message| self.bad(&sessions, &message))?;
         let dir = self.dir(id);
         match std::fs::symlink_metadata(&dir) {
             Ok(meta) if meta.is_dir() => {}
@@ -345,6 +347,17 @@ pub(crate) fn read_small(path: &Path, limit: u64) -> Result<Option<String>, Stri
     std::fs::read_to_string(path)
         .map(Some)
         .map_err(|e| format!("cannot read it: {e}"))
+}
+
+/// Refuses `dir` when it exists as anything but a real folder: a link in the store would
+/// send reads and writes elsewhere.
+pub(crate) fn no_link(dir: &Path) -> Result<(), String> {
+    match std::fs::symlink_metadata(dir) {
+        Ok(meta) if !meta.is_dir() => {
+            Err("not a folder (links and special files are refused)".into())
+        }
+        _ => Ok(()),
+    }
 }
 
 /// Copies the regular files of `from` (not recursing, not following links) into `to`.

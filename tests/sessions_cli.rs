@@ -1,0 +1,168 @@
+//! `mnemo sessions ...` and `mnemo agent-memory ...` end to end, on a session written the way
+//! a person (or a git pull) would leave it: files on disk, read by the real binary.
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+use serde_json::Value;
+
+fn mnemo(root: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_mnemo"))
+        .args(args)
+        .arg("--memory-path")
+        .arg(root)
+        .env_remove("RUST_LOG")
+        .env_remove("MNEMO_CONFIG")
+        .env("MNEMO_START_WATCHER", "false")
+        .stdin(Stdio::null())
+        .output()
+        .expect("mnemo runs")
+}
+
+fn ok(output: &Output) -> String {
+    assert!(
+        output.status.success(),
+        "exit {:?}: {}",
+        output.status.code(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// A session as mnemo would have left it: settings and a log.
+fn write_session(root: &Path, id: &str) {
+    let dir = root.join("sessions").join(id);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("session.yaml"),
+        "title: Fix the parser\nconversation: work\ncreated_at: 2026-11-20T10:00:00Z\nupdated_at: 2026-11-20T10:05:00Z\nmessages: 4\n",
+    )
+    .unwrap();
+    let lines = [
+        r#"{"kind":"message","at":"2026-11-20T10:00:00Z","message":{"role":"user","content":"The parser crashes on empty input."}}"#,
+        r#"{"kind":"message","at":"2026-11-20T10:01:00Z","message":{"role":"assistant","content":"Check for an empty slice first."}}"#,
+        r#"{"kind":"message","at":"2026-11-20T10:02:00Z","message":{"role":"user","content":"Done, it passes."}}"#,
+        r#"{"kind":"message","at":"2026-11-20T10:03:00Z","message":{"role":"assistant","content":"Good."}}"#,
+    ];
+    std::fs::write(dir.join("messages.jsonl"), lines.join("\n") + "\n").unwrap();
+}
+
+#[test]
+fn sessions_are_listed_shown_searched_forked_and_deleted() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("mem");
+    write_session(&root, "parser");
+
+    let list: Value =
+        serde_json::from_str(&ok(&mnemo(&root, &["sessions", "list", "--json"]))).unwrap();
+    assert_eq!(list[0]["id"], "parser");
+    assert_eq!(list[0]["session"]["title"], "Fix the parser");
+    let table = ok(&mnemo(&root, &["sessions", "list"]));
+    assert!(
+        table.contains("parser") && table.contains("Fix the parser"),
+        "{table}"
+    );
+
+    let shown = ok(&mnemo(&root, &["sessions", "show", "parser", "-n", "2"]));
+    assert!(shown.contains("conversation  work"), "{shown}");
+    assert!(shown.contains("you: Done, it passes."), "{shown}");
+    assert!(
+        !shown.contains("crashes"),
+        "only the last two messages: {shown}"
+    );
+
+    let context = ok(&mnemo(&root, &["sessions", "context", "parser"]));
+    assert!(
+        context.contains("4 messages") && context.contains("tokens"),
+        "{context}"
+    );
+
+    let found = ok(&mnemo(
+        &root,
+        &["sessions", "search", "EMPTY input", "-c", "work"],
+    ));
+    assert!(
+        found.contains("User: The parser crashes on empty input."),
+        "{found}"
+    );
+    assert!(
+        found.contains("Assistant: Check for an empty slice first."),
+        "{found}"
+    );
+
+    let forked = ok(&mnemo(
+        &root,
+        &["sessions", "fork", "parser", "--as", "parser-2"],
+    ));
+    assert_eq!(forked.trim(), "parser-2");
+    ok(&mnemo(&root, &["sessions", "delete", "parser-2"]));
+    let list: Value =
+        serde_json::from_str(&ok(&mnemo(&root, &["sessions", "list", "--json"]))).unwrap();
+    assert_eq!(list.as_array().unwrap().len(), 1);
+    let all: Value =
+        serde_json::from_str(&ok(&mnemo(&root, &["sessions", "list", "--all", "--json"]))).unwrap();
+    assert_eq!(all.as_array().unwrap().len(), 2);
+
+    let missing = mnemo(&root, &["sessions", "show", "nope"]);
+    assert_eq!(missing.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("no session \"nope\""));
+    let hostile = mnemo(&root, &["sessions", "show", "../x"]);
+    assert_eq!(hostile.status.code(), Some(2));
+}
+
+#[test]
+fn agent_notes_are_written_updated_and_versioned() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("mem");
+    ok(&mnemo(
+        &root,
+        &[
+            "agent-memory",
+            "write",
+            "coder",
+            "- tests run with cargo test",
+        ],
+    ));
+    ok(&mnemo(
+        &root,
+        &["agent-memory", "write", "coder", "- cargo is slow"],
+    ));
+    let updated = ok(&mnemo(
+        &root,
+        &[
+            "agent-memory",
+            "update",
+            "coder",
+            "--old",
+            "run with cargo test",
+            "--new",
+            "run with scripts/test",
+        ],
+    ));
+    assert_eq!(updated, "- tests run with scripts/test\n- cargo is slow\n");
+    let ambiguous = mnemo(
+        &root,
+        &[
+            "agent-memory",
+            "update",
+            "coder",
+            "--old",
+            "s",
+            "--new",
+            "x",
+        ],
+    );
+    assert_eq!(ambiguous.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&ambiguous.stderr).contains("occurs"));
+    assert_eq!(
+        ok(&mnemo(&root, &["agent-memory", "read", "coder"])),
+        std::fs::read_to_string(root.join("agents/coder/MEMORY.md")).unwrap()
+    );
+    let log = Command::new("git")
+        .args(["log", "--format=%s"])
+        .current_dir(&root)
+        .output()
+        .unwrap();
+    let log = String::from_utf8_lossy(&log.stdout);
+    assert_eq!(log.matches("notes of agent coder").count(), 3, "{log}");
+}
