@@ -50,6 +50,10 @@ pub(crate) struct ContextState {
     /// The local LLM's counts, given by its server and cached.
     local: Arc<CachedCounter<ApproxCounter>>,
     counters: Mutex<HashMap<String, Arc<dyn TokenCounter>>>,
+    /// Set when the upstream serving the local model's name has no llama.cpp `/tokenize`
+    /// (another server given the same model name): its counts are estimated from then on,
+    /// and the warning is given once.
+    no_tokenizer: std::sync::atomic::AtomicBool,
     /// By `c/<conversation>` or `s/<session>`.
     guards: Mutex<HashMap<String, Arc<InflationGuard>>>,
 }
@@ -63,6 +67,7 @@ impl ContextState {
                     .labelled("local LLM tokenizer (llama.cpp /tokenize)", true),
             ),
             counters: Mutex::default(),
+            no_tokenizer: Default::default(),
             guards: Mutex::default(),
         }
     }
@@ -284,10 +289,15 @@ impl MemoryClient {
     /// know yet. A text the server cannot count stays estimated.
     async fn count_on_the_server(&self, messages: &[Value]) {
         use futures_util::stream::{self, StreamExt};
+        use std::sync::atomic::Ordering;
         let Some(llm) = self.inner.llm.as_ref() else {
             return;
         };
-        let cache = &self.inner.context.local;
+        let state = &self.inner.context;
+        if state.no_tokenizer.load(Ordering::Relaxed) {
+            return;
+        }
+        let cache = &state.local;
         let unknown: Vec<String> = messages
             .iter()
             .map(message_text)
@@ -304,6 +314,15 @@ impl MemoryClient {
         for (text, tokens) in counted {
             match tokens {
                 Ok(tokens) => cache.remember(&text, tokens),
+                // Answered, but not as llama.cpp does: no tokenizer there, now or later.
+                Err(
+                    e @ (mnemo_llm::LlmError::Status { .. }
+                    | mnemo_llm::LlmError::InvalidOutput { .. }),
+                ) => {
+                    warn!("the upstream has no llama.cpp tokenizer ({e}); token counts are estimated from now on");
+                    state.no_tokenizer.store(true, Ordering::Relaxed);
+                    break;
+                }
                 Err(e) => {
                     warn!("the local LLM cannot count tokens ({e}); estimating");
                     break;
