@@ -227,7 +227,11 @@ async fn a_person_chats_compacts_interrupts_and_resumes() {
     assert!(term.wait().success());
     // The scripted upstream has no llama.cpp tokenizer: said once, not at every turn.
     let screen = term.screen.lock().unwrap().clone();
-    assert_eq!(screen.matches("no llama.cpp tokenizer").count(), 1, "{screen}");
+    assert_eq!(
+        screen.matches("no llama.cpp tokenizer").count(),
+        1,
+        "{screen}"
+    );
 
     let records = log_records(&root, &session);
     let partial = records

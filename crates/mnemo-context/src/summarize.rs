@@ -194,8 +194,9 @@ pub fn cut(messages: &[Value], keep: Keep, window: u64, counter: &dyn TokenCount
         Keep::Fraction(f) => newest_within(messages, (f * window as f64) as u64, counter),
     }
     .min(current_turn)
-    .max(head);
-    while tail > head && role(&messages[tail]) == "tool" {
+    .max(head)
+    .min(messages.len());
+    while tail > head && tail < messages.len() && role(&messages[tail]) == "tool" {
         tail -= 1;
     }
     Window { head, tail }
@@ -494,6 +495,12 @@ mod tests {
             cut(&h2, Keep::Messages(0), 1000, &ApproxCounter).tail,
             0,
             "one turn: nothing to summarise"
+        );
+        // No user message at all (a history of answers only): nothing to cut, no panic.
+        let answers = vec![json!({"role": "assistant", "content": "a"}), call("e")];
+        assert_eq!(
+            cut(&answers, Keep::Messages(0), 1000, &ApproxCounter).tail,
+            2
         );
     }
 

@@ -277,11 +277,7 @@ impl MemoryClient {
                         meta.conversation
                     )))
                 }
-                _ => {
-                    *conversation = Some(ConversationId::new(&meta.conversation).map_err(|e| {
-                        EngineError::InvalidInput(format!("session {id:?}: {e}"))
-                    })?)
-                }
+                _ => *conversation = Some(stored_conversation(id, meta)?),
             }
             if agent.is_none() {
                 agent.clone_from(&meta.agent);
@@ -365,39 +361,46 @@ impl MemoryClient {
             (None, None) => return Ok(turn),
         };
         let store = self.sessions().clone();
-        let created = guard.is_none();
-        let (bytes, meta) = {
-            let id = id.clone();
-            let records = records.clone();
-            blocking(move || {
-                if created {
-                    store.write_meta(&id, &meta)?;
-                }
-                let bytes = if records.is_empty() {
-                    store.log_bytes(&id)
-                } else {
-                    store.append(&id, &records)?
-                };
-                Ok((bytes, meta))
-            })
-            .await?
-        };
-        let mut all = guard
-            .take()
-            .map(|loaded| loaded.records)
-            .unwrap_or_default();
-        all.extend(records);
-        *guard = Some(LoadedSession {
-            id,
-            meta: SessionMeta {
-                messages: next.logged_messages,
-                ..meta
-            },
-            records: all,
-            history: next,
-            log_bytes: bytes,
-            skipped: Vec::new(),
+        // The write and the cache update run in a task that owns the lock: a client that
+        // goes away mid-request must not free the session while its append still runs.
+        let write = tokio::spawn(async move {
+            let created = guard.is_none();
+            let (bytes, meta, records) = {
+                let id = id.clone();
+                blocking(move || {
+                    if created {
+                        store.write_meta(&id, &meta)?;
+                    }
+                    let bytes = if records.is_empty() {
+                        store.log_bytes(&id)
+                    } else {
+                        store.append(&id, &records)?
+                    };
+                    Ok((bytes, meta, records))
+                })
+                .await?
+            };
+            let mut all = guard
+                .take()
+                .map(|loaded| loaded.records)
+                .unwrap_or_default();
+            all.extend(records);
+            *guard = Some(LoadedSession {
+                id,
+                meta: SessionMeta {
+                    messages: next.logged_messages,
+                    ..meta
+                },
+                records: all,
+                history: next,
+                log_bytes: bytes,
+                skipped: Vec::new(),
+            });
+            Ok::<(), EngineError>(())
         });
+        write
+            .await
+            .map_err(|e| EngineError::Task(e.to_string()))??;
         Ok(turn)
     }
 
@@ -412,11 +415,17 @@ impl MemoryClient {
         incomplete: bool,
     ) {
         let id = turn.id.clone();
-        if let Err(e) = self
-            .log_answer_inner(turn, guard, message, incomplete)
-            .await
-        {
-            warn!(session = %id, "cannot log the answer: {e}");
+        // In a task of its own, for the reason given in `log_request`.
+        let client = self.clone();
+        let write = self.inner.background.spawn(async move {
+            client
+                .log_answer_inner(turn, guard, message, incomplete)
+                .await
+        });
+        match write.await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => warn!(session = %id, "cannot log the answer: {e}"),
+            Err(e) => warn!(session = %id, "cannot log the answer: {e}"),
         }
     }
 
@@ -448,6 +457,14 @@ impl MemoryClient {
                 message,
                 incomplete,
             });
+            if branch.len() != turn.answer_at {
+                // The branch moved on before the answer could be logged (a rewrite, another
+                // request): the answer is kept in the log, off the branch.
+                records.push(Record::Rewind {
+                    at: Utc::now(),
+                    to: branch.len(),
+                });
+            }
         }
         let mut meta = loaded.meta.clone();
         meta.updated_at = Utc::now();
@@ -545,15 +562,14 @@ impl MemoryClient {
         if new_id == *id {
             return Err(SessionError::Exists(new_id.to_string()).into());
         }
-        // One lock at a time: two forks in opposite directions must not wait on each other.
-        let meta = {
-            let (_slot, _guard) = self.lock_session(id).await?;
-            let store = self.sessions().clone();
-            let (from, to) = (id.clone(), new_id.clone());
-            blocking(move || Ok(store.fork(&from, &to)?)).await?
-        };
-        let (_slot, mut new_guard) = self.lock_session(&new_id).await?;
-        *new_guard = None;
+        // Only the new session's lock: the source's log is read in whole lines, so an
+        // append running meanwhile is copied whole or not at all, and two forks in opposite
+        // directions cannot wait on each other. Its folder is claimed atomically.
+        let (_slot, mut guard) = self.lock_session(&new_id).await?;
+        let store = self.sessions().clone();
+        let (from, to) = (id.clone(), new_id.clone());
+        let meta = blocking(move || Ok(store.fork(&from, &to)?)).await?;
+        *guard = None;
         Ok((new_id, meta))
     }
 
@@ -577,11 +593,16 @@ impl MemoryClient {
         id: &SessionId,
         focus: Option<String>,
     ) -> Result<CompactReport, EngineError> {
-        let (_slot, mut guard) = self.lock_session(id).await?;
-        let loaded = guard
-            .as_ref()
-            .ok_or_else(|| SessionError::NotFound(id.to_string()))?;
-        if let Some(at) = loaded.meta.deleted_at {
+        // The history is read under the session's lock, which is then let go: the summary
+        // call may take long, and the session's chats go on meanwhile.
+        let (history, meta) = {
+            let (_slot, guard) = self.lock_session(id).await?;
+            let loaded = guard
+                .as_ref()
+                .ok_or_else(|| SessionError::NotFound(id.to_string()))?;
+            (loaded.history.clone(), loaded.meta.clone())
+        };
+        if let Some(at) = meta.deleted_at {
             return Err(SessionError::Deleted {
                 id: id.to_string(),
                 at: at.to_rfc3339(),
@@ -589,14 +610,13 @@ impl MemoryClient {
             .into());
         }
         let llm = self.inner.llm.as_ref().ok_or(EngineError::NoUpstream)?;
-        let (strategy, model) = self.session_strategy(&loaded.meta).await?;
+        let (strategy, model) = self.session_strategy(id, &meta).await?;
         let model = strategy.summarization_model.clone().unwrap_or(model);
         let counter = self.inner.context.counter(&model);
         let window = self
             .inner
             .context
             .window(&model, strategy.context_window_tokens);
-        let history = &loaded.history;
         let messages = &history.messages;
         let previous = history.compaction().cloned();
         let done = previous.as_ref().map_or(0, |c| c.covers);
@@ -628,7 +648,7 @@ impl MemoryClient {
             focus: focus.as_deref(),
             model: &model,
         };
-        let kept = previous.map(|c| (c.covers, c.summary));
+        let kept = previous.as_ref().map(|c| (c.covers, c.summary.clone()));
         let (summary, _) = call
             .extend(middle, &hashes, kept)
             .await
@@ -643,17 +663,6 @@ impl MemoryClient {
         let mut next = history.clone();
         next.apply(&record);
         let tokens_after = messages_tokens(counter.as_ref(), &next.upstream_messages());
-        let mut meta = loaded.meta.clone();
-        meta.compressions += 1;
-        meta.updated_at = Utc::now();
-        let store = self.sessions().clone();
-        let sid = id.clone();
-        blocking(move || {
-            store.append(&sid, &[record])?;
-            store.write_meta(&sid, &meta)?;
-            Ok(())
-        })
-        .await?;
         let report = CompactReport {
             id: id.clone(),
             compacted_messages: covers,
@@ -663,7 +672,45 @@ impl MemoryClient {
             summary,
             model,
         };
-        *guard = None;
+
+        // Locked again: the summary applies only if what it covers is still the branch's
+        // start and no other compaction came first.
+        let (_slot, mut guard) = self.lock_session(id).await?;
+        let current = guard
+            .as_ref()
+            .ok_or_else(|| SessionError::NotFound(id.to_string()))?;
+        let branch = &current.history.messages;
+        let unchanged = branch.len() >= covers
+            && branch[..covers]
+                .iter()
+                .zip(middle)
+                .all(|(a, b)| mnemo_session::history::same_message(a, b))
+            && current.history.compaction() == previous.as_ref();
+        if current.meta.deleted_at.is_some() || !unchanged {
+            return Err(SessionError::Changed(format!(
+                "session {id:?} changed while its summary was written; compact it again"
+            ))
+            .into());
+        }
+        let mut meta = current.meta.clone();
+        meta.compressions += 1;
+        meta.updated_at = Utc::now();
+        let store = self.sessions().clone();
+        let sid = id.clone();
+        // As in `log_request`: the task owns the lock until the append is done.
+        let write = tokio::spawn(async move {
+            blocking(move || {
+                store.append(&sid, &[record])?;
+                store.write_meta(&sid, &meta)?;
+                Ok(())
+            })
+            .await?;
+            *guard = None;
+            Ok::<(), EngineError>(())
+        });
+        write
+            .await
+            .map_err(|e| EngineError::Task(e.to_string()))??;
         Ok(report)
     }
 
@@ -673,7 +720,7 @@ impl MemoryClient {
         let loaded = guard
             .as_ref()
             .ok_or_else(|| SessionError::NotFound(id.to_string()))?;
-        let (strategy, model) = self.session_strategy(&loaded.meta).await?;
+        let (strategy, model) = self.session_strategy(id, &loaded.meta).await?;
         let counter = self.inner.context.counter(&model);
         let window = match loaded.meta.window {
             Some(tokens) if strategy.context_window_tokens.is_none() => tokens,
@@ -720,30 +767,29 @@ impl MemoryClient {
         if self.sessions().meta(id)?.is_none() {
             return Err(SessionError::NotFound(id.to_string()).into());
         }
-        let outputs = DirOutputStore::new(self.sessions().tool_outputs_dir(id));
-        let call = call_id.to_owned();
-        let limit = limit.min(MAX_OUTPUT_READ);
-        let read = blocking(move || {
-            outputs
-                .read(&call, offset, limit)
-                .map_err(|source| EngineError::Io {
-                    action: "cannot read an offloaded output of",
-                    path: PathBuf::from(mnemo_session::store::SESSIONS_DIR),
-                    source,
-                })
-        })
-        .await?;
-        let (text, total_chars) = read.ok_or_else(|| {
-            EngineError::NotFound(format!(
-                "session {id:?} has no offloaded output of tool call {call_id:?}"
-            ))
-        })?;
-        Ok(ToolOutputSlice {
-            call_id: call_id.to_owned(),
+        let dir = self.sessions().tool_outputs_dir(id);
+        read_output(dir, call_id, offset, limit, format!("session {id:?}")).await
+    }
+
+    /// Up to `limit` characters, from `offset`, of a tool output governance offloaded for a
+    /// request of `conversation` outside any session.
+    pub async fn conversation_tool_output(
+        &self,
+        conversation: &ConversationId,
+        call_id: &str,
+        offset: usize,
+        limit: usize,
+    ) -> Result<ToolOutputSlice, EngineError> {
+        let dir = mnemo_store::layout::conversation_settings_dir(self.store().root(), conversation)
+            .join(mnemo_store::layout::TOOL_OUTPUTS_DIR);
+        read_output(
+            dir,
+            call_id,
             offset,
-            total_chars,
-            text,
-        })
+            limit,
+            format!("conversation {conversation:?}"),
+        )
+        .await
     }
 
     /// Searches whole session logs (abandoned branches and compacted messages included) for
@@ -797,10 +843,10 @@ impl MemoryClient {
     /// The strategy and model a session's requests are governed with.
     async fn session_strategy(
         &self,
+        id: &SessionId,
         meta: &SessionMeta,
     ) -> Result<(mnemo_context::strategy::ResolvedStrategy, String), EngineError> {
-        let conversation = ConversationId::new(&meta.conversation)
-            .map_err(|e| EngineError::InvalidInput(format!("session conversation: {e}")))?;
+        let conversation = stored_conversation(id, meta)?;
         let stored = self.conversation_strategy(&conversation).await?;
         let agent = self
             .inner
@@ -900,6 +946,40 @@ impl SessionTurn {
     }
 }
 
+/// Reads a slice of an offloaded output kept in `dir`; `owner` names where, for the 404.
+async fn read_output(
+    dir: PathBuf,
+    call_id: &str,
+    offset: usize,
+    limit: usize,
+    owner: String,
+) -> Result<ToolOutputSlice, EngineError> {
+    let outputs = DirOutputStore::new(dir.clone());
+    let call = call_id.to_owned();
+    let limit = limit.min(MAX_OUTPUT_READ);
+    let read = blocking(move || {
+        outputs
+            .read(&call, offset, limit)
+            .map_err(|source| EngineError::Io {
+                action: "cannot read an offloaded output in",
+                path: dir,
+                source,
+            })
+    })
+    .await?;
+    let (text, total_chars) = read.ok_or_else(|| {
+        EngineError::NotFound(format!(
+            "{owner} has no offloaded output of tool call {call_id:?}"
+        ))
+    })?;
+    Ok(ToolOutputSlice {
+        call_id: call_id.to_owned(),
+        offset,
+        total_chars,
+        text,
+    })
+}
+
 /// The messages of a log with when they were logged: the current branch, or all.
 fn timed_messages(records: &[Record], all: bool) -> Vec<(DateTime<Utc>, &Value)> {
     let mut out = Vec::new();
@@ -911,6 +991,21 @@ fn timed_messages(records: &[Record], all: bool) -> Vec<(DateTime<Utc>, &Value)>
         }
     }
     out
+}
+
+/// The conversation a session's settings name; a bad one is a fault of the file.
+fn stored_conversation(id: &SessionId, meta: &SessionMeta) -> Result<ConversationId, EngineError> {
+    ConversationId::new(&meta.conversation).map_err(|e| {
+        SessionError::BadFile {
+            path: format!(
+                "{}/{id}/{}",
+                mnemo_session::store::SESSIONS_DIR,
+                mnemo_session::store::META_FILE
+            ),
+            message: format!("conversation: {e}"),
+        }
+        .into()
+    })
 }
 
 /// Where the latest turn (the last user message and what followed) starts.

@@ -5,7 +5,7 @@
 //! it overrides the agent's defaults from the configuration.
 
 use axum::body::Body;
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::Json;
 use mnemo_core::ConversationId;
 use mnemo_engine::Strategy;
@@ -13,6 +13,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use crate::body::read_json;
+use crate::sessions::{output_limit, OutputQuery};
 use crate::{ApiError, AppState, ErrorBody};
 
 /// A conversation's stored strategy.
@@ -86,4 +87,35 @@ pub(crate) async fn patch_strategy(
         conversation_id,
         strategy,
     }))
+}
+
+/// Read a tool output that governance offloaded for a request of this conversation (outside
+/// any session), by offset and limit.
+#[utoipa::path(
+    get,
+    path = "/v1/conversations/{id}/tool-outputs/{call_id}",
+    tag = "conversations",
+    params(
+        ("id" = String, Path, description = "The conversation id"),
+        ("call_id" = String, Path, description = "The tool call whose output was offloaded"),
+        OutputQuery,
+    ),
+    responses(
+        (status = 200, description = "The characters read and the output's length", body = mnemo_engine::sessions::ToolOutputSlice),
+        (status = 400, description = "Invalid request", body = ErrorBody),
+        (status = 404, description = "No such output", body = ErrorBody),
+    )
+)]
+pub(crate) async fn tool_output(
+    State(state): State<AppState>,
+    Path((id, call_id)): Path<(String, String)>,
+    query: Result<Query<OutputQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<mnemo_engine::sessions::ToolOutputSlice>, ApiError> {
+    let Query(query) = query.map_err(|e| ApiError::invalid(e.body_text()))?;
+    let limit = output_limit(&query)?;
+    let slice = state
+        .client
+        .conversation_tool_output(&conversation(&id)?, &call_id, query.offset, limit)
+        .await?;
+    Ok(Json(slice))
 }

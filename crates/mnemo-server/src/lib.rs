@@ -91,6 +91,7 @@ fn documented_routes() -> OpenApiRouter<AppState> {
             conversations::get_strategy,
             conversations::patch_strategy
         ))
+        .routes(routes!(conversations::tool_output))
         .routes(routes!(sessions::list))
         .routes(routes!(sessions::get_one, sessions::delete))
         .routes(routes!(sessions::messages))

@@ -312,9 +312,20 @@ pub(crate) async fn context(
 pub struct OutputQuery {
     /// The first character to read.
     #[serde(default)]
-    offset: usize,
+    pub(crate) offset: usize,
     /// Characters to read, at most 1 MiB (64 KiB when unset).
     limit: Option<usize>,
+}
+
+/// The characters to read: 64 KiB when unset, 1..=1 MiB.
+pub(crate) fn output_limit(query: &OutputQuery) -> Result<usize, ApiError> {
+    let limit = query.limit.unwrap_or(64 * 1024);
+    if limit == 0 || limit > MAX_OUTPUT_READ {
+        return Err(ApiError::invalid(format!(
+            "limit must be between 1 and {MAX_OUTPUT_READ}"
+        )));
+    }
+    Ok(limit)
 }
 
 /// Read a tool output that governance offloaded for a session, by offset and limit.
@@ -338,12 +349,7 @@ pub(crate) async fn tool_output(
     q: QueryResult<OutputQuery>,
 ) -> Result<Json<ToolOutputSlice>, ApiError> {
     let q = query(q)?;
-    let limit = q.limit.unwrap_or(64 * 1024);
-    if limit == 0 || limit > MAX_OUTPUT_READ {
-        return Err(ApiError::invalid(format!(
-            "limit must be between 1 and {MAX_OUTPUT_READ}"
-        )));
-    }
+    let limit = output_limit(&q)?;
     let slice = state
         .client
         .session_tool_output(&session_id(&id)?, &call_id, q.offset, limit)

@@ -346,7 +346,7 @@ async fn shutdown_finishes_queued_memory_writes() {
 }
 
 /// The routes mnemo serves itself, as (method, path).
-const ROUTES: [(&str, &str); 24] = [
+const ROUTES: [(&str, &str); 25] = [
     ("post", "/v1/chat/completions"),
     ("get", "/health"),
     ("get", "/openapi.json"),
@@ -358,6 +358,7 @@ const ROUTES: [(&str, &str); 24] = [
     ("get", "/v1/memories/{id}/history"),
     ("get", "/v1/conversations/{id}/memory"),
     ("patch", "/v1/conversations/{id}/memory"),
+    ("get", "/v1/conversations/{id}/tool-outputs/{call_id}"),
     ("get", "/metrics"),
     ("get", "/v1/sessions"),
     ("get", "/v1/sessions/{id}"),

@@ -308,6 +308,39 @@ async fn offloaded_outputs_are_read_by_offset_and_limit() {
         "the log is whole"
     );
 
+    // Outside a session, the conversation keeps the output.
+    let mut request = session_chat("unused", vec![]);
+    request["messages"] = json!([
+        user("list again"),
+        {"role": "assistant", "content": null, "tool_calls": [
+            {"id": "call_7", "type": "function", "function": {"name": "ls", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "call_7", "content": output},
+    ]);
+    request.as_object_mut().unwrap().remove("memory_session");
+    request["memory_id"] = json!("plain");
+    request["memory_strategy"] = json!({"mode": "auto", "offload_tokens": 100});
+    let (status, body) = post(&format!("{}/v1/chat/completions", server.url), request).await;
+    assert_eq!(status, 200, "{body}");
+    let (status, slice) = get(&format!(
+        "{}/v1/conversations/plain/tool-outputs/call_7?offset=0&limit=6",
+        server.url
+    ))
+    .await;
+    assert_eq!(
+        (status, slice["text"].as_str()),
+        (200, Some("line 0")),
+        "{slice}"
+    );
+    let (status, _) = get(&format!(
+        "{}/v1/conversations/plain/tool-outputs/call_9",
+        server.url
+    ))
+    .await;
+    assert_eq!(
+        status, 404,
+        "the session's output is not the conversation's"
+    );
+
     for (path, expected) in [
         ("t/tool-outputs/call_0", 404),
         ("t/tool-outputs/..%2F..%2Fsession.yaml", 404),

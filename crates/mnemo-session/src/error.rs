@@ -40,6 +40,9 @@ pub enum SessionError {
         /// The cause.
         source: io::Error,
     },
+    /// The session changed under an operation that needed it as it was; trying again helps.
+    #[error("{0}")]
+    Changed(String),
     /// The text to replace in an agent's notes is not there, or not once.
     #[error("{0}")]
     NoMatch(String),
@@ -58,6 +61,9 @@ impl SessionError {
 
     /// Whether the request conflicts with the session's state (a 409).
     pub fn is_conflict(&self) -> bool {
-        matches!(self, SessionError::Deleted { .. } | SessionError::Exists(_))
+        matches!(
+            self,
+            SessionError::Deleted { .. } | SessionError::Exists(_) | SessionError::Changed(_)
+        )
     }
 }

@@ -194,6 +194,8 @@ pub fn split(history: &History, messages: &[Value], style: HistoryStyle) -> Spli
     let (rewind_to, new) = if client {
         let rewind = (common < logged.len()).then_some(common);
         (rewind, conversation[common..].to_vec())
+    } else if is_retry(logged, conversation) {
+        (None, Vec::new())
     } else {
         (None, conversation.to_vec())
     };
@@ -207,6 +209,17 @@ pub fn split(history: &History, messages: &[Value], style: HistoryStyle) -> Spli
             HistoryStyle::Server
         },
     }
+}
+
+/// Whether server-side `new` messages are the branch's unanswered tail sent again (an SDK's
+/// retry after a timeout or a 5xx): the messages after the last assistant message.
+fn is_retry(logged: &[Value], new: &[Value]) -> bool {
+    let answered = logged
+        .iter()
+        .rposition(|m| role(m) == "assistant")
+        .map_or(0, |i| i + 1);
+    let unanswered = &logged[answered..];
+    !unanswered.is_empty() && same_messages(unanswered, new)
 }
 
 fn role(message: &Value) -> &str {
@@ -328,6 +341,19 @@ mod tests {
             after.logged_messages, 5,
             "the abandoned messages stay logged"
         );
+    }
+
+    #[test]
+    fn a_retried_unanswered_message_is_not_logged_twice() {
+        let history = logged(&[u("hi"), a("hello"), u("and now?")]);
+        let split = split(&history, &[u("and now?")], HistoryStyle::Server);
+        assert!(split.new.is_empty(), "{split:?}");
+        let split = split_auto(&history, &[u("and later?")]);
+        assert_eq!(split.new, vec![u("and later?")]);
+    }
+
+    fn split_auto(history: &History, messages: &[Value]) -> Split {
+        split(history, messages, HistoryStyle::Auto)
     }
 
     #[test]

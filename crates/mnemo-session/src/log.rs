@@ -7,7 +7,7 @@
 //! rest of the log stays readable.
 
 use std::fs::{File, OpenOptions};
-use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::io::{self, Read, Write};
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
@@ -148,21 +148,50 @@ pub fn append(path: &Path, records: &[Record]) -> io::Result<u64> {
         serde_json::to_writer(&mut bytes, record)?;
         bytes.push(b'\n');
     }
+    let created = !path.exists();
     let mut file = open_regular(path, true)?;
     let len = file.metadata()?.len();
     let clean = clean_length(&file, len)?;
     if clean < len {
-        warn!(
-            path = %path.display(),
-            "cutting off a torn last line ({} bytes) left by an interrupted append",
-            len - clean
-        );
-        file.set_len(clean)?;
+        let mut tail = vec![0u8; (len - clean) as usize];
+        file.read_exact_at(&mut tail, clean)?;
+        if serde_json::from_slice::<Record>(&tail).is_ok() {
+            // A whole record without its newline (an editor that drops the final one): it
+            // was read as a record, so it is kept and ended.
+            bytes.insert(0, b'\n');
+        } else {
+            warn!(
+                path = %path.display(),
+                "cutting off a torn last line ({} bytes) left by an interrupted append",
+                len - clean
+            );
+            file.set_len(clean)?;
+        }
     }
-    file.seek(SeekFrom::Start(clean))?;
+    let end = file.metadata()?.len();
+    if end + bytes.len() as u64 > MAX_LOG_BYTES {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!(
+                "the log would pass the {MAX_LOG_BYTES} bytes mnemo reads; start a new session"
+            ),
+        ));
+    }
+    // O_APPEND: whatever else writes to the file, a record is never written over another.
     file.write_all(&bytes)?;
     file.sync_data()?;
-    Ok(clean + bytes.len() as u64)
+    if created {
+        sync_parent(path)?;
+    }
+    Ok(end + bytes.len() as u64)
+}
+
+/// Makes a new file's (or folder's) entry in its folder durable.
+pub(crate) fn sync_parent(path: &Path) -> io::Result<()> {
+    match path.parent() {
+        Some(dir) => File::open(dir)?.sync_all(),
+        None => Ok(()),
+    }
 }
 
 /// Copies the log at `from` to `to` (whole lines only), fsynced: a fork's log.
@@ -213,9 +242,8 @@ fn open_regular(path: &Path, write: bool) -> io::Result<File> {
     if write {
         OpenOptions::new()
             .read(true)
-            .write(true)
+            .append(true)
             .create(true)
-            .truncate(false)
             .open(path)
     } else {
         File::open(path)
@@ -265,6 +293,20 @@ mod tests {
         let log = read(&path).unwrap();
         assert_eq!(log.records.len(), 2, "{:?}", log.skipped);
         assert!(log.skipped.is_empty());
+    }
+
+    #[test]
+    fn a_whole_record_without_its_newline_is_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("messages.jsonl");
+        append(&path, &[user("a"), user("b")]).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        std::fs::write(&path, text.trim_end()).unwrap();
+        assert_eq!(read(&path).unwrap().records.len(), 2);
+        let size = append(&path, &[user("c")]).unwrap();
+        let log = read(&path).unwrap();
+        assert_eq!(log.records.len(), 3, "{:?}", log.skipped);
+        assert_eq!(log.bytes, size);
     }
 
     #[test]

@@ -19,6 +19,11 @@ use crate::log::Record;
 pub const CONTEXT_LINES: usize = 5;
 /// Excerpts returned at most.
 pub const MAX_EXCERPTS: usize = 10;
+/// Lines one excerpt holds at most: overlapping matches merge until it is this long, then a
+/// new excerpt starts (a query that matches everything must not return everything).
+pub const MAX_EXCERPT_LINES: usize = 4 * CONTEXT_LINES + 1;
+/// Characters of one transcript line an excerpt shows at most.
+pub const MAX_LINE_CHARS: usize = 500;
 
 /// One excerpt of a log.
 #[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
@@ -138,44 +143,72 @@ pub fn search<'a>(
     limit: usize,
 ) -> Vec<Excerpt> {
     let query = Query::new(query);
-    if query.phrase.is_empty() {
+    let limit = limit.min(MAX_EXCERPTS);
+    if query.phrase.is_empty() || limit == 0 {
         return Vec::new();
     }
     let mut excerpts = Vec::new();
     for (session, records) in logs {
         let lines = transcript(records);
-        excerpts.extend(excerpts_of(session, &lines, &query));
+        // Only the best of each log are written out; memory stays bounded by the limit.
+        let mut spans = spans_of(&lines, &query);
+        spans.sort_by(|a, b| best_first(a.score, b.score, a.at, b.at).then(a.start.cmp(&b.start)));
+        spans.truncate(limit);
+        excerpts.extend(spans.into_iter().map(|span| span.excerpt(session, &lines)));
     }
     excerpts.sort_by(|a, b| {
-        b.score
-            .total_cmp(&a.score)
-            .then(b.at.cmp(&a.at))
+        best_first(a.score, b.score, a.at, b.at)
             .then(a.session.cmp(&b.session))
             .then(a.line.cmp(&b.line))
     });
-    excerpts.truncate(limit.min(MAX_EXCERPTS));
+    excerpts.truncate(limit);
     excerpts
 }
 
-/// The excerpts of one transcript: each match with its context, overlaps merged; an
-/// excerpt's score is its best line's, with a little for every further matching line.
-fn excerpts_of(session: &str, lines: &[Line], query: &Query) -> Vec<Excerpt> {
-    let mut out: Vec<Excerpt> = Vec::new();
-    let mut current: Option<(usize, usize, f32, DateTime<Utc>, usize)> = None;
-    let flush = |span: (usize, usize, f32, DateTime<Utc>, usize), out: &mut Vec<Excerpt>| {
-        let (start, end, best, at, matches) = span;
-        out.push(Excerpt {
+fn best_first(
+    a_score: f32,
+    b_score: f32,
+    a_at: DateTime<Utc>,
+    b_at: DateTime<Utc>,
+) -> std::cmp::Ordering {
+    b_score.total_cmp(&a_score).then(b_at.cmp(&a_at))
+}
+
+/// Lines `start..end` of a transcript around one or more matches.
+struct Span {
+    start: usize,
+    end: usize,
+    best: f32,
+    at: DateTime<Utc>,
+    matches: usize,
+    score: f32,
+}
+
+impl Span {
+    fn excerpt(&self, session: &str, lines: &[Line]) -> Excerpt {
+        Excerpt {
             session: session.to_owned(),
-            score: best + 0.05 * (matches - 1) as f32,
-            at,
-            line: start + 1,
-            text: lines[start..end]
+            score: self.score,
+            at: self.at,
+            line: self.start + 1,
+            text: lines[self.start..self.end]
                 .iter()
-                .map(|l| l.text.as_str())
+                .map(|l| match l.text.char_indices().nth(MAX_LINE_CHARS) {
+                    Some((cut, _)) => format!("{}…", &l.text[..cut]),
+                    None => l.text.clone(),
+                })
                 .collect::<Vec<_>>()
                 .join("\n"),
-        });
-    };
+        }
+    }
+}
+
+/// The excerpts of one transcript: each match with its context, overlaps merged up to
+/// [`MAX_EXCERPT_LINES`]; an excerpt's score is its best line's, with a little for every
+/// further matching line.
+fn spans_of(lines: &[Line], query: &Query) -> Vec<Span> {
+    let mut out: Vec<Span> = Vec::new();
+    let mut current: Option<Span> = None;
     for (i, line) in lines.iter().enumerate() {
         let score = query.score(&line.lower);
         if score == 0.0 {
@@ -183,25 +216,32 @@ fn excerpts_of(session: &str, lines: &[Line], query: &Query) -> Vec<Excerpt> {
         }
         let start = i.saturating_sub(CONTEXT_LINES);
         let end = (i + CONTEXT_LINES + 1).min(lines.len());
-        current = match current {
-            Some((s, e, best, at, n)) if start <= e => {
-                let (best, at) = if score > best {
-                    (score, line.at)
-                } else {
-                    (best, at)
-                };
-                Some((s, end.max(e), best, at, n + 1))
-            }
-            other => {
-                if let Some(span) = other {
-                    flush(span, &mut out);
+        match &mut current {
+            Some(span) if start <= span.end && end - span.start <= MAX_EXCERPT_LINES => {
+                if score > span.best {
+                    span.best = score;
+                    span.at = line.at;
                 }
-                Some((start, end, score, line.at, 1))
+                span.end = end.max(span.end);
+                span.matches += 1;
             }
-        };
+            _ => {
+                let start = current.as_ref().map_or(start, |s| start.max(s.end));
+                out.extend(current.take());
+                current = Some(Span {
+                    start,
+                    end,
+                    best: score,
+                    at: line.at,
+                    matches: 1,
+                    score: 0.0,
+                });
+            }
+        }
     }
-    if let Some(span) = current {
-        flush(span, &mut out);
+    out.extend(current);
+    for span in &mut out {
+        span.score = span.best + 0.05 * (span.matches - 1) as f32;
     }
     out
 }
@@ -245,8 +285,12 @@ mod tests {
         let turns: Vec<(&str, &str)> = vec![("user", "needle"); 400];
         let records = log(&turns);
         assert_eq!(search([("s", records.as_slice())], "", 10).len(), 0);
-        // Every line matches, so they merge into one excerpt.
-        assert_eq!(search([("s", records.as_slice())], "NEEDLE", 10).len(), 1);
+        // Every line matches: excerpts merge, but none grows past its cap.
+        let hits = search([("s", records.as_slice())], "NEEDLE", 10);
+        assert_eq!(hits.len(), 10);
+        assert!(hits
+            .iter()
+            .all(|h| h.text.lines().count() <= MAX_EXCERPT_LINES));
         let many: Vec<Vec<Record>> = (0..30).map(|_| log(&[("user", "needle")])).collect();
         let names: Vec<String> = (0..30).map(|i| format!("s{i}")).collect();
         let hits = search(

@@ -196,7 +196,11 @@ impl SessionStore {
 
     /// Writes session `id`'s settings (atomically), creating its folder.
     pub fn write_meta(&self, id: &SessionId, meta: &SessionMeta) -> Result<(), SessionError> {
-        let path = self.dir(id).join(META_FILE);
+        let dir = self.dir(id);
+        if !dir.exists() {
+            self.claim(id)?;
+        }
+        let path = dir.join(META_FILE);
         let yaml = serde_saphyr::to_string(meta)
             .map_err(|e| SessionError::Invalid(format!("cannot write session settings: {e}")))?;
         let text =
@@ -271,17 +275,32 @@ impl SessionStore {
         Ok(sessions)
     }
 
-    /// Copies session `id` (log, kept summaries and offloaded outputs) under `new_id`, with
-    /// `parent` set; the original is not touched.
-    pub fn fork(&self, id: &SessionId, new_id: &SessionId) -> Result<SessionMeta, SessionError> {
-        let source = self.live_meta(id)?;
-        if self.meta(new_id)?.is_some() {
-            return Err(SessionError::Exists(new_id.to_string()));
+    /// Creates session `id`'s folder, durably; a folder that exists already is a
+    /// [`SessionError::Exists`] (two creators cannot both win).
+    fn claim(&self, id: &SessionId) -> Result<(), SessionError> {
+        let sessions = self.root.join(SESSIONS_DIR);
+        std::fs::create_dir_all(&sessions).map_err(|e| self.io("create", &sessions, e))?;
+        let dir = self.dir(id);
+        match std::fs::create_dir(&dir) {
+            Ok(()) => log::sync_parent(&dir).map_err(|e| self.io("create", &dir, e)),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                Err(SessionError::Exists(id.to_string()))
+            }
+            Err(e) => Err(self.io("create", &dir, e)),
         }
+    }
+
+    /// Copies session `id` (log, kept summaries and offloaded outputs) under `new_id`, with
+    /// `parent` set; the original is not touched. A deleted session may be forked: the copy
+    /// is live.
+    pub fn fork(&self, id: &SessionId, new_id: &SessionId) -> Result<SessionMeta, SessionError> {
+        let source = self
+            .meta(id)?
+            .ok_or_else(|| SessionError::NotFound(id.to_string()))?;
+        self.claim(new_id)?;
         let from = self.log_path(id);
         let to = self.log_path(new_id);
         let to_dir = self.dir(new_id);
-        std::fs::create_dir_all(&to_dir).map_err(|e| self.io("create", &to_dir, e))?;
         let bytes = if from.exists() {
             log::copy(&from, &to).map_err(|e| self.io("copy", &from, e))?
         } else {
@@ -296,6 +315,7 @@ impl SessionStore {
             parent: Some(id.to_string()),
             created_at: now,
             updated_at: now,
+            deleted_at: None,
             ..source
         };
         self.write_meta(new_id, &meta)?;
@@ -453,6 +473,11 @@ mod tests {
         assert_eq!(store.list(true).unwrap().len(), 2);
         let err = store.live_meta(&child).unwrap_err().to_string();
         assert!(err.contains("was deleted"), "{err}");
+        let revived = store.fork(&child, &id("grandchild")).unwrap();
+        assert_eq!(
+            revived.deleted_at, None,
+            "a fork of a deleted session is live"
+        );
         assert!(store.load(&child).unwrap().is_some(), "the log stays");
     }
 
