@@ -269,30 +269,8 @@ pub fn render_message(message: &serde_json::Value) -> String {
         "user" => "you",
         other => other,
     };
-    let mut text = mnemo_session_text(message);
-    if let Some(calls) = message["tool_calls"].as_array() {
-        for call in calls {
-            text.push_str(&format!(
-                "\n[calls {}({})]",
-                call["function"]["name"].as_str().unwrap_or("?"),
-                call["function"]["arguments"].as_str().unwrap_or("")
-            ));
-        }
-    }
+    let text = mnemo_session::history::message_text(message);
     format!("{label}: {}", text.trim())
-}
-
-fn mnemo_session_text(message: &serde_json::Value) -> String {
-    match &message["content"] {
-        serde_json::Value::String(s) => s.clone(),
-        serde_json::Value::Null => String::new(),
-        serde_json::Value::Array(parts) => parts
-            .iter()
-            .filter_map(|p| p["text"].as_str())
-            .collect::<Vec<_>>()
-            .join("\n"),
-        other => other.to_string(),
-    }
 }
 
 pub fn print_excerpts(excerpts: &[Excerpt]) {

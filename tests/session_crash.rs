@@ -75,31 +75,22 @@ async fn say(url: &str, session: &str, text: &str) -> Option<String> {
         .map(str::to_owned)
 }
 
+async fn get_json(url: String) -> Value {
+    http().get(url).send().await.unwrap().json().await.unwrap()
+}
+
 async fn logged(url: &str, session: &str) -> (Vec<String>, Value) {
-    let page: Value = http()
-        .get(format!(
-            "{url}/v1/sessions/{session}/messages?all=true&limit=1000"
-        ))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let page = get_json(format!(
+        "{url}/v1/sessions/{session}/messages?all=true&limit=1000"
+    ))
+    .await;
     let texts = page["messages"]
         .as_array()
         .unwrap_or_else(|| panic!("{page}"))
         .iter()
         .map(|m| m["message"]["content"].as_str().unwrap_or("").to_owned())
         .collect();
-    let info: Value = http()
-        .get(format!("{url}/v1/sessions/{session}"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let info = get_json(format!("{url}/v1/sessions/{session}")).await;
     (texts, info)
 }
 

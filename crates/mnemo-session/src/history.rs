@@ -257,6 +257,22 @@ pub fn content_text(content: &Value) -> String {
     }
 }
 
+/// What a message says, as text: its content, then each tool call it makes written out as
+/// `[calls name(arguments)]`, so a transcript shows (and search finds) the calls too.
+pub fn message_text(message: &Value) -> String {
+    let mut text = content_text(&message["content"]);
+    if let Some(calls) = message["tool_calls"].as_array() {
+        for call in calls {
+            text.push_str(&format!(
+                "\n[calls {}({})]",
+                call["function"]["name"].as_str().unwrap_or("?"),
+                call["function"]["arguments"].as_str().unwrap_or("")
+            ));
+        }
+    }
+    text
+}
+
 fn name(message: &Value) -> Option<&str> {
     message["name"].as_str().filter(|n| !n.is_empty())
 }

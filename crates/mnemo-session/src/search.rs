@@ -12,7 +12,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::history::content_text;
+use crate::history::message_text;
 use crate::log::Record;
 
 /// Lines of context either side of a match.
@@ -80,16 +80,7 @@ fn render(message: &Value) -> (&'static str, String) {
         "tool" | "function" => "Tool",
         _ => "System",
     };
-    let mut text = content_text(&message["content"]);
-    if let Some(calls) = message["tool_calls"].as_array() {
-        for call in calls {
-            text.push_str(&format!(
-                "\n[calls {}({})]",
-                call["function"]["name"].as_str().unwrap_or("?"),
-                call["function"]["arguments"].as_str().unwrap_or("")
-            ));
-        }
-    }
+    let text = message_text(message);
     (label, text)
 }
 
