@@ -11,6 +11,9 @@ use tracing::{info, warn};
 
 use crate::commands::{self, CommandResult, Failure, GlobalArgs};
 
+/// The largest `--max-body-mib` honoured.
+const MAX_BODY_MIB: usize = 1024;
+
 #[derive(Args)]
 pub struct ServeArgs {
     /// Address to listen on
@@ -19,12 +22,19 @@ pub struct ServeArgs {
     /// Port to listen on (0 = any free port)
     #[arg(long, default_value_t = 8100)]
     port: u16,
-    /// Largest request body accepted, in MiB
+    /// Largest request body accepted, in MiB (at most 1024)
     #[arg(long, default_value_t = 8)]
     max_body_mib: usize,
     /// Do not start the local LLM when no upstream is configured (chat answers 503)
     #[arg(long)]
     no_local_llm: bool,
+    /// Also serve requests whose Host is NAME (loopback names and the listening address are
+    /// always served; others are refused as DNS rebinding); repeatable
+    #[arg(long = "allow-host", value_name = "NAME")]
+    allow_hosts: Vec<String>,
+    /// Also accept browser requests from ORIGIN (e.g. http://localhost:3000); repeatable
+    #[arg(long = "allow-origin", value_name = "ORIGIN")]
+    allow_origins: Vec<String>,
 }
 
 pub async fn serve(global: &GlobalArgs, args: ServeArgs) -> CommandResult {
@@ -55,9 +65,18 @@ pub async fn serve(global: &GlobalArgs, args: ServeArgs) -> CommandResult {
         .context("cannot read the bound address")?;
     print_banner(bound, client.store().root(), &upstream_label, &model);
 
+    let mut allowed_hosts = args.allow_hosts;
+    if !bound.ip().is_loopback() && !bound.ip().is_unspecified() {
+        allowed_hosts.push(match bound.ip() {
+            std::net::IpAddr::V6(ip) => format!("[{ip}]"),
+            ip => ip.to_string(),
+        });
+    }
     let options = ServerOptions {
-        max_body_bytes: args.max_body_mib.max(1) << 20,
+        max_body_bytes: args.max_body_mib.clamp(1, MAX_BODY_MIB) << 20,
         upstream_label,
+        allowed_hosts,
+        allowed_origins: args.allow_origins,
     };
     mnemo_server::serve(listener, client, options, shutdown_signal())
         .await

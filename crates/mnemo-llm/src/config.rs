@@ -51,7 +51,7 @@ impl LlmConfig {
         let invalid = |why: &str| {
             Err(LlmError::InvalidConfig(format!(
                 "base URL {:?} {why}",
-                self.base_url
+                redacted(&self.base_url)
             )))
         };
         // Without a scheme, `localhost:8080/v1` would parse with "localhost" as its scheme.
@@ -64,6 +64,12 @@ impl LlmConfig {
         };
         if !matches!(url.scheme(), "http" | "https") {
             return invalid("must start with http:// or https://");
+        }
+        // A secret in the URL would be echoed by every error and log line that names it.
+        if !url.username().is_empty() || url.password().is_some() {
+            return invalid(
+                "carries a user name or password; give the key as openai_api_key (MNEMO_OPENAI_API_KEY) instead",
+            );
         }
         if url.host_str().is_none_or(str::is_empty) {
             return invalid("has no host");
@@ -78,8 +84,26 @@ impl LlmConfig {
     }
 
     /// The base URL without trailing slashes, ready for [`join_url`].
+    /// (Never carries user-info: [`validate`](Self::validate) refuses it.)
     pub(crate) fn normalized_base(&self) -> String {
         self.base_url.trim().trim_end_matches('/').to_string()
+    }
+}
+
+/// `url` with any user-info replaced by `***`, for messages.
+fn redacted(url: &str) -> String {
+    match reqwest::Url::parse(url.trim()) {
+        Ok(mut parsed) if !parsed.username().is_empty() || parsed.password().is_some() => {
+            let _ = parsed.set_username("***");
+            let _ = parsed.set_password(None);
+            parsed.to_string()
+        }
+        Ok(_) => url.to_owned(),
+        // Unparsable: cut anything up to an `@`, which could be user-info.
+        Err(_) => match url.rsplit_once('@') {
+            Some((_, rest)) => format!("***@{rest}"),
+            None => url.to_owned(),
+        },
     }
 }
 
@@ -157,5 +181,18 @@ mod tests {
         );
         assert_eq!(join_url(&base, "?a=1"), "http://h:1/v1?a=1");
         assert_eq!(join_url(&base, ""), "http://h:1/v1");
+    }
+
+    #[test]
+    fn user_info_in_the_base_url_is_refused_and_never_echoed() {
+        for url in [
+            "https://alice:s3cret@llm.example/v1",
+            "https://s3cret@llm.example/v1",
+            "https://alice:s3cret@llm.example/v1?x=1",
+        ] {
+            let err = LlmConfig::new(url, "m").unwrap_err().to_string();
+            assert!(!err.contains("s3cret"), "{err}");
+            assert!(err.contains("llm.example"), "{err}");
+        }
     }
 }

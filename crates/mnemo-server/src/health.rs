@@ -1,7 +1,5 @@
 //! `GET /health`: the state of the store, the index, the models and the upstream.
 
-use std::path::PathBuf;
-
 use axum::extract::State;
 use axum::Json;
 use serde::Serialize;
@@ -14,9 +12,8 @@ use crate::{ApiError, AppState, ErrorBody};
 pub struct Health {
     /// `ok`, or `degraded` when the upstream does not answer.
     pub status: &'static str,
-    /// The store's root.
-    #[schema(value_type = String)]
-    pub store: PathBuf,
+    /// The store's folder name (not its path: answers carry no server paths).
+    pub store: String,
     /// The vector index.
     pub index: IndexHealth,
     /// The models in use.
@@ -84,7 +81,12 @@ pub(crate) async fn health(State(state): State<AppState>) -> Result<Json<Health>
     let healthy = upstream.as_ref().is_some_and(|u| u.reachable);
     Ok(Json(Health {
         status: if healthy { "ok" } else { "degraded" },
-        store: client.store().root().to_owned(),
+        store: client
+            .store()
+            .root()
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default(),
         index: IndexHealth { points },
         models: ModelsHealth {
             embedding: client.config().embedding_model.clone(),

@@ -17,6 +17,9 @@
 //! `routes!`), and request and response bodies are Rust types the schemas derive from, so the
 //! document cannot drift from what is served.
 //!
+//! Before any handler, the `guard` module refuses requests for hosts mnemo does not serve (DNS
+//! rebinding), from foreign browser origins, and bodies not declared `application/json`.
+//!
 //! Errors are OpenAI-shaped JSON (`{"error": {"message", "type", "code"}}`, [`ApiError`]):
 //! 400 for bad input, 404, 409 for a deleted session, 413 for oversized bodies, 502/504 when the upstream fails.
 //! [`serve`] runs the router until a shutdown signal, then lets queued background writes
@@ -27,6 +30,7 @@ mod body;
 pub mod chat;
 pub mod conversations;
 mod error;
+mod guard;
 pub mod health;
 pub mod memories;
 mod metrics;
@@ -55,6 +59,10 @@ pub struct ServerOptions {
     pub max_body_bytes: usize,
     /// What the upstream is, for `/health` ("local LLM", or its URL).
     pub upstream_label: String,
+    /// Host names served besides loopback ones (`Host` header, DNS-rebinding guard).
+    pub allowed_hosts: Vec<String>,
+    /// Browser origins allowed besides mnemo's own (`http://host:port`).
+    pub allowed_origins: Vec<String>,
 }
 
 impl Default for ServerOptions {
@@ -62,6 +70,8 @@ impl Default for ServerOptions {
         Self {
             max_body_bytes: 8 << 20,
             upstream_label: String::new(),
+            allowed_hosts: Vec::new(),
+            allowed_origins: Vec::new(),
         }
     }
 }
@@ -121,6 +131,10 @@ pub fn router(client: MemoryClient, options: ServerOptions) -> Router {
     };
     routes
         .fallback(passthrough::forward)
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            guard::check_request,
+        ))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             metrics::time_requests,

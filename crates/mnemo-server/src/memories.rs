@@ -169,7 +169,7 @@ pub struct SearchResult {
     /// The conversation searched (besides `global`).
     #[schema(value_type = String)]
     pub conversation_id: ConversationId,
-    /// The memories found, best first, with each stage's scores.
+    /// The memories found, best first, with each stage's scores; paths relative to the store.
     pub hits: Vec<SearchHit>,
 }
 
@@ -191,7 +191,18 @@ pub(crate) async fn search(
 ) -> Result<Json<SearchResult>, ApiError> {
     let request: SearchRequest = read_typed(body, state.options.max_body_bytes).await?;
     let conversation_id = request.conversation_id.clone();
-    let hits = state.client.search(request).await?;
+    let root = state.client.store().root();
+    // Store-relative paths only: an answer carries no server paths.
+    let hits = state
+        .client
+        .search(request)
+        .await?
+        .into_iter()
+        .map(|hit| SearchHit {
+            path: relative(&hit.path, root),
+            ..hit
+        })
+        .collect();
     Ok(Json(SearchResult {
         conversation_id,
         hits,

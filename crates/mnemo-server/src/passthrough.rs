@@ -1,8 +1,10 @@
-//! Every request mnemo does not handle itself goes to the upstream unchanged: method, headers
-//! (less hop-by-hop ones), query and body, streamed both ways.
+//! Requests for the upstream's own API that mnemo does not handle itself go to the upstream
+//! unchanged: method, headers (less hop-by-hop ones), query and body, streamed both ways.
 //!
 //! The upstream's base URL ends in `/v1`, so a request for `/v1/models` goes to
-//! `<base>/models`; a path outside `/v1` is appended to the base as it is.
+//! `<base>/models`. Only the OpenAI API's resources are passed ([`PASSED_THROUGH`]), and
+//! never a path with dot segments or encoded separators: mnemo's upstream key goes with every
+//! forwarded request, so nothing may address anything outside the upstream's base path.
 
 use axum::body::Body;
 use axum::extract::{Request, State};
@@ -11,6 +13,49 @@ use futures_util::TryStreamExt;
 use mnemo_llm::end_to_end_headers;
 
 use crate::{ApiError, AppState};
+
+/// The upstream API's resources passed through, under `/v1/`.
+pub const PASSED_THROUGH: [&str; 9] = [
+    "models",
+    "embeddings",
+    "completions",
+    "moderations",
+    "audio",
+    "images",
+    "responses",
+    "files",
+    "batches",
+];
+
+/// The path to forward (below the upstream's base), or why it is refused.
+fn upstream_path(path: &str) -> Result<&str, ApiError> {
+    let lowered = path.to_ascii_lowercase();
+    let dot_segment = path
+        .split('/')
+        .any(|segment| segment == "." || segment == "..");
+    if dot_segment
+        || ["%2e", "%2f", "%5c", "\\"]
+            .iter()
+            .any(|bad| lowered.contains(bad))
+    {
+        return Err(ApiError::invalid(format!(
+            "path {path:?} has dot segments or encoded separators; it is not passed on"
+        )));
+    }
+    let relative = path.strip_prefix("/v1").unwrap_or("");
+    let resource = relative
+        .strip_prefix('/')
+        .and_then(|r| r.split('/').next())
+        .unwrap_or("");
+    if PASSED_THROUGH.contains(&resource) {
+        Ok(relative)
+    } else {
+        Err(ApiError::not_found(format!(
+            "no route for {path}; mnemo passes only /v1/{{{}}} on to the upstream",
+            PASSED_THROUGH.join(",")
+        )))
+    }
+}
 
 pub(crate) async fn forward(
     State(state): State<AppState>,
@@ -24,8 +69,7 @@ pub(crate) async fn forward(
         )));
     };
     let (parts, body) = request.into_parts();
-    let path = parts.uri.path();
-    let relative = path.strip_prefix("/v1").unwrap_or(path);
+    let relative = upstream_path(parts.uri.path())?;
     let path_and_query = match parts.uri.query() {
         Some(query) => format!("{relative}?{query}"),
         None => relative.to_owned(),
@@ -45,4 +89,33 @@ pub(crate) async fn forward(
     *response.status_mut() = status;
     *response.headers_mut() = headers;
     Ok(response)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_upstream_api_is_passed_and_never_a_dot_segment() {
+        assert_eq!(upstream_path("/v1/models").ok(), Some("/models"));
+        assert_eq!(
+            upstream_path("/v1/models/gpt-4o").ok(),
+            Some("/models/gpt-4o")
+        );
+        assert_eq!(upstream_path("/v1/embeddings").ok(), Some("/embeddings"));
+        for (path, status) in [
+            ("/v1/memories/../../../etc/passwd", 400),
+            ("/v1/models/%2e%2e/%2e%2e/admin", 400),
+            ("/v1/models%2F..%2Fadmin", 400),
+            ("/v1/./models", 400),
+            ("/etc/passwd", 404),
+            ("/v1", 404),
+            ("/v1/admin/keys", 404),
+            ("/v2/models", 404),
+            ("/v1models", 404),
+        ] {
+            let err = upstream_path(path).unwrap_err();
+            assert_eq!(err.status.as_u16(), status, "{path}: {}", err.message);
+        }
+    }
 }
