@@ -64,8 +64,8 @@ pub struct ChatMemoryFields {
     /// The conversation (`[A-Za-z0-9._-]{1,128}`, not starting with `.`); `default` when unset.
     #[schema(pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$")]
     pub memory_id: Option<String>,
-    /// Memories to inject, at most 100; 0 or less turns retrieval off.
-    #[schema(maximum = 100)]
+    /// Memories to inject, 0 to 100; 0 turns retrieval off.
+    #[schema(minimum = 0, maximum = 100)]
     pub memory_top_k: Option<i64>,
     /// Weight of recency, 0..1, for queries about the present.
     #[schema(minimum = 0, maximum = 1)]
@@ -157,11 +157,17 @@ pub fn take_memory_fields(body: &mut Map<String, Value>) -> Result<MemoryFields,
                 ))
             })?,
     };
-    // `memory_top_k <= 0` turns retrieval off; the engine caps the other end.
+    // `memory_top_k: 0` turns retrieval off; a negative one is a mistake, said as such. The
+    // engine caps the other end.
     let top_k = match fields.get("memory_top_k") {
         None | Some(Value::Null) => None,
         Some(v) => match v.as_i64() {
-            Some(k) => Some(usize::try_from(k.max(0)).unwrap_or(usize::MAX)),
+            Some(k) if k < 0 => {
+                return Err(invalid(format!(
+                    "memory_top_k must be 0 (no memories) or more, not {k}"
+                )))
+            }
+            Some(k) => Some(usize::try_from(k).unwrap_or(usize::MAX)),
             None => return Err(invalid(format!("memory_top_k must be an integer, not {v}"))),
         },
     };
@@ -377,6 +383,21 @@ impl MemoryClient {
         self.chat_governed(body).await.map(|(answer, _)| answer)
     }
 
+    /// [`chat_governed`](Self::chat_governed) in a task of its own, which the engine waits
+    /// for at shutdown: the turn is finished — the answer stored, logged in its session, the
+    /// write path run — even when the caller stops waiting (an HTTP client that went away).
+    pub async fn chat_to_the_end(
+        &self,
+        body: Value,
+    ) -> Result<(Value, ContextReport), EngineError> {
+        let client = self.clone();
+        self.inner
+            .detached_chats
+            .spawn(async move { client.chat_governed(body).await })
+            .await
+            .map_err(|e| EngineError::Task(e.to_string()))?
+    }
+
     /// [`chat`](Self::chat), also returning what governance did (for metrics).
     pub async fn chat_governed(&self, body: Value) -> Result<(Value, ContextReport), EngineError> {
         let prepared = self.prepare_chat(body).await?;
@@ -583,7 +604,7 @@ mod tests {
         assert!(f.search.filter.is_some());
         assert_eq!(b.len(), 3, "only the upstream's fields are left: {b:?}");
 
-        let mut b = body(json!({"messages": [], "memory_top_k": -1}));
+        let mut b = body(json!({"messages": [], "memory_top_k": 0}));
         assert_eq!(take_memory_fields(&mut b).unwrap().search.top_k, Some(0));
         let mut b = body(json!({"messages": []}));
         let f = take_memory_fields(&mut b).unwrap();
@@ -617,6 +638,10 @@ mod tests {
             (json!({"memory_id": 7}), "must be a string"),
             (json!({"memory_top_k": "five"}), "must be an integer"),
             (json!({"memory_top_k": 1000}), "at most 100"),
+            (
+                json!({"memory_top_k": -5}),
+                "0 (no memories) or more, not -5",
+            ),
             (json!({"memory_recency_weight": 2}), "between 0 and 1"),
             (json!({"memory_topk": 3}), "unknown field \"memory_topk\""),
         ] {

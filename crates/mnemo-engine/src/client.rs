@@ -100,6 +100,8 @@ pub(crate) struct Inner {
     pub conversation_locks: Mutex<HashMap<ConversationId, Arc<tokio::sync::Mutex<()>>>>,
     /// Write-path passes running in the background (waited for on shutdown).
     pub background: TaskTracker,
+    /// Chats finishing for callers that stopped waiting (waited for on shutdown).
+    pub detached_chats: TaskTracker,
     startup_sync: SyncReport,
     /// Context governance's windows, token counters and inflation guards.
     pub context: crate::context::ContextState,
@@ -206,6 +208,7 @@ impl MemoryClient {
                 timeline: RwLock::new(Arc::new(timeline)),
                 conversation_locks: Mutex::new(HashMap::new()),
                 background: TaskTracker::new(),
+                detached_chats: TaskTracker::new(),
                 startup_sync,
             }),
         })

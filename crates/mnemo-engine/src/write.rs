@@ -326,10 +326,12 @@ impl MemoryClient {
 
     /// Waits until every write the client has queued in the background is done.
     pub async fn wait_idle(&self) {
-        let tracker = &self.inner.background;
-        tracker.close();
-        tracker.wait().await;
-        tracker.reopen();
+        // Chats first: a finishing chat queues its write-path pass.
+        for tracker in [&self.inner.detached_chats, &self.inner.background] {
+            tracker.close();
+            tracker.wait().await;
+            tracker.reopen();
+        }
         let snapshot = self.inner.snapshot.clone();
         if let Err(e) = blocking(move || snapshot.flush()).await {
             warn!("cannot write the index snapshot: {e}; trying again later");

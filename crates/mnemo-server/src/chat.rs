@@ -46,9 +46,10 @@ pub(crate) async fn chat_completions(
     let request = read_json(body, state.options.max_body_bytes).await?;
     let stream = request["stream"].as_bool().unwrap_or(false);
     if !stream {
+        // To the end even if the client leaves: the answer and the turn's facts are kept.
         let (answer, context) = state
             .client
-            .chat_governed(request)
+            .chat_to_the_end(request)
             .await
             .map_err(|e| count_upstream_error(&state, e))?;
         state.metrics.record_context(&context);

@@ -1098,3 +1098,42 @@ async fn a_streamed_answer_reports_governance_in_a_header() {
     assert!(header["tokens_after"].as_u64() < header["tokens_before"].as_u64());
     let _ = response.text().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_client_that_stops_waiting_still_gets_its_turn_kept() {
+    let llm = ScriptedLlm::with_handler(|request: &ChatRequest| match request.schema_name() {
+        Some(_) => model(request),
+        None => Reply::delay(Duration::from_millis(700), Reply::text("A late answer.")),
+    })
+    .await;
+    let server = Server::start(Some(llm.base_url())).await;
+    let impatient = reqwest::Client::builder()
+        .no_proxy()
+        .timeout(Duration::from_millis(150))
+        .build()
+        .unwrap();
+    let left = impatient
+        .post(format!("{}/v1/chat/completions", server.url))
+        .json(&json!({"model": "m", "memory_id": "gone",
+            "messages": [{"role": "user", "content": "Answer slowly."}]}))
+        .send()
+        .await;
+    assert!(left.is_err(), "the client gave up before the answer");
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let (_, page) = post_get(&format!(
+            "{}/v1/memories?conversation_id=gone&role=assistant",
+            server.url
+        ))
+        .await;
+        if page["items"][0]["content"] == "A late answer." {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the answer was lost with the client: {page}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    server.shutdown().await;
+}
