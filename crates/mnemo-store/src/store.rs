@@ -191,7 +191,7 @@ impl FileStore {
         let modified = fs::metadata(&absolute)
             .and_then(|m| m.modified())
             .ok()
-            .map(DateTime::<Utc>::from);
+            .and_then(system_time_to_utc);
         let ctx = FileContext {
             location: &location,
             relative_path: &relative,
@@ -386,5 +386,44 @@ impl FileStore {
         layout::conversation_dir(&self.root, conversation)
             .join(MemoryKind::Summary.folder())
             .join(layout::SUMMARY_FILE)
+    }
+}
+
+/// A file time as a UTC time; `None` outside what `chrono` represents (a hand-set mtime in
+/// the year 300,000 must not panic every command that reads the file).
+fn system_time_to_utc(time: std::time::SystemTime) -> Option<DateTime<Utc>> {
+    let (secs, nanos) = match time.duration_since(std::time::UNIX_EPOCH) {
+        Ok(after) => (i64::try_from(after.as_secs()).ok()?, after.subsec_nanos()),
+        Err(before) => {
+            let before = before.duration();
+            let secs = i64::try_from(before.as_secs()).ok()?;
+            match before.subsec_nanos() {
+                0 => (secs.checked_neg()?, 0),
+                n => (secs.checked_neg()?.checked_sub(1)?, 1_000_000_000 - n),
+            }
+        }
+    };
+    DateTime::from_timestamp(secs, nanos)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, UNIX_EPOCH};
+
+    #[test]
+    fn file_times_out_of_range_are_none_not_a_panic() {
+        let far = UNIX_EPOCH + Duration::from_secs(u64::MAX / 4);
+        assert_eq!(system_time_to_utc(far), None);
+        let before = UNIX_EPOCH - Duration::from_millis(1500);
+        assert_eq!(
+            system_time_to_utc(before).map(|t| t.timestamp_millis()),
+            Some(-1500)
+        );
+        let now = std::time::SystemTime::now();
+        assert_eq!(
+            system_time_to_utc(now).map(|t| t.timestamp()),
+            Some(DateTime::<Utc>::from(now).timestamp())
+        );
     }
 }
