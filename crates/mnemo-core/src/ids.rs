@@ -13,30 +13,24 @@ use uuid::Uuid;
 /// Longest conversation id accepted, in bytes (all accepted characters are ASCII).
 pub const MAX_CONVERSATION_ID_LEN: usize = 128;
 
-/// Why a user-supplied identifier was refused.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+/// Why a user-supplied identifier was refused. The name rules (the first four variants) are
+/// shared by every id that names a folder — conversations, sessions, agents — so the message
+/// names the kind of id: [`IdError::describe`]; `Display` says "conversation id".
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum IdError {
     /// The id is the empty string.
-    #[error("conversation id is empty")]
     Empty,
     /// The id is longer than `MAX_CONVERSATION_ID_LEN` (128) characters.
-    #[error(
-        "conversation id is {len} characters long; at most {MAX_CONVERSATION_ID_LEN} are allowed"
-    )]
     TooLong {
         /// Its length in characters.
         len: usize,
     },
     /// The id starts with `.`, which would make a hidden folder (or `..`, the parent).
-    #[error("conversation id {shown} must not start with '.'")]
     LeadingDot {
         /// The id, quoted and shortened if long, as the message shows it.
         shown: String,
     },
     /// The id holds a character outside `[A-Za-z0-9._-]`.
-    #[error(
-        "conversation id {shown} contains {bad}; only letters, digits, '.', '_' and '-' are allowed"
-    )]
     BadCharacter {
         /// The id, quoted and shortened if long, as the message shows it.
         shown: String,
@@ -45,12 +39,36 @@ pub enum IdError {
         bad: String,
     },
     /// A memory id that does not parse as a UUID.
-    #[error("memory id {shown} is not a UUID")]
     BadMemoryId {
         /// The input, quoted and shortened if long, as the message shows it.
         shown: String,
     },
 }
+
+impl IdError {
+    /// The message, naming the id as `what` ("session id", "agent name", ...).
+    pub fn describe(&self, what: &str) -> String {
+        match self {
+            IdError::Empty => format!("{what} is empty"),
+            IdError::TooLong { len } => format!(
+                "{what} is {len} characters long; at most {MAX_CONVERSATION_ID_LEN} are allowed"
+            ),
+            IdError::LeadingDot { shown } => format!("{what} {shown} must not start with '.'"),
+            IdError::BadCharacter { shown, bad } => format!(
+                "{what} {shown} contains {bad}; only letters, digits, '.', '_' and '-' are allowed"
+            ),
+            IdError::BadMemoryId { shown } => format!("memory id {shown} is not a UUID"),
+        }
+    }
+}
+
+impl fmt::Display for IdError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.describe("conversation id"))
+    }
+}
+
+impl std::error::Error for IdError {}
 
 /// A conversation id: `[A-Za-z0-9._-]{1,128}`, not starting with `.`.
 ///

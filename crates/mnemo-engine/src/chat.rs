@@ -206,7 +206,7 @@ pub fn take_memory_fields(body: &mut Map<String, Value>) -> Result<MemoryFields,
         None | Some(Value::Null) => None,
         Some(Value::String(name)) => Some(
             ConversationId::new(name)
-                .map_err(|e| invalid(format!("memory_agent: {e}")))?
+                .map_err(|e| invalid(format!("memory_agent: {}", e.describe("agent name"))))?
                 .as_str()
                 .to_owned(),
         ),

@@ -31,9 +31,8 @@ pub struct AgentNotes {
 impl AgentNotes {
     /// The notes of `agent` (an id under the conversation-id rules) in the store at `root`.
     pub fn new(root: &Path, agent: &str) -> Result<Self, SessionError> {
-        let agent = ConversationId::new(agent).map_err(|e| {
-            SessionError::Invalid(e.to_string().replacen("conversation id", "agent name", 1))
-        })?;
+        let agent = ConversationId::new(agent)
+            .map_err(|e| SessionError::Invalid(e.describe("agent name")))?;
         let relative = format!("{AGENTS_DIR}/{}/{AGENT_MEMORY_FILE}", agent.as_str());
         Ok(Self {
             path: root.join(&relative),

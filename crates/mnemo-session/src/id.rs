@@ -16,7 +16,7 @@ impl SessionId {
     pub fn new(raw: &str) -> Result<Self, String> {
         ConversationId::new(raw)
             .map(|id| Self(id.as_str().to_owned()))
-            .map_err(|e| e.to_string().replacen("conversation id", "session id", 1))
+            .map_err(|e| e.describe("session id"))
     }
 
     /// A new id, unique and sortable by creation time: `s-<YYYYmmddTHHMMSS>-<8 hex>`.
