@@ -407,8 +407,10 @@ impl MemoryClient {
             .as_str()
             .map(str::to_owned);
         if let Some(turn) = prepared.session {
-            self.log_answer(turn, None, answer_message(&answer), false)
-                .await;
+            let logged = self.spawn_log_answer(turn, None, answer_message(&answer), false);
+            if let Err(e) = logged.await {
+                warn!("cannot log the answer: {e}");
+            }
         }
         if let Value::Object(map) = &mut answer {
             map.insert("memory_hits".into(), hits_json(&prepared.hits));
@@ -535,11 +537,8 @@ impl RecordingStream {
             return;
         };
         let guard = turn.try_lock();
-        let client = end.client.clone();
-        let message = self.words.message();
-        end.client.inner.background.spawn(async move {
-            client.log_answer(turn, guard, message, !complete).await;
-        });
+        end.client
+            .spawn_log_answer(turn, guard, self.words.message(), !complete);
     }
 
     fn end(&mut self, complete: bool) {

@@ -283,16 +283,16 @@ impl MemoryClient {
                 agent.clone_from(&meta.agent);
             }
         }
-        let history = guard
-            .as_ref()
-            .map(|s| s.history.clone())
-            .unwrap_or_default();
+        let empty = History::default();
+        let history = guard.as_ref().map_or(&empty, |s| &s.history);
         let messages = match body["messages"].take() {
             Value::Array(messages) => messages,
             _ => Vec::new(),
         };
-        let split = split(&history, &messages, style);
-        let records = split.records(&history);
+        let split = split(history, &messages, style);
+        let records = split.records(history);
+        // The one copy of the branch a request makes: it becomes the cached history once
+        // logged.
         let mut next = history.clone();
         for record in &records {
             next.apply(record);
@@ -365,7 +365,7 @@ impl MemoryClient {
         // goes away mid-request must not free the session while its append still runs.
         let write = tokio::spawn(async move {
             let created = guard.is_none();
-            let (bytes, meta, records) = {
+            let (bytes, meta) = {
                 let id = id.clone();
                 blocking(move || {
                     if created {
@@ -376,24 +376,19 @@ impl MemoryClient {
                     } else {
                         store.append(&id, &records)?
                     };
-                    Ok((bytes, meta, records))
+                    Ok((bytes, meta))
                 })
                 .await?
             };
-            let mut all = guard
-                .take()
-                .map(|loaded| loaded.records)
-                .unwrap_or_default();
-            all.extend(records);
             *guard = Some(LoadedSession {
                 id,
                 meta: SessionMeta {
                     messages: next.logged_messages,
                     ..meta
                 },
-                records: all,
                 history: next,
                 log_bytes: bytes,
+                // The append cut off a torn last line, the one a crash leaves.
                 skipped: Vec::new(),
             });
             Ok::<(), EngineError>(())
@@ -405,28 +400,26 @@ impl MemoryClient {
     }
 
     /// Logs the answer of `turn` (without waiting for the session's lock when `guard` is
-    /// given) and brings `session.yaml` up to date. Errors are logged: the answer has gone to
-    /// the client already.
-    pub(crate) async fn log_answer(
+    /// given) and brings `session.yaml` up to date, in a background task of its own (for the
+    /// reason given in `log_request`); await the handle to wait for it. Errors are logged:
+    /// the answer has gone to the client already.
+    pub(crate) fn spawn_log_answer(
         &self,
         turn: SessionTurn,
         guard: Option<OwnedMutexGuard<Option<LoadedSession>>>,
         message: Value,
         incomplete: bool,
-    ) {
-        let id = turn.id.clone();
-        // In a task of its own, for the reason given in `log_request`.
+    ) -> tokio::task::JoinHandle<()> {
         let client = self.clone();
-        let write = self.inner.background.spawn(async move {
-            client
+        self.inner.background.spawn(async move {
+            let id = turn.id.clone();
+            if let Err(e) = client
                 .log_answer_inner(turn, guard, message, incomplete)
                 .await
-        });
-        match write.await {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => warn!(session = %id, "cannot log the answer: {e}"),
-            Err(e) => warn!(session = %id, "cannot log the answer: {e}"),
-        }
+            {
+                warn!(session = %id, "cannot log the answer: {e}");
+            }
+        })
     }
 
     async fn log_answer_inner(
@@ -488,7 +481,6 @@ impl MemoryClient {
         for record in &records {
             loaded.history.apply(record);
         }
-        loaded.records.extend(records);
         loaded.meta = meta;
         loaded.log_bytes = bytes;
         Ok(())
@@ -506,9 +498,7 @@ impl MemoryClient {
     /// Session `id`: its settings and the state of its log.
     pub async fn session(&self, id: &SessionId) -> Result<SessionInfo, EngineError> {
         let (_slot, guard) = self.lock_session(id).await?;
-        let loaded = guard
-            .as_ref()
-            .ok_or_else(|| SessionError::NotFound(id.to_string()))?;
+        let loaded = loaded(&guard, id)?;
         Ok(SessionInfo {
             id: id.clone(),
             meta: loaded.meta.clone(),
@@ -527,11 +517,15 @@ impl MemoryClient {
         limit: usize,
         all: bool,
     ) -> Result<MessagePage, EngineError> {
-        let (_slot, guard) = self.lock_session(id).await?;
-        let loaded = guard
-            .as_ref()
-            .ok_or_else(|| SessionError::NotFound(id.to_string()))?;
-        let messages = timed_messages(&loaded.records, all);
+        // The log on disk: the cache holds the branch only, not every record.
+        let store = self.sessions().clone();
+        let sid = id.clone();
+        let records = blocking(move || {
+            store.existing_meta(&sid)?;
+            Ok(store.read_log(&sid)?.records)
+        })
+        .await?;
+        let messages = mnemo_session::history::timed_messages(&records, all);
         let total = messages.len();
         let page = messages
             .into_iter()
@@ -597,9 +591,7 @@ impl MemoryClient {
         // call may take long, and the session's chats go on meanwhile.
         let (history, meta) = {
             let (_slot, guard) = self.lock_session(id).await?;
-            let loaded = guard
-                .as_ref()
-                .ok_or_else(|| SessionError::NotFound(id.to_string()))?;
+            let loaded = loaded(&guard, id)?;
             (loaded.history.clone(), loaded.meta.clone())
         };
         if let Some(at) = meta.deleted_at {
@@ -676,9 +668,7 @@ impl MemoryClient {
         // Locked again: the summary applies only if what it covers is still the branch's
         // start and no other compaction came first.
         let (_slot, mut guard) = self.lock_session(id).await?;
-        let current = guard
-            .as_ref()
-            .ok_or_else(|| SessionError::NotFound(id.to_string()))?;
+        let current = loaded(&guard, id)?;
         let branch = &current.history.messages;
         let unchanged = branch.len() >= covers
             && branch[..covers]
@@ -717,9 +707,7 @@ impl MemoryClient {
     /// How full session `id`'s context is.
     pub async fn session_context(&self, id: &SessionId) -> Result<SessionContext, EngineError> {
         let (_slot, guard) = self.lock_session(id).await?;
-        let loaded = guard
-            .as_ref()
-            .ok_or_else(|| SessionError::NotFound(id.to_string()))?;
+        let loaded = loaded(&guard, id)?;
         let (strategy, model) = self.session_strategy(id, &loaded.meta).await?;
         let counter = self.inner.context.counter(&model);
         let window = match loaded.meta.window {
@@ -764,9 +752,7 @@ impl MemoryClient {
         offset: usize,
         limit: usize,
     ) -> Result<ToolOutputSlice, EngineError> {
-        if self.sessions().meta(id)?.is_none() {
-            return Err(SessionError::NotFound(id.to_string()).into());
-        }
+        self.sessions().existing_meta(id)?;
         let dir = self.sessions().tool_outputs_dir(id);
         read_output(dir, call_id, offset, limit, format!("session {id:?}")).await
     }
@@ -808,9 +794,7 @@ impl MemoryClient {
         blocking(move || {
             let ids: Vec<SessionId> = match scope {
                 HistoryScope::Session(id) => {
-                    store
-                        .meta(&id)?
-                        .ok_or_else(|| SessionError::NotFound(id.to_string()))?;
+                    store.existing_meta(&id)?;
                     vec![id]
                 }
                 HistoryScope::Conversation(conversation) => store
@@ -822,13 +806,8 @@ impl MemoryClient {
             };
             let mut logs = Vec::with_capacity(ids.len());
             for id in ids {
-                let path = store.log_path(&id);
-                let log = mnemo_session::log::read(&path).map_err(|source| SessionError::Io {
-                    action: "read",
-                    path: store.relative(&path),
-                    source,
-                })?;
-                logs.push((id.to_string(), log.records));
+                let records = store.read_log(&id)?.records;
+                logs.push((id.to_string(), records));
             }
             Ok(mnemo_session::search::search(
                 logs.iter()
@@ -980,19 +959,6 @@ async fn read_output(
     })
 }
 
-/// The messages of a log with when they were logged: the current branch, or all.
-fn timed_messages(records: &[Record], all: bool) -> Vec<(DateTime<Utc>, &Value)> {
-    let mut out = Vec::new();
-    for record in records {
-        match record {
-            Record::Message { at, message, .. } => out.push((*at, message)),
-            Record::Rewind { to, .. } if !all => out.truncate(*to),
-            _ => {}
-        }
-    }
-    out
-}
-
 /// The conversation a session's settings name; a bad one is a fault of the file.
 fn stored_conversation(id: &SessionId, meta: &SessionMeta) -> Result<ConversationId, EngineError> {
     ConversationId::new(&meta.conversation).map_err(|e| {
@@ -1006,6 +972,16 @@ fn stored_conversation(id: &SessionId, meta: &SessionMeta) -> Result<Conversatio
         }
         .into()
     })
+}
+
+/// The session a lock guards, which must exist.
+fn loaded<'a>(
+    guard: &'a Option<LoadedSession>,
+    id: &SessionId,
+) -> Result<&'a LoadedSession, SessionError> {
+    guard
+        .as_ref()
+        .ok_or_else(|| SessionError::NotFound(id.to_string()))
 }
 
 /// Where the latest turn (the last user message and what followed) starts.

@@ -1,6 +1,9 @@
-//! Reading a request body as JSON, within the server's size limit.
+//! Reading a request: a JSON body within the server's size limit, query parameters whose
+//! faults are 400s in mnemo's error shape.
 
 use axum::body::{Body, Bytes};
+use axum::extract::{FromRequestParts, Query};
+use axum::http::request::Parts;
 use axum::http::StatusCode;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -57,4 +60,18 @@ pub(crate) async fn read_optional<T: DeserializeOwned + Default>(
         return Ok(T::default());
     }
     typed(parse_json(&bytes)?)
+}
+
+/// Query parameters as a `T`; a parameter that does not fit is a 400 that names it.
+pub(crate) struct QueryParams<T>(pub T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for QueryParams<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        Query::<T>::from_request_parts(parts, state)
+            .await
+            .map(|Query(params)| QueryParams(params))
+            .map_err(|e| ApiError::invalid(e.body_text()))
+    }
 }

@@ -5,14 +5,14 @@
 //! it overrides the agent's defaults from the configuration.
 
 use axum::body::Body;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::Json;
 use mnemo_core::ConversationId;
 use mnemo_engine::Strategy;
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use crate::body::read_json;
+use crate::body::{read_json, QueryParams};
 use crate::sessions::{output_limit, OutputQuery};
 use crate::{ApiError, AppState, ErrorBody};
 
@@ -109,9 +109,8 @@ pub(crate) async fn patch_strategy(
 pub(crate) async fn tool_output(
     State(state): State<AppState>,
     Path((id, call_id)): Path<(String, String)>,
-    query: Result<Query<OutputQuery>, axum::extract::rejection::QueryRejection>,
+    QueryParams(query): QueryParams<OutputQuery>,
 ) -> Result<Json<mnemo_engine::sessions::ToolOutputSlice>, ApiError> {
-    let Query(query) = query.map_err(|e| ApiError::invalid(e.body_text()))?;
     let limit = output_limit(&query)?;
     let slice = state
         .client

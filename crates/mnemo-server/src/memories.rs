@@ -3,7 +3,7 @@
 use std::path::{Path as FsPath, PathBuf};
 
 use axum::body::Body;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -15,7 +15,7 @@ use mnemo_store::StoredMemory;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
-use crate::body::read_typed;
+use crate::body::{read_typed, QueryParams};
 use crate::{ApiError, AppState, ErrorBody};
 
 /// Most memories one list page may hold, and most versions one history answer shows.
@@ -253,9 +253,8 @@ pub struct MemoryPage {
 )]
 pub(crate) async fn list(
     State(state): State<AppState>,
-    query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
+    QueryParams(query): QueryParams<ListQuery>,
 ) -> Result<Json<MemoryPage>, ApiError> {
-    let Query(query) = query.map_err(|e| ApiError::invalid(e.body_text()))?;
     let role = query
         .role
         .as_deref()
@@ -394,9 +393,8 @@ pub struct History {
 pub(crate) async fn history(
     State(state): State<AppState>,
     Path(id): Path<String>,
-    query: Result<Query<HistoryQuery>, axum::extract::rejection::QueryRejection>,
+    QueryParams(query): QueryParams<HistoryQuery>,
 ) -> Result<Json<History>, ApiError> {
-    let Query(query) = query.map_err(|e| ApiError::invalid(e.body_text()))?;
     let id = memory_id(&id)?;
     let versions = state
         .client

@@ -5,7 +5,7 @@
 //! these routes read and manage what it logged.
 
 use axum::body::Body;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -19,19 +19,11 @@ use mnemo_engine::{Excerpt, HistoryScope, SessionId, SessionMeta};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
-use crate::body::read_optional;
+use crate::body::{read_optional, QueryParams};
 use crate::{ApiError, AppState, ErrorBody};
-
-type QueryResult<T> = Result<Query<T>, axum::extract::rejection::QueryRejection>;
 
 fn session_id(raw: &str) -> Result<SessionId, ApiError> {
     SessionId::new(raw).map_err(ApiError::invalid)
-}
-
-fn query<T>(query: QueryResult<T>) -> Result<T, ApiError> {
-    query
-        .map(|Query(q)| q)
-        .map_err(|e| ApiError::invalid(e.body_text()))
 }
 
 /// A session in a listing.
@@ -78,9 +70,8 @@ pub struct ListQuery {
 )]
 pub(crate) async fn list(
     State(state): State<AppState>,
-    q: QueryResult<ListQuery>,
+    QueryParams(q): QueryParams<ListQuery>,
 ) -> Result<Json<SessionList>, ApiError> {
-    let q = query(q)?;
     let now = Utc::now();
     let sessions = state
         .client
@@ -185,9 +176,8 @@ pub struct MessagesQuery {
 pub(crate) async fn messages(
     State(state): State<AppState>,
     Path(id): Path<String>,
-    q: QueryResult<MessagesQuery>,
+    QueryParams(q): QueryParams<MessagesQuery>,
 ) -> Result<Json<MessagePage>, ApiError> {
-    let q = query(q)?;
     let limit = q.limit.unwrap_or(100);
     if limit == 0 || limit > MAX_PAGE {
         return Err(ApiError::invalid(format!(
@@ -346,9 +336,8 @@ pub(crate) fn output_limit(query: &OutputQuery) -> Result<usize, ApiError> {
 pub(crate) async fn tool_output(
     State(state): State<AppState>,
     Path((id, call_id)): Path<(String, String)>,
-    q: QueryResult<OutputQuery>,
+    QueryParams(q): QueryParams<OutputQuery>,
 ) -> Result<Json<ToolOutputSlice>, ApiError> {
-    let q = query(q)?;
     let limit = output_limit(&q)?;
     let slice = state
         .client
@@ -394,9 +383,8 @@ pub struct HistoryResults {
 )]
 pub(crate) async fn search_history(
     State(state): State<AppState>,
-    q: QueryResult<HistoryQuery>,
+    QueryParams(q): QueryParams<HistoryQuery>,
 ) -> Result<Json<HistoryResults>, ApiError> {
-    let q = query(q)?;
     let scope = match (&q.session, &q.conversation) {
         (Some(_), Some(_)) => {
             return Err(ApiError::invalid(

@@ -121,6 +121,23 @@ impl History {
     }
 }
 
+/// The messages of a log with when they were logged: those of the current branch, or with
+/// `all` every one ever logged (abandoned branches included), in log order.
+pub fn timed_messages(
+    records: &[Record],
+    all: bool,
+) -> Vec<(chrono::DateTime<chrono::Utc>, &Value)> {
+    let mut out = Vec::new();
+    for record in records {
+        match record {
+            Record::Message { at, message, .. } => out.push((*at, message)),
+            Record::Rewind { to, .. } if !all => out.truncate(*to),
+            _ => {}
+        }
+    }
+    out
+}
+
 /// The message a compaction's summary goes upstream as.
 pub fn compaction_message(compaction: &Compaction) -> Value {
     serde_json::json!({

@@ -106,8 +106,6 @@ pub struct LoadedSession {
     pub id: SessionId,
     /// Its settings.
     pub meta: SessionMeta,
-    /// Its log's records.
-    pub records: Vec<Record>,
     /// The current branch.
     pub history: History,
     /// The log's size, which tells whether a cached copy is still current.
@@ -180,11 +178,15 @@ impl SessionStore {
             .map_err(|e| self.bad(&path, &format!("not valid session settings: {e}")))
     }
 
+    /// Session `id`'s settings, which must exist (deleted or not).
+    pub fn existing_meta(&self, id: &SessionId) -> Result<SessionMeta, SessionError> {
+        self.meta(id)?
+            .ok_or_else(|| SessionError::NotFound(id.to_string()))
+    }
+
     /// Session `id`'s settings, which must exist and not be deleted.
     pub fn live_meta(&self, id: &SessionId) -> Result<SessionMeta, SessionError> {
-        let meta = self
-            .meta(id)?
-            .ok_or_else(|| SessionError::NotFound(id.to_string()))?;
+        let meta = self.existing_meta(id)?;
         match meta.deleted_at {
             Some(at) => Err(SessionError::Deleted {
                 id: id.to_string(),
@@ -214,22 +216,26 @@ impl SessionStore {
         let Some(mut meta) = self.meta(id)? else {
             return Ok(None);
         };
-        let path = self.log_path(id);
         let ReadLog {
             records,
             bytes,
             skipped,
-        } = log::read(&path).map_err(|e| self.io("read", &path, e))?;
+        } = self.read_log(id)?;
         let history = History::replay(&records);
         meta.messages = history.logged_messages;
         Ok(Some(LoadedSession {
             id: id.clone(),
             meta,
-            records,
             history,
             log_bytes: bytes,
             skipped,
         }))
+    }
+
+    /// Session `id`'s log as it is on disk (every record, abandoned branches included).
+    pub fn read_log(&self, id: &SessionId) -> Result<ReadLog, SessionError> {
+        let path = self.log_path(id);
+        log::read(&path).map_err(|e| self.io("read", &path, e))
     }
 
     /// Appends `records` to session `id`'s log and fsyncs it; returns the log's new size.
@@ -294,9 +300,7 @@ impl SessionStore {
     /// `parent` set; the original is not touched. A deleted session may be forked: the copy
     /// is live.
     pub fn fork(&self, id: &SessionId, new_id: &SessionId) -> Result<SessionMeta, SessionError> {
-        let source = self
-            .meta(id)?
-            .ok_or_else(|| SessionError::NotFound(id.to_string()))?;
+        let source = self.existing_meta(id)?;
         self.claim(new_id)?;
         let from = self.log_path(id);
         let to = self.log_path(new_id);
