@@ -209,7 +209,7 @@ pub async fn add(global: &GlobalArgs, args: AddArgs) -> CommandResult {
         // In chunks, printing each as soon as it is durable: a line on stdout is an
         // acknowledgement that the memory is on disk and searchable (should the process die
         // before the index is flushed, the next start indexes the file again).
-        for chunk in texts.chunks(ADD_CHUNK) {
+        for chunk in texts.chunks(ADD_CHUNK.min(client.config().max_entries).max(1)) {
             let stored = client.add(chunk.to_vec(), &conv).await?.added;
             if !args.json {
                 for memory in &stored {
@@ -366,6 +366,9 @@ pub async fn status(global: &GlobalArgs, args: StatusArgs) -> CommandResult {
             check.files,
             check.skipped.len()
         );
+        for reason in &check.skipped {
+            println!("  unreadable: {reason}");
+        }
         println!("index   {} points", check.points);
         for id in &check.missing {
             println!("  missing from the index: {id}");

@@ -700,3 +700,145 @@ fn log_and_show_browse_the_history_of_the_memories() {
     let bad = store.mnemo(&["log", "-c", "../etc"]);
     assert_eq!(bad.status.code(), Some(2));
 }
+
+/// Runs `mnemo` with a deadline: a command that hangs (on a FIFO, say) fails the test
+/// instead of hanging it.
+fn mnemo_within(store: &Store, args: &[&str], deadline: std::time::Duration) -> Output {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let root = store.root.clone();
+    let owned: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    std::thread::spawn(move || {
+        let out = Command::new(env!("CARGO_BIN_EXE_mnemo"))
+            .args(&owned)
+            .arg("--memory-path")
+            .arg(&root)
+            .env_remove("RUST_LOG")
+            .env_remove("MNEMO_CONFIG")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let _ = tx.send(out);
+    });
+    rx.recv_timeout(deadline)
+        .unwrap_or_else(|_| panic!("mnemo {args:?} did not finish within {deadline:?}"))
+}
+
+#[test]
+fn hostile_files_in_the_store_are_skipped_one_by_one() {
+    let store = Store::new();
+    let added = store.ok_json(&["add", "-c", "alice", "--json", "Alice keeps bees."]);
+    let facts = PathBuf::from(added[0]["path"].as_str().unwrap())
+        .parent()
+        .unwrap()
+        .to_owned();
+    let global = store.root.join("entries/global/facts");
+    std::fs::create_dir_all(&global).unwrap();
+
+    // An alias bomb: 9 levels of 9 references, under 500 bytes.
+    let mut bomb = String::from(
+        "---\na: &a [\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\"]\n",
+    );
+    for (prev, name) in ["a", "b", "c", "d", "e", "f", "g", "h"]
+        .iter()
+        .zip(["b", "c", "d", "e", "f", "g", "h", "i"])
+    {
+        let refs = vec![format!("*{prev}"); 9].join(",");
+        bomb.push_str(&format!("{name}: &{name} [{refs}]\n"));
+    }
+    bomb.push_str("---\nThe bomb also keeps bees.\n");
+    assert!(bomb.len() < 520, "{}", bomb.len());
+    std::fs::write(global.join("bomb.md"), &bomb).unwrap();
+    // A 50,000-deep sequence.
+    let deep = format!(
+        "---\nx: {}1{}\n---\nDeep bees.\n",
+        "[".repeat(50_000),
+        "]".repeat(50_000)
+    );
+    std::fs::write(global.join("deep.md"), deep).unwrap();
+    // Metadata nested 200 deep, in `global`, which every search reads.
+    let mut nested = String::from("leaf");
+    for _ in 0..200 {
+        nested = format!("{{k: {nested}}}");
+    }
+    let nested = format!("---\nmetadata: {{m: {nested}}}\n---\nNested bees.\n");
+    std::fs::write(global.join("nested.md"), nested).unwrap();
+    // A link to a secret outside the store, and a FIFO.
+    let secret = store.root.parent().unwrap().join("secret.env");
+    std::fs::write(&secret, "UPSTREAM_KEY=sk-live-bees-0123456789\n").unwrap();
+    std::os::unix::fs::symlink(&secret, facts.join("environ.md")).unwrap();
+    let fifo = std::ffi::CString::new(facts.join("pipe.md").to_str().unwrap()).unwrap();
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+    // A second file claiming the first memory's id, in another conversation.
+    let bob = store.root.join("entries/bob/facts");
+    std::fs::create_dir_all(&bob).unwrap();
+    let id = added[0]["id"].as_str().unwrap();
+    std::fs::write(
+        bob.join("copy.md"),
+        format!("---\nid: {id}\n---\nBob keeps wasps.\n"),
+    )
+    .unwrap();
+
+    let deadline = std::time::Duration::from_secs(120);
+    let out = mnemo_within(
+        &store,
+        &[
+            "search",
+            "who keeps bees",
+            "-c",
+            "alice",
+            "-k",
+            "10",
+            "--json",
+        ],
+        deadline,
+    );
+    assert_success(&out);
+    let hits: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(contents(&hits), ["Alice keeps bees."]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for name in [
+        "bomb.md",
+        "deep.md",
+        "nested.md",
+        "environ.md",
+        "pipe.md",
+        "copy.md",
+    ] {
+        assert!(stderr.contains(name), "{name} is not named in:\n{stderr}");
+    }
+    assert!(
+        stderr.contains("symbolic link") && stderr.contains("a FIFO"),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("sk-live") && !String::from_utf8_lossy(&out.stdout).contains("sk-live")
+    );
+
+    // `status` names every skipped file, the clash with both files.
+    let out = mnemo_within(&store, &["status"], deadline);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("(6 unreadable)"), "{stdout}");
+    assert!(
+        stdout.contains("copy.md: its id") && stdout.contains("is already used by"),
+        "{stdout}"
+    );
+
+    // A conversation folder that is a link: an add refuses to write through it.
+    let outside = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(outside.path(), store.root.join("entries/linked")).unwrap();
+    let out = mnemo_within(
+        &store,
+        &["add", "-c", "linked", "Through the link."],
+        deadline,
+    );
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("not a real folder"),
+        "{out:?}"
+    );
+    assert_eq!(
+        walk(outside.path()),
+        Vec::<PathBuf>::new(),
+        "nothing written outside"
+    );
+}

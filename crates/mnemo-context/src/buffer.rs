@@ -298,9 +298,12 @@ impl ConversationBuffer {
 
     /// Loads a buffer saved at `path`.
     pub fn load(path: &Path) -> Result<Self, BufferError> {
-        let bytes = std::fs::read(path).map_err(|source| BufferError::Io {
+        let bytes = mnemo_fs::read_regular(path, 256 << 20).map_err(|refusal| BufferError::Io {
             path: path.display().to_string(),
-            source,
+            source: match refusal {
+                mnemo_fs::Refusal::Io(e) => e,
+                other => std::io::Error::other(other.to_string()),
+            },
         })?;
         let value: Value =
             serde_json::from_slice(&bytes).map_err(|e| BufferError::Format(e.to_string()))?;

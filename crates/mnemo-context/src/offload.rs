@@ -16,6 +16,9 @@ use crate::tokens::CHARS_PER_TOKEN;
 
 /// Lines of a preview taken from each end of the output.
 pub const PREVIEW_LINES: usize = 5;
+/// The largest offloaded output read back (256 MiB): far beyond any tool output an upstream
+/// request can carry, small enough that a planted file cannot exhaust memory.
+pub const MAX_OUTPUT_BYTES: u64 = 256 << 20;
 /// Characters a preview line keeps (an output may be one enormous line).
 pub const PREVIEW_LINE_CHARS: usize = 240;
 
@@ -91,10 +94,11 @@ impl OutputStore for DirOutputStore {
         offset: usize,
         limit: usize,
     ) -> io::Result<Option<(String, usize)>> {
-        match std::fs::read_to_string(self.path_of(call_id)) {
-            Ok(text) => Ok(Some(slice(&text, offset, limit))),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(e),
+        // The folder is in the store, so the file is untrusted: no links, no FIFOs.
+        match mnemo_fs::read_regular(&self.path_of(call_id), MAX_OUTPUT_BYTES) {
+            Ok(bytes) => Ok(Some(slice(&String::from_utf8_lossy(&bytes), offset, limit))),
+            Err(e) if e.is_not_found() => Ok(None),
+            Err(e) => Err(io::Error::other(e.to_string())),
         }
     }
 }

@@ -153,7 +153,7 @@ impl DirSummaryStore {
 
 impl SummaryStore for DirSummaryStore {
     fn get(&self, key: &str) -> Option<StoredSummary> {
-        let bytes = std::fs::read(self.path(key)).ok()?;
+        let bytes = mnemo_fs::read_regular(&self.path(key), 16 << 20).ok()?;
         serde_json::from_slice(&bytes).ok()
     }
 

@@ -18,4 +18,7 @@ pub use config::{
     MAX_TOP_K,
 };
 pub use ids::{ConversationId, IdError, MemoryId};
-pub use record::{MemoryRecord, Metadata, Role, RoleParseError};
+pub use record::{
+    check_metadata, MemoryRecord, Metadata, Role, RoleParseError, MAX_MEMORY_BYTES,
+    MAX_METADATA_BYTES, MAX_METADATA_DEPTH,
+};

@@ -15,6 +15,41 @@ use crate::{ConversationId, MemoryId};
 /// Free-form, user-owned key/value data carried by a memory (front matter `metadata:`).
 pub type Metadata = serde_json::Map<String, serde_json::Value>;
 
+/// The deepest a memory's metadata may nest (objects and arrays): deeper values cannot be
+/// indexed (the index's payload reader recurses) and no tag or label needs them.
+pub const MAX_METADATA_DEPTH: usize = 16;
+/// The most a memory's metadata may take as JSON: it is stored in every index point and
+/// returned with every hit.
+pub const MAX_METADATA_BYTES: usize = 16 << 10;
+/// The longest text one memory may hold (64 KiB): a fact is a sentence, and a chat turn
+/// longer than this is stored cut (see the engine's chat path).
+pub const MAX_MEMORY_BYTES: usize = 64 << 10;
+
+/// Why metadata was refused: too deep or too large, as a message for the caller.
+pub fn check_metadata(metadata: &Metadata) -> Result<(), String> {
+    fn depth(value: &serde_json::Value) -> usize {
+        match value {
+            serde_json::Value::Array(items) => 1 + items.iter().map(depth).max().unwrap_or(0),
+            serde_json::Value::Object(map) => 1 + map.values().map(depth).max().unwrap_or(0),
+            _ => 0,
+        }
+    }
+    // The map itself is one level.
+    let deepest = 1 + metadata.values().map(depth).max().unwrap_or(0);
+    if deepest > MAX_METADATA_DEPTH {
+        return Err(format!(
+            "metadata nests {deepest} levels deep; at most {MAX_METADATA_DEPTH} are kept"
+        ));
+    }
+    let size = serde_json::to_string(metadata).map_or(usize::MAX, |s| s.len());
+    if size > MAX_METADATA_BYTES {
+        return Err(format!(
+            "metadata takes {size} bytes as JSON; at most {MAX_METADATA_BYTES} are kept"
+        ));
+    }
+    Ok(())
+}
+
 /// What kind of memory a record is. It also decides the record's directory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -132,5 +167,22 @@ mod tests {
         let a = MemoryRecord::new(conv.clone(), Role::Summary, "x");
         let b = MemoryRecord::new(conv, Role::Summary, "y");
         assert_eq!(a.id, b.id);
+    }
+
+    #[test]
+    fn metadata_is_bounded_in_depth_and_size() {
+        let nest = |levels: usize| {
+            let mut value = serde_json::json!("leaf");
+            for _ in 0..levels {
+                value = serde_json::json!({ "k": value });
+            }
+            Metadata::from_iter([("top".to_owned(), value)])
+        };
+        assert!(check_metadata(&nest(MAX_METADATA_DEPTH - 1)).is_ok());
+        let err = check_metadata(&nest(MAX_METADATA_DEPTH)).unwrap_err();
+        assert!(err.contains("17 levels deep"), "{err}");
+        let big = Metadata::from_iter([("k".to_owned(), "x".repeat(MAX_METADATA_BYTES).into())]);
+        assert!(check_metadata(&big).unwrap_err().contains("bytes as JSON"));
+        assert!(check_metadata(&Metadata::new()).is_ok());
     }
 }

@@ -365,8 +365,8 @@ fn read_strategy(path: &std::path::Path, relative: &str) -> Result<Strategy, Eng
         )));
     }
     let text = std::fs::read_to_string(path).map_err(|e| fault(format!("cannot read it: {e}")))?;
-    let value: Value =
-        serde_saphyr::from_str(&text).map_err(|e| fault(format!("not valid YAML: {e}")))?;
+    let value: Value = mnemo_store::untrusted::from_yaml(&text)
+        .map_err(|e| fault(format!("not valid YAML: {e}")))?;
     if value.is_null() {
         // Empty, or comments only.
         return Ok(Strategy::default());

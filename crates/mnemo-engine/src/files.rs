@@ -16,7 +16,7 @@ use tracing::{info, warn};
 
 use crate::client::Inner;
 use crate::snapshot::Snapshot;
-use crate::sync::{Indexer, PathChange};
+use crate::sync::{read_file, FileRead, Indexer, PathChange};
 use crate::timeline::Timeline;
 use crate::watcher::FileChanges;
 use crate::EngineError;
@@ -107,8 +107,19 @@ impl Inner {
             Some(git) => git.note_changed(&changes.paths),
             None => {}
         }
+        // Read before locking: writers and readers by id wait on the snapshot lock, and no
+        // file the watcher reports should make them wait for a disk read.
+        let reads: Vec<(&PathBuf, FileRead)> = match changes.rescan {
+            true => Vec::new(),
+            false => changes
+                .paths
+                .iter()
+                .filter(|p| self.store.locate(p).is_ok_and(|(l, _)| !l.tombstone))
+                .map(|p| (p, read_file(&self.store, p)))
+                .collect(),
+        };
         let mut snapshot = self.snapshot.lock();
-        let result = self.sync_paths(&mut snapshot, &changes.paths, changes.rescan);
+        let result = self.sync_paths(&mut snapshot, reads, changes.rescan);
         self.refresh_timeline(&snapshot);
         result
     }
@@ -116,7 +127,7 @@ impl Inner {
     fn sync_paths(
         &self,
         snapshot: &mut Snapshot,
-        paths: &BTreeSet<PathBuf>,
+        reads: Vec<(&PathBuf, FileRead)>,
         rescan: bool,
     ) -> Result<(), EngineError> {
         let indexer = self.indexer();
@@ -124,8 +135,8 @@ impl Inner {
             indexer.sync(snapshot, &mut |_| {})?;
             return Ok(());
         }
-        for path in paths {
-            let change = indexer.sync_path(snapshot, path)?;
+        for (path, read) in reads {
+            let change = indexer.sync_path(snapshot, path, read)?;
             if change != PathChange::Ignored && change != PathChange::Unchanged {
                 info!(file = %path.display(), ?change, "index follows a file change");
             }

@@ -46,4 +46,4 @@ pub use retrieval::{SearchHit, SearchRequest, StageScores};
 pub use sessions::HistoryScope;
 pub use sync::{SyncProgress, SyncReport};
 pub use watcher::WatcherHandle;
-pub use write::WriteReport;
+pub use write::{WriteReport, MAX_TEXTS_PER_ADD};

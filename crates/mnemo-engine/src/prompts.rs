@@ -161,11 +161,13 @@ pub enum Operation {
     Update(usize, String),
     /// Tombstone the fact at this position in the list shown: it no longer holds.
     Delete(usize),
+    /// NONE: a new fact is already known; nothing to write.
+    Keep,
 }
 
 impl Reconciliation {
     /// The operations to apply, or why the answer cannot be trusted (then the caller adds the
-    /// new facts as they are). NONE needs no action; one memory gets at most one change.
+    /// new facts as they are). NONE becomes [`Operation::Keep`]; one memory gets at most one change.
     pub fn validate(self, existing: usize) -> Result<Vec<Operation>, String> {
         let mut operations = Vec::new();
         let mut touched = std::collections::HashSet::new();
@@ -194,7 +196,7 @@ impl Reconciliation {
                     operations.push(Operation::Update(id, text.ok_or("UPDATE without a text")?))
                 }
                 "DELETE" => operations.push(Operation::Delete(id()?)),
-                "NONE" => {}
+                "NONE" => operations.push(Operation::Keep),
                 other => return Err(format!("unknown event {other:?}")),
             }
         }
@@ -260,6 +262,7 @@ mod tests {
             good.validate(3).unwrap(),
             [
                 Operation::Update(0, "The user's wife is Anne.".into()),
+                Operation::Keep,
                 Operation::Add("The user has a cat.".into()),
                 Operation::Delete(2)
             ]

@@ -91,8 +91,14 @@ impl Snapshot {
     /// Reads the snapshot at `path`; a missing, unreadable or older one reads as empty (the
     /// next sync then re-embeds every file).
     pub fn load(path: &Path) -> Snapshot {
-        let Ok(bytes) = std::fs::read(path) else {
-            return Snapshot::default();
+        // A link or a FIFO here is not mnemo's; 1 GiB is ten million files' entries.
+        let bytes = match mnemo_store::untrusted::read_regular(path, 1 << 30) {
+            Ok(bytes) => bytes,
+            Err(e) if e.is_not_found() => return Snapshot::default(),
+            Err(e) => {
+                warn!(file = %path.display(), "unreadable snapshot ({e}); rebuilding the index");
+                return Snapshot::default();
+            }
         };
         match serde_json::from_slice::<Snapshot>(&bytes) {
             Ok(s) if s.version == SNAPSHOT_VERSION => s,

@@ -135,16 +135,14 @@ impl Indexer<'_> {
         let mut live_paths = HashSet::new();
         let mut to_embed = Vec::new();
         for path in store.memory_files() {
-            let bytes = match std::fs::read(&path) {
-                Ok(bytes) => bytes,
+            let bytes = match read_file(store, &path) {
+                FileRead::Bytes(bytes) => bytes,
                 // Deleted between listing and reading: it is simply gone.
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-                Err(source) => {
-                    return Err(EngineError::Io {
-                        action: "cannot read",
-                        path,
-                        source,
-                    })
+                FileRead::Gone => continue,
+                FileRead::Refused(reason) => {
+                    warn!("skipping {reason}");
+                    report.skipped.push(reason);
+                    continue;
                 }
             };
             let key = store.relative(&path).into_owned();
@@ -171,11 +169,9 @@ impl Indexer<'_> {
                 },
             };
             if let Some(first) = seen_ids.get(&record_id) {
-                warn!(
-                    "{} has the same id as {}; only the first is searchable",
-                    path.display(),
-                    first.display()
-                );
+                let reason = mnemo_store::duplicate_id(&path, record_id, first);
+                warn!("skipping {reason}");
+                report.skipped.push(reason);
                 continue;
             }
             seen_ids.insert(record_id, path);
@@ -220,12 +216,14 @@ impl Indexer<'_> {
     }
 
     /// Brings the index in step with one file that may have been created, changed or
-    /// removed. Paths that are not memory files (tombstones, temporary files, other folders)
+    /// removed, given what [`read_file`] found there (read before the snapshot lock was
+    /// taken). Paths that are not memory files (tombstones, temporary files, other folders)
     /// are ignored.
     pub fn sync_path(
         &self,
         snapshot: &mut Snapshot,
         path: &Path,
+        read: FileRead,
     ) -> Result<PathChange, EngineError> {
         let store = self.store;
         let Ok((location, _)) = store.locate(path) else {
@@ -235,8 +233,8 @@ impl Indexer<'_> {
             return Ok(PathChange::Ignored);
         }
         let key = store.relative(path).into_owned();
-        let parsed = match std::fs::read(path) {
-            Ok(bytes) => {
+        let parsed = match read {
+            FileRead::Bytes(bytes) => {
                 let sha256 = sha256_hex(&bytes);
                 if snapshot.files.get(&key).is_some_and(|e| e.sha256 == sha256) {
                     return Ok(PathChange::Unchanged);
@@ -244,18 +242,15 @@ impl Indexer<'_> {
                 match store.parse(path, &bytes) {
                     Ok(memory) => Some((memory, sha256)),
                     Err(err) => {
-                        warn!("skipping {}: {err}", path.display());
+                        warn!("skipping {err}");
                         None
                     }
                 }
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-            Err(source) => {
-                return Err(EngineError::Io {
-                    action: "cannot read",
-                    path: path.to_owned(),
-                    source,
-                })
+            FileRead::Gone => None,
+            FileRead::Refused(reason) => {
+                warn!("skipping {reason}");
+                None
             }
         };
         let old = snapshot.files.remove(&key);
@@ -269,11 +264,9 @@ impl Indexer<'_> {
         match parsed {
             Some(memory) => {
                 if let Some(other) = snapshot.files.iter().find(|(_, e)| Some(e.id) == new_id) {
-                    warn!(
-                        "{} has the same id as {}; only the latter is searchable",
-                        path.display(),
-                        other.0
-                    );
+                    let first = store.root().join(other.0);
+                    let id = memory.0.record.id;
+                    warn!("skipping {}", mnemo_store::duplicate_id(path, id, &first));
                     snapshot.mark_changed();
                     return Ok(PathChange::Ignored);
                 }
@@ -373,6 +366,32 @@ impl Indexer<'_> {
             snapshot.mark_keys_changed();
         }
         Ok(stale.len())
+    }
+}
+
+/// A memory file's bytes as the index reads them, or why there are none.
+#[derive(Debug)]
+pub enum FileRead {
+    /// The file's bytes (a regular file within the size limit).
+    Bytes(Vec<u8>),
+    /// No file there (deleted since it was listed or reported).
+    Gone,
+    /// Not read: a link, a special file, too large, unreadable; says which file and why.
+    Refused(String),
+}
+
+/// Reads a memory file as untrusted input ([`FileStore::read_bytes`]): never blocks on a
+/// FIFO, never follows a link, never reads more than a memory file may hold, so it is safe
+/// to call anywhere, and callers do it before taking the snapshot lock.
+pub fn read_file(store: &FileStore, path: &Path) -> FileRead {
+    match store.read_bytes(path) {
+        Ok(bytes) => FileRead::Bytes(bytes),
+        Err(mnemo_store::StoreError::Io { source, .. })
+            if source.kind() == std::io::ErrorKind::NotFound =>
+        {
+            FileRead::Gone
+        }
+        Err(e) => FileRead::Refused(e.to_string()),
     }
 }
 

@@ -22,7 +22,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use mnemo_core::{ConversationId, MemoryId, MemoryRecord, Role};
+use mnemo_core::{ConversationId, MemoryId, MemoryRecord, Role, MAX_MEMORY_BYTES};
 use mnemo_index::{Condition, Filter, PointPayload, Query, QueryVector};
 use mnemo_store::StoredMemory;
 use tracing::{info, warn};
@@ -37,6 +37,9 @@ const RELATED: f32 = 0.4;
 /// Existing facts considered per new fact, and in all.
 const NEAREST_PER_FACT: usize = 5;
 const NEAREST_IN_ALL: usize = 10;
+/// Most texts one add takes: each is embedded and reconciled while the conversation's write
+/// lock is held, so a larger batch would stall every other write to it.
+pub const MAX_TEXTS_PER_ADD: usize = 100;
 /// Waits before the second and third try of a git commit.
 const COMMIT_RETRIES: [Duration; 2] = [Duration::from_millis(100), Duration::from_millis(500)];
 
@@ -57,7 +60,10 @@ pub struct WriteReport {
     pub evicted: usize,
     /// Whether the rolling summary was rewritten.
     pub summary_updated: bool,
-    /// Why the LLM's answer was not used, when it was not.
+    /// New facts not written because the reconciler found them already known (NONE) or
+    /// answered them with a deletion; every other new fact is written.
+    pub not_stored: Vec<String>,
+    /// Why the LLM's answer was not used (or not wholly), when it was not.
     pub fallback: Option<String>,
     /// The git commit, when one was made.
     pub commit: Option<String>,
@@ -77,6 +83,7 @@ impl WriteReport {
             deleted: Vec::new(),
             evicted: 0,
             summary_updated: false,
+            not_stored: Vec::new(),
             fallback: None,
             commit: None,
             llm_time: Duration::ZERO,
@@ -173,9 +180,7 @@ impl MemoryClient {
         conversation: &ConversationId,
     ) -> Result<WriteReport, EngineError> {
         let facts: Vec<String> = texts.iter().map(|t| t.trim().to_owned()).collect();
-        if facts.iter().any(String::is_empty) {
-            return Err(EngineError::InvalidInput("a memory's text is empty".into()));
-        }
+        self.check_new_facts(&facts)?;
         let _turn = self
             .inner
             .conversation_lock(conversation)
@@ -191,6 +196,32 @@ impl MemoryClient {
         self.finish_pass(conversation, 0, &mut report, started)
             .await?;
         Ok(report)
+    }
+
+    /// Refuses an add that could not be acknowledged honestly: empty or oversized texts, or
+    /// more texts than one pass may write (or than the conversation may keep, when eviction
+    /// would tombstone some of them before the answer).
+    fn check_new_facts(&self, facts: &[String]) -> Result<(), EngineError> {
+        let invalid = |message: String| Err(EngineError::InvalidInput(message));
+        let most = MAX_TEXTS_PER_ADD.min(self.inner.config.max_entries);
+        if facts.len() > most {
+            return invalid(format!(
+                "{} texts in one add; at most {most} are taken at a time (the limit is {MAX_TEXTS_PER_ADD}, or max_entries when lower): send them in several adds",
+                facts.len()
+            ));
+        }
+        for (i, fact) in facts.iter().enumerate() {
+            if fact.is_empty() {
+                return invalid(format!("text {i} is empty"));
+            }
+            if fact.len() > MAX_MEMORY_BYTES {
+                return invalid(format!(
+                    "text {i} is {} bytes long; a memory holds at most {MAX_MEMORY_BYTES}",
+                    fact.len()
+                ));
+            }
+        }
+        Ok(())
     }
 
     async fn reconcile_and_apply(
@@ -221,7 +252,7 @@ impl MemoryClient {
                     .map_err(|e| e.to_string())
                     .and_then(|a| a.validate(existing.len()));
                 match checked {
-                    Ok(ops) => ops,
+                    Ok(ops) => account_for_every_fact(&facts, ops, report),
                     Err(why) => {
                         warn!(conversation = %conversation, "reconciliation unusable ({why}); adding the new facts as they are");
                         report.fallback = Some(why);
@@ -254,7 +285,10 @@ impl MemoryClient {
         }
         let inner = self.inner.clone();
         let conv = conversation.clone();
-        report.evicted = blocking(move || inner.evict(&conv)).await?;
+        // What this pass just acknowledged is never what it evicts.
+        let keep: std::collections::HashSet<MemoryId> =
+            report.added.iter().map(|m| m.record.id).collect();
+        report.evicted = blocking(move || inner.evict(&conv, &keep)).await?;
         let inner = self.inner.clone();
         let message = report.commit_message(turns_written);
         report.commit = blocking(move || Ok(inner.commit(&message))).await?;
@@ -337,6 +371,60 @@ impl MemoryClient {
             warn!("cannot write the index snapshot: {e}; trying again later");
         }
     }
+}
+
+/// Makes the reconciler's answer account for every new fact. A fact it added or updated
+/// with the same text is written. The others are explained by its remaining answers, one
+/// each, in order: an ADD or UPDATE in other words, a NONE (already known, reported in
+/// `report.not_stored`), a DELETE (the fact retracts one). Facts beyond those answers are
+/// added as they are, and said so in `report.fallback`: a duplicate can be cleaned up later,
+/// a fact dropped behind an acknowledgement cannot (`{"operations": []}` adds every fact).
+fn account_for_every_fact(
+    facts: &[String],
+    mut operations: Vec<Operation>,
+    report: &mut WriteReport,
+) -> Vec<Operation> {
+    let normal = |t: &str| {
+        t.split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+            .trim_end_matches(['.', '!'])
+            .to_lowercase()
+    };
+    let facts_said: std::collections::HashSet<String> = facts.iter().map(|f| normal(f)).collect();
+    let mut written = std::collections::HashSet::new();
+    let mut others = Vec::new();
+    for op in &operations {
+        match op {
+            Operation::Add(text) | Operation::Update(_, text)
+                if facts_said.contains(&normal(text)) =>
+            {
+                written.insert(normal(text));
+            }
+            other => others.push(other),
+        }
+    }
+    let mut others = others.into_iter();
+    let mut missing = Vec::new();
+    for fact in facts.iter().filter(|f| !written.contains(&normal(f))) {
+        match others.next() {
+            Some(Operation::Keep) => report.not_stored.push(fact.clone()),
+            Some(_) => {}
+            None => missing.push(fact.clone()),
+        }
+    }
+    if !missing.is_empty() {
+        warn!(
+            count = missing.len(),
+            "the reconciler did not account for every new fact; adding those as they are"
+        );
+        report.fallback = Some(format!(
+            "{} new facts were not accounted for by the reconciler and were added as they are",
+            missing.len()
+        ));
+        operations.extend(missing.into_iter().map(Operation::Add));
+    }
+    operations
 }
 
 /// What applying the operations changed.
@@ -423,6 +511,7 @@ impl Inner {
                     records.push(record);
                 }
                 Operation::Delete(i) => deleted.push(existing[*i].clone()),
+                Operation::Keep => {}
             }
         }
         // New facts first: a crash in between leaves a duplicate, never a loss.
@@ -457,18 +546,30 @@ impl Inner {
         }
     }
 
-    /// Tombstones the oldest facts and turns beyond `max_entries`. Returns how many.
-    fn evict(&self, conversation: &ConversationId) -> Result<usize, EngineError> {
-        let mut entries: Vec<(chrono::DateTime<chrono::Utc>, String)> = {
+    /// Tombstones the oldest facts and turns beyond `max_entries`, never one of `keep`.
+    /// Returns how many.
+    fn evict(
+        &self,
+        conversation: &ConversationId,
+        keep: &std::collections::HashSet<MemoryId>,
+    ) -> Result<usize, EngineError> {
+        let (total, mut entries) = {
             let snapshot = self.snapshot.lock();
-            snapshot
+            let all: Vec<_> = snapshot
                 .files
                 .iter()
                 .filter(|(_, e)| e.conversation_id == *conversation && e.role != Role::Summary)
-                .map(|(path, e)| (e.created_at, path.clone()))
-                .collect()
+                .collect();
+            let candidates: Vec<(chrono::DateTime<chrono::Utc>, String)> = all
+                .iter()
+                .filter(|(_, e)| !keep.contains(&e.id))
+                .map(|(path, e)| (e.created_at, (*path).clone()))
+                .collect();
+            (all.len(), candidates)
         };
-        let excess = entries.len().saturating_sub(self.config.max_entries);
+        let excess = total
+            .saturating_sub(self.config.max_entries)
+            .min(entries.len());
         if excess == 0 {
             return Ok(0);
         }

@@ -262,6 +262,8 @@ async fn a_reconciler_that_fails_or_talks_nonsense_means_add() {
         Reply::Malformed("{\"operations\": [".into()),
         Reply::Json(json!({"operations": [{"event": "DELETE", "id": 42, "text": ""}]})),
         Reply::Json(json!({"operations": [{"event": "MERGE", "id": 0, "text": "x"}]})),
+        // A well-formed answer that forgets the new fact: it is added all the same.
+        Reply::Json(json!({"operations": []})),
         Reply::Hang,
     ];
     let llm = ScriptedLlm::start().await;
@@ -284,7 +286,7 @@ async fn a_reconciler_that_fails_or_talks_nonsense_means_add() {
         assert!(report.fallback.is_some(), "{fault:?}");
     }
     let facts = files(dir.path(), "c1", "facts");
-    assert_eq!(facts.len(), 6, "nothing lost, nothing deleted");
+    assert_eq!(facts.len(), 7, "nothing lost, nothing deleted");
     assert!(files(dir.path(), "c1", "deleted/facts").is_empty());
 }
 
@@ -689,4 +691,84 @@ async fn passes_of_different_conversations_run_in_parallel() {
         gap < Duration::from_millis(1500),
         "the second conversation's pass waited for the first: {gap:?}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_fact_the_reconciler_knows_is_reported_as_not_stored() {
+    let dir = tempfile::tempdir().unwrap();
+    let llm = ScriptedLlm::start().await;
+    let client = open(dir.path(), &llm).await;
+    client
+        .add(vec!["The user likes green tea.".into()], &conv("c1"))
+        .await
+        .unwrap();
+    llm.set_handler(with_faulty_reconciler(Reply::Json(
+        json!({"operations": [{"event": "NONE", "id": 0, "text": ""}]}),
+    )));
+    let report = client
+        .add(
+            vec![
+                "The user likes green tea!".into(),
+                "The user likes oolong.".into(),
+            ],
+            &conv("c1"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(report.not_stored, ["The user likes green tea!"]);
+    let added: Vec<&str> = report
+        .added
+        .iter()
+        .map(|m| m.record.content.as_str())
+        .collect();
+    assert_eq!(
+        added,
+        ["The user likes oolong."],
+        "one NONE explains one fact only"
+    );
+    assert!(report.fallback.is_some());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_add_never_acknowledges_what_eviction_takes() {
+    let dir = tempfile::tempdir().unwrap();
+    let llm = ScriptedLlm::start().await;
+    let mut config = config(dir.path(), &llm);
+    config.openai_base_url = None;
+    config.max_entries = 3;
+    let client = MemoryClient::open(config, OpenOptions::default())
+        .await
+        .unwrap();
+    let texts = |from: usize, n: usize| {
+        (from..from + n)
+            .map(|i| format!("Fact number {i}."))
+            .collect::<Vec<_>>()
+    };
+
+    let err = client.add(texts(0, 4), &conv("c1")).await.unwrap_err();
+    assert!(err.to_string().contains("at most 3 are taken"), "{err}");
+    let err = client
+        .add(
+            vec!["x".repeat(mnemo_core::MAX_MEMORY_BYTES + 1)],
+            &conv("c1"),
+        )
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("a memory holds at most"), "{err}");
+    assert!(
+        files(dir.path(), "c1", "facts").is_empty(),
+        "nothing written"
+    );
+
+    client.add(texts(0, 2), &conv("c1")).await.unwrap();
+    let report = client.add(texts(2, 3), &conv("c1")).await.unwrap();
+    assert_eq!(report.added.len(), 3);
+    assert_eq!(report.evicted, 2, "the two older facts make room");
+    for memory in &report.added {
+        assert!(
+            memory.path.is_file(),
+            "acknowledged and still live: {}",
+            memory.path.display()
+        );
+    }
 }

@@ -118,6 +118,9 @@ pub struct AddResult {
     /// Facts tombstoned because they no longer hold.
     #[schema(value_type = Vec<String>)]
     pub deleted: Vec<MemoryId>,
+    /// Texts not written because the conversation already knows them (the reconciler said
+    /// so); every other text is in `added` or `updated`.
+    pub not_stored: Vec<String>,
     /// The git commit recording it, when versioning is on.
     pub commit: Option<String>,
 }
@@ -158,6 +161,7 @@ pub(crate) async fn add(State(state): State<AppState>, body: Body) -> Result<Res
             .map(|&(old, new)| Updated { old, new })
             .collect(),
         deleted: report.deleted,
+        not_stored: report.not_stored,
         commit: report.commit,
     };
     Ok((StatusCode::CREATED, Json(result)).into_response())

@@ -203,7 +203,11 @@ mod tests {
         let target = dir.path().join("secret");
         std::fs::write(&target, "secret").unwrap();
         std::os::unix::fs::symlink(&target, notes.path()).unwrap();
-        assert!(notes.read().unwrap_err().to_string().contains("links"));
+        assert!(notes
+            .read()
+            .unwrap_err()
+            .to_string()
+            .contains("symbolic link"));
         assert!(notes.append("x").is_err());
         assert_eq!(std::fs::read_to_string(&target).unwrap(), "secret");
 

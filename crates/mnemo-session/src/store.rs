@@ -173,7 +173,7 @@ impl SessionStore {
             Ok(None) => return Ok(None),
             Err(message) => return Err(self.bad(&path, &message)),
         };
-        serde_saphyr::from_str(&text)
+        mnemo_store::untrusted::from_yaml(&text)
             .map(Some)
             .map_err(|e| self.bad(&path, &format!("not valid session settings: {e}")))
     }
@@ -354,23 +354,13 @@ impl SessionStore {
 /// Reads a small regular file: `None` when missing; links, special files and files over
 /// `limit` bytes are refused with the reason.
 pub(crate) fn read_small(path: &Path, limit: u64) -> Result<Option<String>, String> {
-    let meta = match std::fs::symlink_metadata(path) {
-        Ok(meta) => meta,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(format!("cannot read it: {e}")),
-    };
-    if !meta.is_file() {
-        return Err("not a regular file (links and special files are refused)".into());
+    match mnemo_store::untrusted::read_regular(path, limit) {
+        Ok(bytes) => String::from_utf8(bytes)
+            .map(Some)
+            .map_err(|_| "not UTF-8 text".to_owned()),
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(e) => Err(e.to_string()),
     }
-    if meta.len() > limit {
-        return Err(format!(
-            "{} bytes, more than the {limit} mnemo reads",
-            meta.len()
-        ));
-    }
-    std::fs::read_to_string(path)
-        .map(Some)
-        .map_err(|e| format!("cannot read it: {e}"))
 }
 
 /// Refuses `dir` when it exists as anything but a real folder: a link in the store would

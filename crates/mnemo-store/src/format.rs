@@ -30,6 +30,10 @@ pub enum FormatError {
     /// The body is empty or only whitespace: there is no memory to keep.
     #[error("the file holds no content")]
     Empty,
+    /// The metadata is deeper or larger than a memory may carry (see
+    /// [`mnemo_core::check_metadata`]); the file is left as it is.
+    #[error("{0}")]
+    Metadata(String),
 }
 
 /// What is known about a file besides its text.
@@ -105,6 +109,7 @@ pub fn parse(text: &str, ctx: &FileContext<'_>) -> Result<Parsed, FormatError> {
     }
     let mut warnings = Vec::new();
     let record = build_record(fields, content, ctx, &mut warnings);
+    mnemo_core::check_metadata(&record.metadata).map_err(FormatError::Metadata)?;
     Ok(Parsed { record, warnings })
 }
 
@@ -137,7 +142,8 @@ fn split_front_matter(text: &str) -> Result<(serde_json::Map<String, Value>, Str
     let data: Option<Value> = if yaml.trim().is_empty() {
         None
     } else {
-        serde_saphyr::from_str(yaml).map_err(|e| FormatError::BadYaml(one_line(&e.to_string())))?
+        crate::untrusted::from_yaml(yaml)
+            .map_err(|e| FormatError::BadYaml(one_line(&e.to_string())))?
     };
     let fields = match data {
         None | Some(Value::Null) => serde_json::Map::new(),
@@ -150,7 +156,11 @@ fn split_front_matter(text: &str) -> Result<(serde_json::Map<String, Value>, Str
 
 /// A parser's message on one line: it goes into a log line and a `skipped` list.
 fn one_line(message: &str) -> String {
-    message.split_whitespace().collect::<Vec<_>>().join(" ")
+    let line = message.split_whitespace().collect::<Vec<_>>().join(" ");
+    match line.char_indices().nth(300) {
+        Some((cut, _)) => format!("{}…", &line[..cut]),
+        None => line,
+    }
 }
 
 fn build_record(
@@ -189,18 +199,25 @@ fn build_record(
         }
     }
 
+    // A time in the future would make a memory the newest for ever: first in recency, last
+    // to be evicted. A day of slack covers clocks and time zones typed by hand.
+    let latest = Utc::now() + chrono::Duration::days(1);
     let created_at = take_str("created_at")
         .and_then(|raw| {
             let parsed = parse_time(&raw);
-            if parsed.is_none() {
-                warnings.push(format!(
+            match parsed {
+                None => warnings.push(format!(
                     "created_at {raw:?} is not a date; derived one instead"
-                ));
+                )),
+                Some(t) if t > latest => warnings.push(format!(
+                    "created_at {raw:?} is in the future; derived one instead"
+                )),
+                Some(_) => {}
             }
-            parsed
+            parsed.filter(|t| *t <= latest)
         })
-        .or(name_time)
-        .or(ctx.modified)
+        .or(name_time.filter(|t| *t <= latest))
+        .or(ctx.modified.filter(|t| *t <= latest))
         .unwrap_or_else(Utc::now);
 
     let mut id_field = |key: &str, warnings: &mut Vec<String>| {
@@ -370,6 +387,37 @@ mod tests {
         let name = crate::layout::file_name(MemoryKind::Fact, record.id, record.created_at);
         let back = parse_at(&format!("entries/c1/facts/{name}"), &render(&record)).unwrap();
         assert_eq!(back.record, record);
+    }
+
+    #[test]
+    fn a_created_at_in_the_future_is_not_believed() {
+        let text = "---\ncreated_at: 9999-01-01T00:00:00Z\n---\nFrom the far future.\n";
+        let parsed = parse_at("entries/c1/facts/x.md", text).unwrap();
+        assert!(parsed.record.created_at <= Utc::now());
+        assert!(
+            parsed.warnings[0].contains("is in the future"),
+            "{:?}",
+            parsed.warnings
+        );
+    }
+
+    #[test]
+    fn deep_or_large_metadata_refuses_the_file() {
+        let mut nested = String::from("leaf");
+        for _ in 0..=mnemo_core::MAX_METADATA_DEPTH {
+            nested = format!("{{k: {nested}}}");
+        }
+        let text = format!("---\nmetadata: {nested}\n---\nbody\n");
+        let err = parse_at("entries/c1/facts/x.md", &text).unwrap_err();
+        assert!(matches!(err, FormatError::Metadata(_)), "{err}");
+        let text = format!(
+            "---\nnote: {}\n---\nbody\n",
+            "x".repeat(mnemo_core::MAX_METADATA_BYTES)
+        );
+        assert!(matches!(
+            parse_at("entries/c1/facts/x.md", &text).unwrap_err(),
+            FormatError::Metadata(_)
+        ));
     }
 
     #[test]

@@ -4,7 +4,9 @@
 //! `<memory_path>/entries/<conversation>/...` (layout in [`layout`]). This crate writes them
 //! atomically ([`atomic`]), reads them back tolerantly, including files people wrote by hand
 //! ([`format`](mod@format)), and soft-deletes them into `deleted/` so nothing a user wrote is
-//! ever destroyed.
+//! ever destroyed. Every file it reads is untrusted input (hand edits, `git pull`): links,
+//! special files, oversized files and YAML bombs are refused file by file ([`untrusted`]), and a
+//! scan skips them with a message naming each.
 //!
 //! [`FileStore`] is the one entry point; it never touches the vector index. Paths it hands
 //! out are absolute and always inside the store.
@@ -13,9 +15,12 @@ pub mod atomic;
 pub mod format;
 pub mod layout;
 mod store;
+pub mod untrusted;
 
 pub use layout::{Location, MemoryKind};
-pub use store::{FileStore, Scan, SkippedFile, StoreError, StoredMemory, WrittenFile};
+pub use store::{
+    duplicate_id, FileStore, Scan, SkippedFile, StoreError, StoredMemory, WrittenFile,
+};
 
 /// The lower-case hex sha256 of `bytes`: how the index's snapshot tells a changed file.
 pub fn sha256_hex(bytes: &[u8]) -> String {

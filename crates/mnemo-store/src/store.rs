@@ -17,6 +17,7 @@ use crate::atomic::{rename_durably, write_atomic};
 use crate::format::{self, FileContext, FormatError};
 use crate::layout::{self, Location, MemoryKind, DELETED_DIR, ENTRIES_DIR};
 use crate::sha256_hex;
+use crate::untrusted::{self, Refusal, MAX_MEMORY_FILE_BYTES};
 
 /// Why the store could not do what was asked. Every variant names the file concerned.
 #[derive(Debug, thiserror::Error)]
@@ -53,6 +54,15 @@ pub enum StoreError {
     NotText {
         /// The file (absolute).
         path: PathBuf,
+    },
+    /// The file or a folder on its way is not something mnemo reads or writes: a link, a
+    /// FIFO or device, a file larger than a memory can be.
+    #[error("{path}: {reason}")]
+    Refused {
+        /// The file or folder (absolute).
+        path: PathBuf,
+        /// Why, as one line.
+        reason: String,
     },
     /// A tombstone was asked to be deleted again.
     #[error("{path} is already deleted")]
@@ -122,7 +132,9 @@ impl FileStore {
         let root = root
             .canonicalize()
             .map_err(io_err("cannot resolve", root))?;
-        Ok(Self { root })
+        let store = Self { root };
+        store.check_folder(&store.entries_dir())?;
+        Ok(store)
     }
 
     /// The store's root (canonical).
@@ -165,6 +177,7 @@ impl FileStore {
             .join(kind.folder())
             .join(layout::file_name(kind, record.id, record.created_at));
         let bytes = format::render(record);
+        self.check_folder(path.parent().unwrap_or(&self.root))?;
         write_atomic(&path, bytes.as_bytes()).map_err(io_err("cannot write", &path))?;
         Ok(WrittenFile {
             sha256: sha256_hex(bytes.as_bytes()),
@@ -177,8 +190,35 @@ impl FileStore {
     pub fn read(&self, path: &Path) -> Result<StoredMemory, StoreError> {
         let (_, relative) = self.locate(path)?;
         let absolute = self.root.join(&relative);
-        let bytes = fs::read(&absolute).map_err(io_err("cannot read", &absolute))?;
+        let bytes = self.read_bytes(&absolute)?;
         self.parse(&absolute, &bytes)
+    }
+
+    /// The bytes of a memory file, read as untrusted input: a regular file of at most
+    /// [`MAX_MEMORY_FILE_BYTES`], never through a link (see [`untrusted`]).
+    pub fn read_bytes(&self, path: &Path) -> Result<Vec<u8>, StoreError> {
+        let (_, relative) = self.locate(path)?;
+        let absolute = self.root.join(&relative);
+        self.check_folder(absolute.parent().unwrap_or(&self.root))?;
+        untrusted::read_regular(&absolute, MAX_MEMORY_FILE_BYTES).map_err(|refusal| match refusal {
+            Refusal::Io(source) => StoreError::Io {
+                action: "cannot read",
+                path: absolute,
+                source,
+            },
+            other => StoreError::Refused {
+                path: absolute,
+                reason: other.to_string(),
+            },
+        })
+    }
+
+    /// Refuses a folder of the store reached through a link (or that is no folder).
+    fn check_folder(&self, folder: &Path) -> Result<(), StoreError> {
+        untrusted::check_real_folders(&self.root, folder).map_err(|reason| StoreError::Refused {
+            path: folder.to_owned(),
+            reason,
+        })
     }
 
     /// Parses a memory file's bytes, already read from `path`.
@@ -188,7 +228,7 @@ impl FileStore {
         let text = std::str::from_utf8(bytes).map_err(|_| StoreError::NotText {
             path: absolute.clone(),
         })?;
-        let modified = fs::metadata(&absolute)
+        let modified = fs::symlink_metadata(&absolute)
             .and_then(|m| m.modified())
             .ok()
             .and_then(system_time_to_utc);
@@ -226,12 +266,32 @@ impl FileStore {
         Ok((location, relative.to_owned()))
     }
 
-    /// All live (not deleted) memories of every conversation.
+    /// All live (not deleted) memories of every conversation. Two files claiming one id
+    /// (hand copies, a `git pull`): the first in path order is the memory, the others are
+    /// skipped with a message naming both.
     pub fn scan(&self) -> Scan {
         let mut scan = Scan::default();
         for conversation in self.conversations() {
             self.scan_into(&conversation, &mut scan);
         }
+        let mut first: std::collections::HashMap<MemoryId, PathBuf> = Default::default();
+        let mut memories = std::mem::take(&mut scan.memories);
+        memories.retain(|m| match first.get(&m.record.id) {
+            Some(other) => {
+                let reason = duplicate_id(&m.path, m.record.id, other);
+                warn!("skipping {reason}");
+                scan.skipped.push(SkippedFile {
+                    path: m.path.clone(),
+                    reason,
+                });
+                false
+            }
+            None => {
+                first.insert(m.record.id, m.path.clone());
+                true
+            }
+        });
+        scan.memories = memories;
         scan
     }
 
@@ -273,6 +333,16 @@ impl FileStore {
         };
         let mut conversations: Vec<_> = dirs
             .filter_map(Result::ok)
+            .filter(|e| {
+                let real = untrusted::is_real_folder(e);
+                if !real && e.file_type().is_ok_and(|t| t.is_symlink()) {
+                    warn!(
+                        "skipping {}: a linked folder (links are not followed)",
+                        e.path().display()
+                    );
+                }
+                real
+            })
             .filter_map(|e| ConversationId::new(e.file_name().to_str()?).ok())
             .collect();
         conversations.sort();
@@ -283,18 +353,30 @@ impl FileStore {
         let dir = layout::conversation_dir(&self.root, conversation);
         let mut paths = Vec::new();
         for kind in MemoryKind::ALL {
-            let Ok(files) = fs::read_dir(dir.join(kind.folder())) else {
-                continue;
-            };
             let start = paths.len();
-            paths.extend(
-                files
-                    .filter_map(|e| Some(e.ok()?.path()))
-                    .filter(|p| p.is_file() && self.locate(p).is_ok()),
-            );
+            paths.extend(self.memory_files_in(&dir.join(kind.folder())));
             paths[start..].sort();
         }
         paths
+    }
+
+    /// The entries of a kind folder that may be memory files: everything but folders, so a
+    /// link or FIFO with a memory's name is reported when it is read, not silently passed by.
+    /// A folder that is itself a link yields nothing (and a warning).
+    fn memory_files_in(&self, folder: &Path) -> Vec<PathBuf> {
+        if let Err(e) = self.check_folder(folder) {
+            warn!("skipping {e}");
+            return Vec::new();
+        }
+        let Ok(files) = fs::read_dir(folder) else {
+            return Vec::new();
+        };
+        files
+            .filter_map(Result::ok)
+            .filter(|e| !untrusted::is_real_folder(e))
+            .map(|e| e.path())
+            .filter(|p| self.locate(p).is_ok())
+            .collect()
     }
 
     /// Removes temporary files an interrupted atomic write left behind. Only safe while no
@@ -346,6 +428,7 @@ impl FileStore {
             name = layout::file_name(MemoryKind::Fact, memory.record.id, Utc::now());
         }
         let tombstone = tombstone_dir.join(name);
+        self.check_folder(&tombstone_dir)?;
         // Rename first: a crash after it leaves an unmarked tombstone, never a lost memory.
         rename_durably(&memory.path, &tombstone).map_err(io_err("cannot move", &memory.path))?;
         let mut record = memory.record;
@@ -361,13 +444,7 @@ impl FileStore {
         let mut scan = Scan::default();
         let dir = layout::conversation_dir(&self.root, conversation).join(DELETED_DIR);
         for kind in MemoryKind::ALL {
-            let Ok(files) = fs::read_dir(dir.join(kind.folder())) else {
-                continue;
-            };
-            for path in files.filter_map(|e| Some(e.ok()?.path())) {
-                if self.locate(&path).is_err() {
-                    continue;
-                }
+            for path in self.memory_files_in(&dir.join(kind.folder())) {
                 match self.read(&path) {
                     Ok(memory) => scan.memories.push(memory),
                     Err(err) => scan.skipped.push(SkippedFile {
@@ -387,6 +464,15 @@ impl FileStore {
             .join(MemoryKind::Summary.folder())
             .join(layout::SUMMARY_FILE)
     }
+}
+
+/// Why a file was skipped for claiming an id another file has: names both, and what to do.
+pub fn duplicate_id(path: &Path, id: MemoryId, first: &Path) -> String {
+    format!(
+        "{}: its id {id} is already used by {}; only that file is searchable (give this one another id, or remove its id line)",
+        path.display(),
+        first.display()
+    )
 }
 
 /// A file time as a UTC time; `None` outside what `chrono` represents (a hand-set mtime in
