@@ -27,7 +27,7 @@ use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use futures_util::Stream;
-use mnemo_core::{ConversationId, MemoryRecord, Role};
+use mnemo_core::{ConversationId, MemoryRecord, Role, MAX_MEMORY_BYTES};
 use mnemo_llm::{ByteStream, DeltaAccumulator, LlmError};
 use mnemo_store::StoredMemory;
 use serde_json::{json, Map, Value};
@@ -311,7 +311,16 @@ impl MemoryClient {
                     query: text.clone(),
                     ..fields.search.clone()
                 };
-                self.search(search).await?
+                match self.search(search).await {
+                    Ok(hits) => hits,
+                    Err(e @ EngineError::InvalidInput(_)) => return Err(e),
+                    // The user's message matters more than the memories it would have had:
+                    // it is answered and stored without them.
+                    Err(e) => {
+                        warn!(conversation = %fields.conversation, "retrieval failed ({e}); answering without memories");
+                        Vec::new()
+                    }
+                }
             }
             None => Vec::new(),
         };
@@ -350,7 +359,8 @@ impl MemoryClient {
 
         let user_turn = match user_text {
             Some(text) => {
-                let mut record = MemoryRecord::new(fields.conversation.clone(), Role::User, text);
+                let mut record =
+                    MemoryRecord::new(fields.conversation.clone(), Role::User, stored_turn(text));
                 if let Some(name) = last_user_name(&body) {
                     record
                         .metadata
@@ -456,7 +466,8 @@ impl MemoryClient {
         self.inner.background.spawn(async move {
             let mut turns = usize::from(user_turn.is_some());
             if let Some(text) = assistant_text.filter(|t| !t.trim().is_empty()) {
-                let mut record = MemoryRecord::new(conversation.clone(), Role::Assistant, text);
+                let mut record =
+                    MemoryRecord::new(conversation.clone(), Role::Assistant, stored_turn(text));
                 if incomplete {
                     record.metadata.insert("incomplete".into(), true.into());
                 }
@@ -476,6 +487,25 @@ impl MemoryClient {
 }
 
 /// The name the last user message gives its author, if any (OpenAI's `name` field).
+/// A chat turn as stored: whole when it fits in a memory ([`MAX_MEMORY_BYTES`]), else its
+/// beginning with a note of what was cut. A 24 MiB answer stored whole would be embedded,
+/// indexed and injected again at that size; the session log keeps every byte.
+fn stored_turn(text: String) -> String {
+    if text.len() <= MAX_MEMORY_BYTES {
+        return text;
+    }
+    let note = format!(
+        "\n\n[cut by mnemo: the message was {} bytes; the first {} are kept]",
+        text.len(),
+        MAX_MEMORY_BYTES - 200
+    );
+    let mut cut = MAX_MEMORY_BYTES - 200;
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}{note}", &text[..cut])
+}
+
 fn last_user_name(body: &Value) -> Option<String> {
     body["messages"]
         .as_array()?
@@ -584,6 +614,18 @@ impl Drop for RecordingStream {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stored_turns_are_cut_to_a_memory_s_size() {
+        assert_eq!(stored_turn("short".into()), "short");
+        let long = "é".repeat(MAX_MEMORY_BYTES);
+        let stored = stored_turn(long);
+        assert!(stored.len() <= MAX_MEMORY_BYTES, "{}", stored.len());
+        assert!(stored.ends_with(&format!(
+            "the message was {} bytes; the first 65336 are kept]",
+            2 * MAX_MEMORY_BYTES
+        )));
+    }
 
     fn body(v: Value) -> Map<String, Value> {
         v.as_object().unwrap().clone()

@@ -48,6 +48,10 @@ impl std::fmt::Debug for ChatStream {
     }
 }
 
+/// The most an upstream answer may take (streamed or not): a chat answer is text for a
+/// person, and a larger one is a fault or an attack that would cost mnemo gigabytes.
+pub const MAX_ANSWER_BYTES: usize = 16 << 20;
+
 /// Longest wait a `Retry-After` header can impose, so one upstream cannot stall a turn.
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(30);
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
@@ -115,21 +119,24 @@ impl LlmClient {
         let url = self.url("/chat/completions");
         let payload = self.payload(body, false);
         let timeout = self.inner.config.request_timeout;
+        let deadline = tokio::time::Instant::now() + timeout;
         let (url_ref, payload) = (&url, &payload);
         let response = self
-            .send_with_retries(url_ref, move || async move {
+            .send_with_retries(url_ref, deadline, move |left| async move {
                 self.post_json(url_ref, payload.clone())
-                    .timeout(timeout)
+                    .timeout(left)
                     .send()
                     .await
                     .map_err(|e| self.transport_error(url_ref, e, timeout))
             })
             .await?;
         let response = check_status(&url, response).await?;
-        let bytes = response
-            .bytes()
+        let bytes = read_capped(response, &url, deadline)
             .await
-            .map_err(|e| self.transport_error(&url, e, timeout))?;
+            .map_err(|e| match e {
+                Capped::Transport(e) => self.transport_error(&url, e, timeout),
+                Capped::Over(error) | Capped::Late(error) => error,
+            })?;
         serde_json::from_slice(&bytes).map_err(|e| LlmError::InvalidOutput {
             reason: format!("the response from {url} is not JSON: {e}"),
             content_snippet: snippet(&String::from_utf8_lossy(&bytes)),
@@ -143,18 +150,22 @@ impl LlmClient {
         let url = self.url("/chat/completions");
         let payload = self.payload(body, true);
         let timeout = self.inner.config.request_timeout;
+        let deadline = tokio::time::Instant::now() + timeout;
         let (url_ref, payload) = (&url, &payload);
         let response = self
-            .send_with_retries(url_ref, move || async move {
+            .send_with_retries(url_ref, deadline, move |left| async move {
                 let send = self.post_json(url_ref, payload.clone()).send();
-                self.until_headers(url_ref, send).await
+                self.until_headers(url_ref, send, left).await
             })
             .await?;
         let response = check_status(&url, response).await?;
         Ok(ChatStream {
             status: response.status(),
             headers: end_to_end_headers(response.headers().clone()),
-            body: idle_timeout(response.bytes_stream(), timeout, url),
+            body: capped(
+                idle_timeout(response.bytes_stream(), timeout, url.clone()),
+                url,
+            ),
         })
     }
 
@@ -235,7 +246,8 @@ impl LlmClient {
             .headers(headers)
             .body(body)
             .send();
-        self.until_headers(&url, send).await
+        self.until_headers(&url, send, self.inner.config.request_timeout)
+            .await
     }
 
     /// Whether the upstream answers `GET {base_url}/models` with 2xx within a few seconds.
@@ -337,50 +349,58 @@ impl LlmClient {
     }
 
     /// Sends without bounding the body's duration (it may stream for minutes), only the wait
-    /// for the response headers.
+    /// for the response headers, by `wait`.
     async fn until_headers(
         &self,
         url: &str,
         send: impl Future<Output = reqwest::Result<reqwest::Response>>,
+        wait: Duration,
     ) -> Result<reqwest::Response, LlmError> {
-        let timeout = self.inner.config.request_timeout;
-        match tokio::time::timeout(timeout, send).await {
-            Ok(sent) => sent.map_err(|e| self.transport_error(url, e, timeout)),
+        match tokio::time::timeout(wait, send).await {
+            Ok(sent) => sent.map_err(|e| self.transport_error(url, e, wait)),
             Err(_) => Err(LlmError::Timeout {
                 url: url.to_string(),
-                after: timeout,
+                after: self.inner.config.request_timeout,
             }),
         }
     }
 
-    /// Runs `attempt` until it gives a response that is not worth retrying, or retries run out.
+    /// Runs `attempt` (given the time left) until it gives a response that is not worth
+    /// retrying, retries run out, or the call's one deadline would pass. A connection refused
+    /// or a 429/5xx is retried: the upstream did not do the work. A timeout is not: the
+    /// upstream may still be working on (and billing) the request, and waiting again would
+    /// stretch one call to several times `request_timeout`.
     async fn send_with_retries<F, Fut>(
         &self,
         url: &str,
+        deadline: tokio::time::Instant,
         attempt: F,
     ) -> Result<reqwest::Response, LlmError>
     where
-        F: Fn() -> Fut,
+        F: Fn(Duration) -> Fut,
         Fut: Future<Output = Result<reqwest::Response, LlmError>>,
     {
         let config = &self.inner.config;
         let mut retry = 0;
         loop {
-            let outcome = attempt().await;
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            let outcome = attempt(left).await;
             let (retry_after, what) = match &outcome {
                 Ok(response) if is_transient(response.status()) => (
                     retry_after(response.headers()),
                     format!("HTTP {}", response.status()),
                 ),
-                Err(e @ (LlmError::Connect { .. } | LlmError::Timeout { .. })) => {
-                    (None, e.to_string())
-                }
+                Err(e @ LlmError::Connect { .. }) => (None, e.to_string()),
                 _ => return outcome,
             };
             if retry >= config.max_retries {
                 return outcome;
             }
             let delay = backoff_delay(retry, config.initial_backoff, retry_after, jitter());
+            if tokio::time::Instant::now() + delay >= deadline {
+                tracing::warn!(url, "LLM call failed ({what}); no time left to retry");
+                return outcome;
+            }
             tracing::warn!(
                 url,
                 retry = retry + 1,
@@ -513,6 +533,80 @@ pub fn end_to_end_headers(mut headers: HeaderMap) -> HeaderMap {
 
 /// The body as a stream that fails, instead of waiting forever, when the upstream goes silent
 /// for `idle`.
+/// Why a capped read of an answer stopped.
+enum Capped {
+    /// The connection failed.
+    Transport(reqwest::Error),
+    /// The answer passed [`MAX_ANSWER_BYTES`].
+    Over(LlmError),
+    /// The call's deadline passed while the body was still arriving.
+    Late(LlmError),
+}
+
+/// Reads a whole answer body, refusing it as soon as it passes [`MAX_ANSWER_BYTES`] (before
+/// reading it, when `Content-Length` says so), and by the call's deadline.
+async fn read_capped(
+    response: reqwest::Response,
+    url: &str,
+    deadline: tokio::time::Instant,
+) -> Result<Bytes, Capped> {
+    let too_large = |size: u64| {
+        Capped::Over(LlmError::InvalidOutput {
+            reason: format!(
+                "the answer from {url} is {size} bytes or more; mnemo takes at most {MAX_ANSWER_BYTES}"
+            ),
+            content_snippet: String::new(),
+        })
+    };
+    if let Some(length) = response
+        .content_length()
+        .filter(|&n| n > MAX_ANSWER_BYTES as u64)
+    {
+        return Err(too_large(length));
+    }
+    let read = async {
+        let mut body = Vec::new();
+        let mut chunks = response.bytes_stream();
+        while let Some(chunk) = chunks.next().await {
+            let chunk = chunk.map_err(Capped::Transport)?;
+            if body.len() + chunk.len() > MAX_ANSWER_BYTES {
+                return Err(too_large((body.len() + chunk.len()) as u64));
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok(Bytes::from(body))
+    };
+    match tokio::time::timeout_at(deadline, read).await {
+        Ok(read) => read,
+        Err(_) => Err(Capped::Late(LlmError::Timeout {
+            url: url.to_string(),
+            after: deadline.elapsed(),
+        })),
+    }
+}
+
+/// Ends a streamed answer with an error once it passes [`MAX_ANSWER_BYTES`].
+fn capped(body: ByteStream, url: String) -> ByteStream {
+    // (bytes passed on, whether the cap was hit): after the error, the stream ends.
+    Box::pin(body.scan((0usize, false), move |(seen, over), chunk| {
+        let next = match chunk {
+            _ if *over => None,
+            Ok(bytes) if *seen + bytes.len() > MAX_ANSWER_BYTES => {
+                *over = true;
+                Some(Err(LlmError::Stream(format!(
+                    "the answer from {url} passed {MAX_ANSWER_BYTES} bytes; mnemo cut it there"
+                ))))
+            }
+            Ok(bytes) => {
+                *seen += bytes.len();
+                Some(Ok(bytes))
+            }
+            Err(e) => Some(Err(e)),
+        };
+        futures_util::future::ready(next)
+    }))
+}
+
 fn idle_timeout(
     body: impl Stream<Item = reqwest::Result<Bytes>> + Send + 'static,
     idle: Duration,

@@ -30,7 +30,7 @@ mod json;
 mod local;
 mod sse;
 
-pub use client::{end_to_end_headers, ByteStream, ChatStream, LlmClient};
+pub use client::{end_to_end_headers, ByteStream, ChatStream, LlmClient, MAX_ANSWER_BYTES};
 pub use config::LlmConfig;
 pub use error::LlmError;
 /// The `http` types of this crate's API (headers, methods, status codes).

@@ -138,7 +138,7 @@ async fn a_hanging_server_times_out() {
     let server = ScriptedLlm::with_handler(|_: &ChatRequest| Reply::Hang).await;
     let mut config = config(&server.base_url());
     config.request_timeout = Duration::from_millis(200);
-    config.max_retries = 1;
+    config.max_retries = 3;
     let started = Instant::now();
     let err = LlmClient::new(config)
         .unwrap()
@@ -150,11 +150,74 @@ async fn a_hanging_server_times_out() {
         "{err}"
     );
     assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "one deadline for the call: {:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        server.chat_calls(),
+        1,
+        "a timeout is not retried: the upstream may still be doing (and billing) the work"
+    );
+}
+
+#[tokio::test]
+async fn retries_stop_at_the_call_s_deadline() {
+    let server = ScriptedLlm::with_handler(|_: &ChatRequest| Reply::Raw {
+        status: 503,
+        headers: vec![("retry-after".into(), "20".into())],
+        body: "busy".into(),
+    })
+    .await;
+    let mut config = config(&server.base_url());
+    config.request_timeout = Duration::from_millis(500);
+    let started = Instant::now();
+    let err = LlmClient::new(config)
+        .unwrap()
+        .chat(&hello())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, LlmError::Status { status: 503, .. }), "{err}");
+    // (`retry-after` above the 30 s cap would be capped; 20 s is simply too long here.)
+    assert!(
         started.elapsed() < Duration::from_secs(2),
         "{:?}",
         started.elapsed()
     );
-    assert_eq!(server.chat_calls(), 2, "a timeout is retried");
+    assert_eq!(
+        server.chat_calls(),
+        1,
+        "a 20 s Retry-After does not fit in 0.5 s"
+    );
+}
+
+#[tokio::test]
+async fn answers_larger_than_the_cap_are_refused() {
+    let big = "x".repeat(mnemo_llm::MAX_ANSWER_BYTES + 1);
+    let server = ScriptedLlm::with_handler(move |_: &ChatRequest| Reply::text(&big)).await;
+    let err = client(&server).chat(&hello()).await.unwrap_err();
+    assert!(
+        matches!(&err, LlmError::InvalidOutput { reason, .. } if reason.contains("mnemo takes at most")),
+        "{err}"
+    );
+
+    let chunks: Vec<_> = (0..20)
+        .map(|_| (Duration::ZERO, "y".repeat(1 << 20)))
+        .collect();
+    let server =
+        ScriptedLlm::with_handler(move |_: &ChatRequest| Reply::Chunks(chunks.clone())).await;
+    let mut stream = client(&server).chat_stream(&hello()).await.unwrap();
+    let mut passed = 0;
+    let err = loop {
+        match stream.body.next().await {
+            Some(Ok(chunk)) => passed += chunk.len(),
+            Some(Err(e)) => break e,
+            None => panic!("a 20 MiB stream was passed whole"),
+        }
+    };
+    assert!(passed <= mnemo_llm::MAX_ANSWER_BYTES, "{passed}");
+    assert!(err.to_string().contains("mnemo cut it there"), "{err}");
+    assert!(stream.body.next().await.is_none());
 }
 
 #[tokio::test]

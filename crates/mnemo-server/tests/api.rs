@@ -1137,3 +1137,66 @@ async fn a_client_that_stops_waiting_still_gets_its_turn_kept() {
     }
     server.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_huge_upstream_answer_is_refused_or_cut_and_stored_at_a_memory_s_size() {
+    let huge = "word ".repeat(4 << 20); // 20 MiB
+    let llm = ScriptedLlm::with_handler(move |request: &ChatRequest| match request.schema_name() {
+        Some(_) => model(request),
+        None if request.body["stream"] == true => Reply::Chunks(
+            (0..20)
+                .map(|_| (Duration::ZERO, huge[..1 << 20].to_owned()))
+                .collect(),
+        ),
+        None => Reply::text(huge.clone()),
+    })
+    .await;
+    let server = Server::start(Some(llm.base_url())).await;
+    let url = format!("{}/v1/chat/completions", server.url);
+
+    let (status, body) = post(
+        &url,
+        json!({"model": "m", "memory_id": "big",
+        "messages": [{"role": "user", "content": "Say a lot."}]}),
+    )
+    .await;
+    assert_eq!(status, 502, "{body}");
+    assert!(
+        error_message(&body).contains("mnemo takes at most"),
+        "{body}"
+    );
+
+    let streamed = http()
+        .post(&url)
+        .json(&json!({"model": "m", "memory_id": "big", "stream": true,
+            "messages": [{"role": "user", "content": "Stream a lot."}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(streamed.status(), 200);
+    let received = streamed.bytes().await.map(|b| b.len()).unwrap_or(0);
+    assert!(received < 18 << 20, "the stream was cut: {received} bytes");
+
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let stored = loop {
+        let (_, page) = post_get(&format!(
+            "{}/v1/memories?conversation_id=big&role=assistant",
+            server.url
+        ))
+        .await;
+        if let Some(content) = page["items"][0]["content"].as_str() {
+            break content.to_owned();
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no answer stored: {page}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(
+        stored.len() <= mnemo_core::MAX_MEMORY_BYTES && stored.contains("[cut by mnemo"),
+        "{} bytes stored",
+        stored.len()
+    );
+    server.shutdown().await;
+}

@@ -224,32 +224,30 @@ pub(crate) fn mmr(
         })
         .collect();
     let mut pool = candidates;
+    // Each candidate's highest cosine to anything chosen so far, updated with the latest
+    // choice only: O(k · pool) in all, not O(k² · pool).
+    let mut redundancy = vec![0.0f32; pool.len()];
     let mut chosen: Vec<Candidate> = Vec::with_capacity(k.min(pool.len()));
     while chosen.len() < k && !pool.is_empty() {
-        let redundancy = |c: &Candidate| {
-            let Some(v) = c.hit.vector.as_deref() else {
-                return 0.0;
-            };
-            chosen
-                .iter()
-                .filter_map(|s| s.hit.vector.as_deref())
-                .map(|w| cosine(v, w))
-                .fold(0.0f32, f32::max)
-        };
         let (best, _) = pool
             .iter()
+            .zip(&redundancy)
             .enumerate()
-            .map(|(i, c)| {
-                (
-                    i,
-                    lambda * relevance[&c.hit.id] - (1.0 - lambda) * redundancy(c),
-                )
-            })
+            .map(|(i, (c, r))| (i, lambda * relevance[&c.hit.id] - (1.0 - lambda) * r))
             .fold(
                 (0, f32::NEG_INFINITY),
                 |acc, x| if x.1 > acc.1 { x } else { acc },
             );
-        chosen.push(pool.swap_remove(best));
+        redundancy.swap_remove(best);
+        let taken = pool.swap_remove(best);
+        if let Some(w) = taken.hit.vector.as_deref() {
+            for (c, r) in pool.iter().zip(redundancy.iter_mut()) {
+                if let Some(v) = c.hit.vector.as_deref() {
+                    *r = r.max(cosine(v, w));
+                }
+            }
+        }
+        chosen.push(taken);
     }
     chosen
 }
