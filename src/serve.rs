@@ -35,6 +35,10 @@ pub struct ServeArgs {
     /// Also accept browser requests from ORIGIN (e.g. http://localhost:3000); repeatable
     #[arg(long = "allow-origin", value_name = "ORIGIN")]
     allow_origins: Vec<String>,
+    /// On shutdown, wait at most this long for queued memory writes; the rest are journaled
+    /// and resumed at the next start (a second Ctrl-C exits at once)
+    #[arg(long, value_name = "SECS", default_value_t = 30)]
+    shutdown_grace_secs: u64,
 }
 
 pub async fn serve(global: &GlobalArgs, args: ServeArgs) -> CommandResult {
@@ -77,7 +81,12 @@ pub async fn serve(global: &GlobalArgs, args: ServeArgs) -> CommandResult {
         upstream_label,
         allowed_hosts,
         allowed_origins: args.allow_origins,
+        shutdown_grace: std::time::Duration::from_secs(args.shutdown_grace_secs.min(24 * 3600)),
     };
+    let resumed = client.resume_pending_passes();
+    if resumed > 0 {
+        println!("  resuming {resumed} memory writes queued by the last run");
+    }
     mnemo_server::serve(listener, client, options, shutdown_signal())
         .await
         .context("the server stopped")?;
@@ -158,9 +167,26 @@ fn print_banner(address: SocketAddr, store: &std::path::Path, upstream: &str, mo
     );
 }
 
-/// Ctrl-C or SIGTERM.
+/// Ctrl-C or SIGTERM. A second one exits at once.
 pub async fn shutdown_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
+    any_signal().await;
+    eprintln!(
+        "shutting down: finishing requests and queued memory writes (press Ctrl-C again to stop at once; queued writes resume at the next start) ..."
+    );
+    // A person who asks twice means it: queued passes are journaled, so nothing is lost.
+    tokio::spawn(async {
+        any_signal().await;
+        eprintln!("stopping at once; queued memory writes resume at the next start");
+        std::process::exit(130);
+    });
+}
+
+async fn any_signal() {
+    let ctrl_c = async {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
     #[cfg(unix)]
     let term = async {
         match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
@@ -176,5 +202,4 @@ pub async fn shutdown_signal() {
         _ = ctrl_c => {},
         _ = term => {},
     }
-    eprintln!("shutting down: finishing requests and queued memory writes ...");
 }

@@ -842,3 +842,21 @@ fn hostile_files_in_the_store_are_skipped_one_by_one() {
         "nothing written outside"
     );
 }
+
+#[test]
+fn a_corrupt_git_index_does_not_stop_the_store() {
+    let store = Store::new();
+    assert_success(&store.mnemo(&["add", "The boat is moored at pier 4."]));
+    std::fs::write(store.root.join(".git/index"), "").unwrap();
+    let hits = store.ok_json(&["search", "where is the boat", "-k", "1", "--json"]);
+    assert_eq!(contents(&hits), ["The boat is moored at pier 4."]);
+    assert_success(&store.mnemo(&["add", "The oars are in the shed."]));
+    let log = store.mnemo(&["log", "--json"]);
+    assert_success(&log);
+    let commits: Value = serde_json::from_slice(&log.stdout).unwrap();
+    assert_eq!(
+        commits.as_array().map(Vec::len),
+        Some(3),
+        "initial, first add, and the add after the repair: {commits}"
+    );
+}

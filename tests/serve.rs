@@ -11,12 +11,21 @@ use serde_json::{json, Value};
 /// Starts `mnemo serve` on a free port with no upstream configured; returns the process and
 /// its base URL, read from the banner.
 fn serve(store: &Path, extra: &[&str]) -> (Child, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_mnemo"))
+    serve_with(store, None, extra)
+}
+
+/// [`serve`], with `upstream` as the upstream LLM when given.
+fn serve_with(store: &Path, upstream: Option<&str>, extra: &[&str]) -> (Child, String) {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_mnemo"));
+    match upstream {
+        Some(url) => command.env("MNEMO_OPENAI_BASE_URL", url),
+        None => command.env_remove("MNEMO_OPENAI_BASE_URL"),
+    };
+    let mut child = command
         .args(["serve", "--port", "0", "--memory-path"])
         .arg(store)
         .args(extra)
         .env("MNEMO_START_WATCHER", "false")
-        .env_remove("MNEMO_OPENAI_BASE_URL")
         .env_remove("MNEMO_CONFIG")
         .env_remove("RUST_LOG")
         .stdout(Stdio::piped())
@@ -133,4 +142,91 @@ async fn with_no_local_llm_chat_answers_503_and_memories_still_work() {
     assert!(status.success(), "mnemo serve exited with {status}");
     let turns = store.path().join("entries/default/turns/user");
     assert_eq!(std::fs::read_dir(turns).unwrap().count(), 1);
+}
+
+fn signal(child: &Child, signal: libc::c_int) {
+    // SAFETY: sends a signal to the child this test started.
+    unsafe { libc::kill(child.id() as libc::pid_t, signal) };
+}
+
+fn count(dir: &Path) -> usize {
+    std::fs::read_dir(dir).map_or(0, |entries| entries.count())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn shutdown_waits_a_grace_period_and_the_next_start_resumes_what_is_left() {
+    use mnemo_scripted_llm::{ChatRequest, Reply, ScriptedLlm};
+    let store = tempfile::tempdir().unwrap();
+    let pending = store.path().join("pending");
+    // Answers chats, never the write path's calls: every pass hangs.
+    let silent = ScriptedLlm::with_handler(|r: &ChatRequest| match r.schema_name() {
+        Some(_) => Reply::Hang,
+        None => Reply::text("Noted."),
+    })
+    .await;
+    let chat = json!({"model": "m", "messages": [{"role": "user", "content": "My wife is Anne."}]});
+
+    let (mut server, url) = serve_with(
+        store.path(),
+        Some(&silent.base_url()),
+        &["--shutdown-grace-secs", "1"],
+    );
+    let (status, body) = post(&format!("{url}/v1/chat/completions"), &chat).await;
+    assert_eq!(status, 200, "{body}");
+    let asked = Instant::now();
+    let status = terminate(&mut server);
+    assert!(status.success(), "{status}");
+    assert!(
+        asked.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        asked.elapsed()
+    );
+    assert_eq!(count(&pending), 1, "the unfinished pass is journaled");
+    assert_eq!(
+        count(&store.path().join("entries/default/turns/assistant")),
+        1
+    );
+
+    // The next start, with an upstream that answers, finishes it.
+    let answering = ScriptedLlm::with_handler(|r: &ChatRequest| match r.schema_name() {
+        Some("facts") => Reply::Json(json!({"facts": ["The user's wife is Anne."]})),
+        Some("summary") => Reply::Json(json!({"summary": "The user's wife is Anne."})),
+        Some(_) => Reply::Json(json!({"operations": []})),
+        None => Reply::text("ok"),
+    })
+    .await;
+    let (mut server, _) = serve_with(store.path(), Some(&answering.base_url()), &[]);
+    let facts = store.path().join("entries/default/facts");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while count(&facts) == 0 || count(&pending) > 0 {
+        assert!(Instant::now() < deadline, "the queued pass was not resumed");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(terminate(&mut server).success());
+    assert_eq!(
+        count(&store.path().join("entries/default/turns/assistant")),
+        1,
+        "the answer is stored once"
+    );
+
+    // A second Ctrl-C does not wait for the grace period.
+    let (mut server, url) = serve_with(
+        store.path(),
+        Some(&silent.base_url()),
+        &["--shutdown-grace-secs", "600"],
+    );
+    let (status, _) = post(&format!("{url}/v1/chat/completions"), &chat).await;
+    assert_eq!(status, 200);
+    let asked = Instant::now();
+    signal(&server, libc::SIGINT);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    signal(&server, libc::SIGINT);
+    let status = server.wait().unwrap();
+    assert_eq!(status.code(), Some(130), "{status}");
+    assert!(
+        asked.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        asked.elapsed()
+    );
+    assert_eq!(count(&pending), 1, "journaled for the next start");
 }

@@ -22,6 +22,7 @@
 //! part of the answer received so far is stored as the assistant's turn, marked
 //! `incomplete: true`, and the write path still runs for the user's message.
 
+use std::path::PathBuf;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
@@ -454,7 +455,8 @@ impl MemoryClient {
         })
     }
 
-    /// Step 5, in the background: the assistant's turn, then the write path.
+    /// Step 5, in the background: the assistant's turn, then the write path, queued and
+    /// journaled ([`crate::queue`]).
     fn finish_turn(
         &self,
         conversation: ConversationId,
@@ -462,27 +464,28 @@ impl MemoryClient {
         assistant_text: Option<String>,
         incomplete: bool,
     ) {
-        let client = self.clone();
-        self.inner.background.spawn(async move {
-            let mut turns = usize::from(user_turn.is_some());
-            if let Some(text) = assistant_text.filter(|t| !t.trim().is_empty()) {
-                let mut record =
-                    MemoryRecord::new(conversation.clone(), Role::Assistant, stored_turn(text));
-                if incomplete {
-                    record.metadata.insert("incomplete".into(), true.into());
-                }
-                match client.add_records(vec![record]).await {
-                    Ok(_) => turns += 1,
-                    Err(e) => warn!(conversation = %conversation, "cannot store the assistant's turn: {e}"),
-                }
-            }
-            if let Err(e) = client
-                .learn_from_turn(&conversation, user_turn.as_ref(), turns)
-                .await
-            {
-                warn!(conversation = %conversation, "the write path failed: {e}");
-            }
-        });
+        let pass = crate::queue::PendingPass {
+            conversation,
+            user_turn: user_turn.map(|t| PathBuf::from(self.store().relative(&t.path).as_ref())),
+            assistant_text: assistant_text.filter(|t| !t.trim().is_empty()),
+            incomplete,
+        };
+        self.queue_pass(pass);
+    }
+
+    /// Stores the assistant's answer as a turn of `conversation`.
+    pub(crate) async fn store_assistant_turn(
+        &self,
+        conversation: &ConversationId,
+        text: String,
+        incomplete: bool,
+    ) -> Result<(), EngineError> {
+        let mut record =
+            MemoryRecord::new(conversation.clone(), Role::Assistant, stored_turn(text));
+        if incomplete {
+            record.metadata.insert("incomplete".into(), true.into());
+        }
+        self.add_records(vec![record]).await.map(|_| ())
     }
 }
 

@@ -87,6 +87,8 @@ pub(crate) struct Inner {
     pub llm: Option<LlmClient>,
     /// Git versioning of the store, when enabled.
     pub git: Option<Versioning>,
+    /// Why versioning is off although enabled (the repository could not be opened).
+    git_error: Option<String>,
     /// Flushes the index and the snapshot in the background; stopped first on drop.
     flusher: Option<Flusher>,
     /// Guards every write to the index together with the snapshot that describes it.
@@ -100,6 +102,8 @@ pub(crate) struct Inner {
     pub conversation_locks: Mutex<HashMap<ConversationId, Arc<tokio::sync::Mutex<()>>>>,
     /// Write-path passes running in the background (waited for on shutdown).
     pub background: TaskTracker,
+    /// The journal of queued write-path passes, and how many may run at once.
+    pub queue: crate::queue::PassQueue,
     /// Chats finishing for callers that stopped waiting (waited for on shutdown).
     pub detached_chats: TaskTracker,
     startup_sync: SyncReport,
@@ -119,6 +123,7 @@ impl MemoryClient {
 
     fn open_blocking(config: Config, mut options: OpenOptions) -> Result<Self, EngineError> {
         let store = FileStore::open(&config.memory_path)?;
+        let queue = crate::queue::PassQueue::new(store.root());
         let paths = config.model_paths();
         let embedder = Embedder::load(&EmbedderConfig {
             threads: config.embed_threads,
@@ -178,13 +183,23 @@ impl MemoryClient {
         snapshot.flush()?;
         let flusher = SnapshotCell::spawn_flusher(&snapshot);
         let llm = upstream(&config)?;
+        let mut git_error = None;
         let git = if config.enable_git_versioning {
             let git_config = GitConfig {
                 author_name: config.git_author_name.clone(),
                 author_email: config.git_author_email.clone(),
                 ignore: layout::unversioned(),
             };
-            Some(Versioning::open(store.root(), git_config)?)
+            // The memories matter more than their history: a repository mnemo cannot open
+            // (and could not repair) leaves versioning off, said in the log and `/health`.
+            match Versioning::open(store.root(), git_config) {
+                Ok(git) => Some(git),
+                Err(e) => {
+                    warn!("git versioning is off for this run: {e}");
+                    git_error = Some(format!("versioning is off: {e}"));
+                    None
+                }
+            }
         } else {
             None
         };
@@ -202,12 +217,14 @@ impl MemoryClient {
                 index,
                 llm,
                 git,
+                git_error,
                 flusher,
                 snapshot,
                 _lock: lock,
                 timeline: RwLock::new(Arc::new(timeline)),
                 conversation_locks: Mutex::new(HashMap::new()),
                 background: TaskTracker::new(),
+                queue,
                 detached_chats: TaskTracker::new(),
                 startup_sync,
             }),
@@ -423,6 +440,19 @@ impl MemoryClient {
         blocking(move || Ok(inner.index.count(&mnemo_index::Filter::all())?)).await
     }
 
+    /// Whether the store is versioned in git, and the last error doing so (an unopenable
+    /// repository, or the last commit's failure while no later one has succeeded).
+    pub fn versioning(&self) -> (bool, Option<String>) {
+        let error = match &self.inner.git {
+            Some(git) => git.last_error(),
+            None => self.inner.git_error.clone(),
+        };
+        // Answers name no server paths: the store is "the store".
+        let root = self.inner.store.root().display().to_string();
+        let error = error.map(|e| e.replace(&root, "the store"));
+        (self.inner.git.is_some(), error)
+    }
+
     /// Whether a cross-encoder is loaded.
     pub fn has_reranker(&self) -> bool {
         self.inner.reranker.is_some()
@@ -503,12 +533,8 @@ fn wipe_index(store: &FileStore) -> Result<(), EngineError> {
         }
     };
     let index_dir = store.index_dir();
-    let lock = store.lock_path();
     for entry in std::fs::read_dir(&index_dir).map_err(io(index_dir.clone()))? {
         let path = entry.map_err(io(index_dir.clone()))?.path();
-        if path == lock {
-            continue;
-        }
         if path.is_dir() {
             std::fs::remove_dir_all(&path).map_err(io(path.clone()))?;
         } else {
@@ -563,7 +589,9 @@ fn lock_store(store: &FileStore) -> Result<File, EngineError> {
         })?;
     match file.try_lock() {
         Ok(()) => Ok(file),
-        Err(std::fs::TryLockError::WouldBlock) => Err(EngineError::Locked { path: index_dir }),
+        Err(std::fs::TryLockError::WouldBlock) => Err(EngineError::Locked {
+            path: store.root().to_owned(),
+        }),
         Err(std::fs::TryLockError::Error(source)) => Err(EngineError::Io {
             action: "cannot lock",
             path,

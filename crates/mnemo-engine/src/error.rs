@@ -33,9 +33,9 @@ pub enum EngineError {
     #[error(transparent)]
     Git(#[from] mnemo_git::GitError),
     /// Another process holds the store's lock: one process at a time may own a store.
-    #[error("{path} is in use by another mnemo process")]
+    #[error("the store {path} is in use by another mnemo process")]
     Locked {
-        /// The locked index folder.
+        /// The locked store.
         path: PathBuf,
     },
     /// A file-system call of the engine's own failed (the lock, the snapshot, the watcher).

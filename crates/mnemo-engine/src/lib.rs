@@ -29,6 +29,7 @@ pub mod filter;
 pub mod inject;
 pub mod keys;
 pub mod prompts;
+pub mod queue;
 pub mod retrieval;
 pub mod sessions;
 pub mod snapshot;

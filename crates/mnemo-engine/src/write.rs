@@ -360,16 +360,33 @@ impl MemoryClient {
 
     /// Waits until every write the client has queued in the background is done.
     pub async fn wait_idle(&self) {
+        self.wait_idle_for(Duration::MAX).await;
+    }
+
+    /// Like [`wait_idle`](Self::wait_idle), for at most `grace`: returns whether everything
+    /// finished. Passes still running or waiting stay journaled ([`crate::queue`]) for the
+    /// next start to resume; the index snapshot is written either way.
+    pub async fn wait_idle_for(&self, grace: Duration) -> bool {
+        let deadline = tokio::time::Instant::now().checked_add(grace);
+        let mut finished = true;
         // Chats first: a finishing chat queues its write-path pass.
         for tracker in [&self.inner.detached_chats, &self.inner.background] {
             tracker.close();
-            tracker.wait().await;
+            let wait = tracker.wait();
+            finished &= match deadline {
+                Some(deadline) => tokio::time::timeout_at(deadline, wait).await.is_ok(),
+                None => {
+                    wait.await;
+                    true
+                }
+            };
             tracker.reopen();
         }
         let snapshot = self.inner.snapshot.clone();
         if let Err(e) = blocking(move || snapshot.flush()).await {
             warn!("cannot write the index snapshot: {e}; trying again later");
         }
+        finished
     }
 }
 

@@ -109,7 +109,7 @@ async fn one_process_owns_a_store_at_a_time() {
     let _first = open(dir.path()).await;
     let second = MemoryClient::open(config(dir.path()), OpenOptions::default()).await;
     match second {
-        Err(EngineError::Locked { path }) => assert!(path.ends_with("index")),
+        Err(EngineError::Locked { path }) => assert_eq!(path, dir.path().canonicalize().unwrap()),
         Err(other) => panic!("expected a lock error, got {other}"),
         Ok(_) => panic!("a second client opened the same store"),
     }

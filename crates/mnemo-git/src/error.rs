@@ -64,3 +64,10 @@ pub enum GitError {
         root: PathBuf,
     },
 }
+
+impl GitError {
+    /// Whether a lock held by another git process (or left by a dead one) refused the call.
+    pub fn is_locked(&self) -> bool {
+        matches!(self, GitError::Git { source, .. } if source.code() == git2::ErrorCode::Locked)
+    }
+}

@@ -8,7 +8,7 @@ use std::path::{Component, Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use git2::{Commit, IndexAddOption, Repository, Signature, StatusOptions};
-use tracing::{debug, info};
+use tracing::{debug, info, warn};
 
 use crate::commits::{commit_changes, commit_info, head_commit, CommitInfo};
 use crate::GitError;
@@ -48,6 +48,8 @@ pub struct Versioning {
     repo: Mutex<Repository>,
     /// What the next commit stages.
     pending: Mutex<Pending>,
+    /// Why the last commit failed, until one succeeds (for `/health`).
+    last_error: Mutex<Option<String>>,
 }
 
 /// Changes noted since the last successful commit.
@@ -102,7 +104,10 @@ impl Versioning {
             config,
             repo: Mutex::new(repo),
             pending: Mutex::default(),
+            last_error: Mutex::default(),
         };
+        versioning.clear_stale_lock();
+        versioning.repair_index()?;
         versioning.ensure_ignore_file()?;
         if fresh {
             info!(root = %versioning.root.display(), "created a git repository for the store");
@@ -161,15 +166,82 @@ impl Versioning {
         // clearing what was taken after the commit would also clear a note made meanwhile
         // (another thread's new file), and that file would never be committed.
         let taken = std::mem::take(&mut *self.pending());
-        match self.stage_and_commit(&repo, &taken, message) {
-            Ok(committed) => Ok(committed),
+        let mut result = self.stage_and_commit(&repo, &taken, message);
+        if result.as_ref().is_err_and(GitError::is_locked) && self.clear_stale_lock() {
+            result = self.stage_and_commit(&repo, &taken, message);
+        }
+        *self
+            .last_error
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) =
+            result.as_ref().err().map(ToString::to_string);
+        if result.is_err() {
+            let mut pending = self.pending();
+            pending.paths.extend(taken.paths);
+            pending.everything |= taken.everything;
+        }
+        result
+    }
+
+    /// Why the last commit failed, while no later one has succeeded.
+    pub fn last_error(&self) -> Option<String> {
+        self.last_error
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Removes `.git/index.lock` when it is older than [`STALE_LOCK`]: git holds it for a
+    /// moment while it writes the index, so an old one was left by a process that died, and
+    /// would stop every commit for ever. Returns whether one was removed.
+    fn clear_stale_lock(&self) -> bool {
+        let lock = self.root.join(".git").join("index.lock");
+        let age = fs::symlink_metadata(&lock)
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.elapsed().ok());
+        if age.is_none_or(|age| age < STALE_LOCK) {
+            return false;
+        }
+        match fs::remove_file(&lock) {
+            Ok(()) => {
+                warn!(lock = %lock.display(), ?age, "removed a git index lock left by a process that died");
+                true
+            }
             Err(e) => {
-                let mut pending = self.pending();
-                pending.paths.extend(taken.paths);
-                pending.everything |= taken.everything;
-                Err(e)
+                warn!(lock = %lock.display(), "cannot remove a stale git index lock: {e}");
+                false
             }
         }
+    }
+
+    /// Rebuilds the git index from `HEAD` when it cannot be read (empty, truncated, corrupt):
+    /// the index is git's cache of what is staged, and mnemo stages everything again at its
+    /// first commit anyway. The broken one is kept beside it, renamed.
+    fn repair_index(&self) -> Result<(), GitError> {
+        let repo = self.lock();
+        let broken = match repo.index().and_then(|mut index| index.read(true)) {
+            Ok(()) => return Ok(()),
+            Err(e) => e,
+        };
+        let path = self.root.join(".git").join("index");
+        let kept = path.with_extension(format!("broken-{}", chrono_free_stamp()));
+        warn!(index = %path.display(), "the git index cannot be read ({broken}); rebuilding it from HEAD");
+        fs::rename(&path, &kept).map_err(io_err("cannot move aside", &path))?;
+        let mut index = repo
+            .index()
+            .map_err(self.git_err("cannot create a new git index"))?;
+        if let Some(head) = head_commit(&repo).map_err(self.git_err("cannot read HEAD"))? {
+            let tree = head
+                .tree()
+                .map_err(self.git_err("cannot read HEAD's tree"))?;
+            index
+                .read_tree(&tree)
+                .map_err(self.git_err("cannot rebuild the git index from HEAD"))?;
+        }
+        index
+            .write()
+            .map_err(self.git_err("cannot write the rebuilt git index"))
     }
 
     /// Stages every change in the store (new, modified, deleted and moved files, minus what
@@ -312,7 +384,7 @@ impl Versioning {
             text.push_str(line);
             text.push('\n');
         }
-        fs::write(&path, text).map_err(io_err("cannot write", &path))
+        write_replacing(&path, text.as_bytes()).map_err(io_err("cannot write", &path))
     }
 
     /// Removes from the index files that are tracked although ignored (e.g. someone ran
@@ -390,6 +462,31 @@ impl Versioning {
         }
         Ok(parts.join("/"))
     }
+}
+
+/// How old `.git/index.lock` must be to count as left by a dead process.
+const STALE_LOCK: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Seconds since the epoch, to name a file kept aside.
+fn chrono_free_stamp() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// Replaces `path` whole: a temporary file beside it, fsynced, renamed over it, the folder
+/// fsynced. A crash leaves the old `.gitignore` or the new one, never half of one (half of
+/// one could let the index or a session log into git).
+fn write_replacing(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    use std::io::Write;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let tmp = dir.join(format!(".mnemo-tmp-gitignore-{}", std::process::id()));
+    let mut file = fs::File::create(&tmp)?;
+    file.write_all(bytes)?;
+    file.sync_all()?;
+    drop(file);
+    fs::rename(&tmp, path)?;
+    fs::File::open(dir)?.sync_all()
 }
 
 fn io_err(action: &'static str, path: &Path) -> impl FnOnce(io::Error) -> GitError {

@@ -126,7 +126,8 @@ fn ignored_files_are_never_committed() {
         "entries/c/facts/a.swp",
         "entries/c/facts/a.md~",
         "entries/c/facts/a.tmp",
-        ".lock",
+        ".mnemo.lock",
+        "pending/123-abc.json",
     ];
     for path in ignored {
         write(root, path, "junk");
@@ -432,6 +433,9 @@ fn a_locked_index_fails_the_commit_and_the_next_one_catches_up() {
     fs::write(&lock, "").unwrap();
     let err = versioning.commit_all("blocked").unwrap_err();
     assert!(err.to_string().contains("locked"), "{err}");
+    assert!(versioning
+        .last_error()
+        .is_some_and(|e| e.contains("locked")));
     assert_eq!(versioning.log(None, 10).unwrap().len(), 1);
     assert!(versioning.has_uncommitted_changes().unwrap());
 
@@ -625,4 +629,62 @@ fn commit_noted_stages_only_the_noted_files_and_keeps_them_noted_after_a_failure
         vec![(ChangeStatus::Added, fact_path("c", b))]
     );
     assert!(!reopened.has_uncommitted_changes().unwrap());
+}
+
+#[test]
+fn a_lock_left_by_a_dead_process_is_cleared() {
+    let (dir, versioning) = new_store();
+    let root = dir.path();
+    let id = MemoryId::random();
+    write(root, &fact_path("c", id), &fact(id, "first"));
+    let lock = root.join(".git/index.lock");
+    fs::write(&lock, "").unwrap();
+    // Two minutes old: git holds the lock for a moment, so nobody alive holds this one.
+    let old = std::time::SystemTime::now() - std::time::Duration::from_secs(120);
+    fs::File::options()
+        .write(true)
+        .open(&lock)
+        .unwrap()
+        .set_modified(old)
+        .unwrap();
+    let commit = versioning.commit_all("after a crash").unwrap().unwrap();
+    assert_eq!(
+        changes(&commit),
+        [(ChangeStatus::Added, fact_path("c", id))]
+    );
+    assert!(!lock.exists());
+    assert_eq!(versioning.last_error(), None);
+}
+
+#[test]
+fn a_corrupt_index_is_rebuilt_from_head() {
+    let (dir, versioning) = new_store();
+    let root = dir.path();
+    let id = MemoryId::random();
+    write(root, &fact_path("c", id), &fact(id, "kept"));
+    versioning.commit_all("one").unwrap().unwrap();
+    drop(versioning);
+    for broken in ["", "DIRC garbage that is no index"] {
+        fs::write(root.join(".git/index"), broken).unwrap();
+        let reopened = open(root);
+        assert!(!reopened.has_uncommitted_changes().unwrap(), "index = HEAD");
+        let other = MemoryId::random();
+        write(root, &fact_path("c", other), &fact(other, "new"));
+        let commit = reopened.commit_all("after repair").unwrap().unwrap();
+        assert_eq!(
+            changes(&commit),
+            [(ChangeStatus::Added, fact_path("c", other))]
+        );
+    }
+    let kept_aside = fs::read_dir(root.join(".git"))
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .starts_with("index.broken-")
+        })
+        .count();
+    assert!(kept_aside >= 1);
 }

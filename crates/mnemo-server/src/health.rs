@@ -18,6 +18,8 @@ pub struct Health {
     pub index: IndexHealth,
     /// The models in use.
     pub models: ModelsHealth,
+    /// Git versioning of the store.
+    pub versioning: VersioningHealth,
     /// The upstream LLM; null when none is configured.
     pub upstream: Option<UpstreamHealth>,
     /// Seconds since the server started.
@@ -29,6 +31,16 @@ pub struct Health {
 pub struct IndexHealth {
     /// Points in the index.
     pub points: usize,
+}
+
+/// Git versioning, as `/health` reports it.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct VersioningHealth {
+    /// Whether changes are committed to the store's git repository.
+    pub enabled: bool,
+    /// Why versioning is off although configured, or why the last commit failed (while no
+    /// later one has succeeded); the memories are on disk either way.
+    pub error: Option<String>,
 }
 
 /// The models, as `/health` reports them.
@@ -95,6 +107,10 @@ pub(crate) async fn health(State(state): State<AppState>) -> Result<Json<Health>
             } else {
                 "not installed"
             },
+        },
+        versioning: {
+            let (enabled, error) = client.versioning();
+            VersioningHealth { enabled, error }
         },
         upstream,
         uptime_s: state.started.elapsed().as_secs(),

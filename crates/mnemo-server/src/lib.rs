@@ -63,6 +63,9 @@ pub struct ServerOptions {
     pub allowed_hosts: Vec<String>,
     /// Browser origins allowed besides mnemo's own (`http://host:port`).
     pub allowed_origins: Vec<String>,
+    /// How long a shutdown waits for queued write-path passes; those left are journaled and
+    /// resumed by the next start.
+    pub shutdown_grace: std::time::Duration,
 }
 
 impl Default for ServerOptions {
@@ -72,6 +75,7 @@ impl Default for ServerOptions {
             upstream_label: String::new(),
             allowed_hosts: Vec::new(),
             allowed_origins: Vec::new(),
+            shutdown_grace: std::time::Duration::from_secs(30),
         }
     }
 }
@@ -143,13 +147,15 @@ pub fn router(client: MemoryClient, options: ServerOptions) -> Router {
 }
 
 /// Serves `router` on `listener` until `shutdown` resolves; requests in flight finish, then
-/// the client's queued background writes.
+/// the client's queued background writes, for at most `options.shutdown_grace` (what is left
+/// stays journaled for the next start).
 pub async fn serve(
     listener: TcpListener,
     client: MemoryClient,
     options: ServerOptions,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    let grace = options.shutdown_grace;
     let app = router(client.clone(), options);
     axum::serve(
         listener,
@@ -157,7 +163,12 @@ pub async fn serve(
     )
     .with_graceful_shutdown(shutdown)
     .await?;
-    info!("finishing queued memory writes");
-    client.wait_idle().await;
+    info!(?grace, "finishing queued memory writes");
+    if !client.wait_idle_for(grace).await {
+        tracing::warn!(
+            passes = client.pending_passes(),
+            "write-path passes left queued after the grace period; the next start resumes them"
+        );
+    }
     Ok(())
 }

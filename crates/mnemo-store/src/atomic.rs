@@ -13,7 +13,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let dir = path
         .parent()
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "path has no parent"))?;
-    fs::create_dir_all(dir)?;
+    create_dirs_durably(dir)?;
     let (tmp_path, mut tmp) = create_temp(dir)?;
     let result = (|| {
         tmp.write_all(bytes)?;
@@ -33,7 +33,7 @@ pub fn rename_durably(from: &Path, to: &Path) -> io::Result<()> {
     let to_dir = to
         .parent()
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "path has no parent"))?;
-    fs::create_dir_all(to_dir)?;
+    create_dirs_durably(to_dir)?;
     fs::rename(from, to)?;
     sync_dir(to_dir)?;
     if let Some(from_dir) = from.parent() {
@@ -51,6 +51,26 @@ fn create_temp(dir: &Path) -> io::Result<(PathBuf, File)> {
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
             Err(e) => return Err(e),
         }
+    }
+}
+
+/// Creates `dir` and its missing parents, fsyncing the folder each new one was created in:
+/// otherwise a crash could lose a new conversation's folder, and every file in it, although
+/// each file was fsynced.
+pub fn create_dirs_durably(dir: &Path) -> io::Result<()> {
+    if dir.as_os_str().is_empty() || dir.is_dir() {
+        return Ok(());
+    }
+    if let Some(parent) = dir.parent() {
+        create_dirs_durably(parent)?;
+    }
+    match fs::create_dir(dir) {
+        Ok(()) => match dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+            Some(parent) => sync_dir(parent),
+            None => Ok(()),
+        },
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists && dir.is_dir() => Ok(()),
+        Err(e) => Err(e),
     }
 }
 

@@ -44,8 +44,10 @@ pub const CONTEXT_SUMMARIES_DIR: &str = "summaries";
 pub const TOOL_OUTPUTS_DIR: &str = "tool_outputs";
 /// The folder of chat sessions' logs (append-only records, not versioned).
 pub const SESSIONS_DIR: &str = "sessions";
-/// The advisory lock file, inside [`INDEX_DIR`], that one process at a time holds.
-pub const LOCK_FILE: &str = ".lock";
+/// The advisory lock file, at the store's root, that one process at a time holds.
+pub const LOCK_FILE: &str = ".mnemo.lock";
+/// The folder of write-path passes queued and not yet done (journaled, resumed on start).
+pub const PENDING_DIR: &str = "pending";
 const TIMESTAMP_FORMAT: &str = "%Y%m%dT%H%M%S%3fZ";
 
 /// The kind of file, which is also its folder below the conversation.
@@ -180,11 +182,12 @@ pub fn unversioned() -> Vec<String> {
         format!("/{CONVERSATIONS_DIR}/*/{CONTEXT_SUMMARIES_DIR}/"),
         format!("/{CONVERSATIONS_DIR}/*/{TOOL_OUTPUTS_DIR}/"),
         format!("/{SESSIONS_DIR}/"),
+        format!("/{PENDING_DIR}/"),
         format!("{}*", crate::atomic::TEMP_PREFIX),
         "*.swp".to_owned(),
         "*~".to_owned(),
         "*.tmp".to_owned(),
-        LOCK_FILE.to_owned(),
+        format!("/{LOCK_FILE}"),
     ]
 }
 

@@ -152,9 +152,10 @@ impl FileStore {
         self.root.join(layout::SNAPSHOT_FILE)
     }
 
-    /// The lock file one process at a time holds.
+    /// The lock file one process at a time holds: at the root, not in the rebuildable
+    /// `index/` folder, which a person may delete while a server runs.
     pub fn lock_path(&self) -> PathBuf {
-        self.index_dir().join(layout::LOCK_FILE)
+        self.root.join(layout::LOCK_FILE)
     }
 
     /// The folder every memory file lives under.
