@@ -6,7 +6,8 @@ use anyhow::{anyhow, Context};
 use clap::Args;
 use mnemo_core::LOCAL_LLM_ALIAS;
 use mnemo_llm::{LlmClient, LocalLlm, LocalLlmOptions};
-use mnemo_server::ServerOptions;
+use mnemo_server::auth::{API_TOKEN_ENV, MIN_TOKEN_LEN};
+use mnemo_server::{Auth, ServerOptions};
 use tracing::{info, warn};
 
 use crate::commands::{self, CommandResult, Failure, GlobalArgs};
@@ -47,8 +48,19 @@ pub async fn serve(global: &GlobalArgs, args: ServeArgs) -> CommandResult {
         .parse()
         .or_else(|_| format!("[{}]:{}", args.host, args.port).parse())
         .map_err(|_| Failure::invalid(anyhow!("--host {} is not an IP address", args.host)))?;
+    // Checked before anything starts or binds: a server that would be open to the network
+    // never listens at all.
+    let auth = Auth::from_config(&config.server, |var| std::env::var(var).ok())
+        .map_err(|e| Failure::invalid(anyhow!("cannot use the configured tokens: {e}")))?;
     if !address.ip().is_loopback() {
-        warn!("listening on {address}: anyone who can reach it can read and write these memories");
+        if !auth.is_required() {
+            return Err(Failure::invalid(anyhow!(
+                "refusing to listen on {address} without authentication: anyone who can reach it could read and change every memory. \
+                 Set {API_TOKEN_ENV} to a token of at least {MIN_TOKEN_LEN} characters (full access), or configure [[server.tokens]] \
+                 in the config file (docs/server.md); or listen on 127.0.0.1"
+            )));
+        }
+        warn!("listening on {address} over plain HTTP: bearer tokens cross the network in clear; put a TLS proxy in front unless the network is trusted");
     }
 
     let (local, upstream_label) = start_upstream(&mut config, !args.no_local_llm).await?;
@@ -67,7 +79,7 @@ pub async fn serve(global: &GlobalArgs, args: ServeArgs) -> CommandResult {
     let bound = listener
         .local_addr()
         .context("cannot read the bound address")?;
-    print_banner(bound, client.store().root(), &upstream_label, &model);
+    print_banner(bound, client.store().root(), &upstream_label, &model, &auth);
 
     let mut allowed_hosts = args.allow_hosts;
     if !bound.ip().is_loopback() && !bound.ip().is_unspecified() {
@@ -82,6 +94,7 @@ pub async fn serve(global: &GlobalArgs, args: ServeArgs) -> CommandResult {
         allowed_hosts,
         allowed_origins: args.allow_origins,
         shutdown_grace: std::time::Duration::from_secs(args.shutdown_grace_secs.min(24 * 3600)),
+        auth,
     };
     let resumed = client.resume_pending_passes();
     if resumed > 0 {
@@ -154,15 +167,29 @@ async fn local_window(base_url: &str, options: &LocalLlmOptions) -> u64 {
     }
 }
 
-fn print_banner(address: SocketAddr, store: &std::path::Path, upstream: &str, model: &str) {
+fn print_banner(
+    address: SocketAddr,
+    store: &std::path::Path,
+    upstream: &str,
+    model: &str,
+    auth: &Auth,
+) {
     println!("mnemo listening on http://{address}");
     println!("  store     {}", store.display());
     println!("  upstream  {upstream}");
     println!("  API       http://{address}/openapi.json");
+    let bearer = if auth.is_required() {
+        let entries: Vec<&str> = auth.entries().collect();
+        println!("  auth      bearer tokens: {}", entries.join(", "));
+        "-H 'authorization: Bearer <token>' "
+    } else {
+        println!("  auth      none (loopback only)");
+        ""
+    };
     println!();
     println!("Try it:");
     println!(
-        r#"  curl -s http://{address}/v1/chat/completions -H 'content-type: application/json' \
+        r#"  curl -s http://{address}/v1/chat/completions -H 'content-type: application/json' {bearer}\
     -d '{{"model": "{model}", "memory_id": "demo", "messages": [{{"role": "user", "content": "My wife is Anne and I dislike pizza."}}]}}'"#
     );
 }

@@ -1,5 +1,6 @@
 //! The official `openai` Python SDK (installed by `scripts/setup test`) talking to the real
-//! `mnemo serve` binary, in front of a scripted upstream.
+//! `mnemo serve` binary, in front of a scripted upstream. mnemo requires a bearer token
+//! (`MNEMO_API_TOKEN`), which the SDK sends as its `api_key`.
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
@@ -7,6 +8,9 @@ use std::process::{Command, Stdio};
 
 use mnemo_scripted_llm::{echo, ChatRequest, Reply, ScriptedLlm};
 use serde_json::json;
+
+/// mnemo's token: the SDK's `api_key`, never seen by the upstream.
+const TOKEN: &str = "sdk-token-0123456789";
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -161,6 +165,7 @@ async fn the_openai_sdk_works_against_mnemo_serve() {
         .arg(store.path())
         .env("MNEMO_OPENAI_BASE_URL", upstream.base_url())
         .env("MNEMO_START_WATCHER", "false")
+        .env("MNEMO_API_TOKEN", TOKEN)
         .env_remove("MNEMO_CONFIG")
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -184,6 +189,7 @@ async fn the_openai_sdk_works_against_mnemo_serve() {
         Command::new(python)
             .arg(root().join("tests/python/openai_sdk.py"))
             .arg(&url)
+            .arg(TOKEN)
             .env("NO_PROXY", "127.0.0.1")
             .output()
             .unwrap()
@@ -203,6 +209,12 @@ async fn the_openai_sdk_works_against_mnemo_serve() {
     assert!(status.success(), "mnemo serve exited with {status}");
     check_governed_requests(&upstream);
     check_server_side_history(&upstream);
+    for request in upstream.requests() {
+        for value in request.headers.values() {
+            let value = String::from_utf8_lossy(value.as_bytes());
+            assert!(!value.contains(TOKEN), "mnemo's token went upstream");
+        }
+    }
     let turns = store.path().join("entries/sdk/turns/user");
     // Three accepted requests; the one with a hostile memory_id wrote nothing.
     assert_eq!(std::fs::read_dir(turns).unwrap().count(), 3);

@@ -8,26 +8,31 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-/// Starts `mnemo serve` on a free port with no upstream configured; returns the process and
-/// its base URL, read from the banner.
-fn serve(store: &Path, extra: &[&str]) -> (Child, String) {
-    serve_with(store, None, extra)
-}
-
-/// [`serve`], with `upstream` as the upstream LLM when given.
-fn serve_with(store: &Path, upstream: Option<&str>, extra: &[&str]) -> (Child, String) {
+/// `mnemo serve` on a free port with no upstream and no tokens configured, plus `extra`
+/// arguments and `env` variables.
+fn command(store: &Path, extra: &[&str], env: &[(&str, &str)]) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_mnemo"));
-    match upstream {
-        Some(url) => command.env("MNEMO_OPENAI_BASE_URL", url),
-        None => command.env_remove("MNEMO_OPENAI_BASE_URL"),
-    };
-    let mut child = command
+    command
         .args(["serve", "--port", "0", "--memory-path"])
         .arg(store)
         .args(extra)
         .env("MNEMO_START_WATCHER", "false")
+        .env_remove("MNEMO_OPENAI_BASE_URL")
         .env_remove("MNEMO_CONFIG")
+        .env_remove("MNEMO_API_TOKEN")
         .env_remove("RUST_LOG")
+        .envs(env.iter().copied());
+    command
+}
+
+/// Starts `mnemo serve` on a free port with no upstream configured; returns the process and
+/// its base URL, read from the banner.
+fn serve(store: &Path, extra: &[&str]) -> (Child, String) {
+    serve_with(store, extra, &[])
+}
+
+fn serve_with(store: &Path, extra: &[&str], env: &[(&str, &str)]) -> (Child, String) {
+    let mut child = command(store, extra, env)
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
@@ -144,6 +149,110 @@ async fn with_no_local_llm_chat_answers_503_and_memories_still_work() {
     assert_eq!(std::fs::read_dir(turns).unwrap().count(), 1);
 }
 
+/// Runs `mnemo serve` expecting it to refuse to start: its exit code, stdout and stderr.
+/// One that starts anyway is killed after a while, and the test fails on its exit code.
+fn refused(store: &Path, extra: &[&str], env: &[(&str, &str)]) -> (Option<i32>, String, String) {
+    let mut child = command(store, extra, env)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            child.kill().unwrap();
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let output = child.wait_with_output().unwrap();
+    (
+        output.status.code(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn beyond_loopback_it_refuses_to_start_without_tokens() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    // 192.0.2.1 (TEST-NET-1) is no address of this machine: even a server that failed to
+    // refuse could not bind it. Only once that refusal is seen is 0.0.0.0 tried.
+    for host in ["192.0.2.1", "0.0.0.0"] {
+        let (code, stdout, stderr) = refused(&store, &["--host", host], &[]);
+        assert_eq!(code, Some(2), "--host {host}: invalid usage\n{stderr}");
+        assert!(
+            stderr.contains(&format!(
+                "refusing to listen on {host}:0 without authentication"
+            )) && stderr.contains("MNEMO_API_TOKEN")
+                && stderr.contains("[[server.tokens]]"),
+            "{stderr}"
+        );
+        assert!(stdout.is_empty(), "no banner: it never listened: {stdout}");
+        assert!(!store.exists(), "the store was not even opened");
+    }
+}
+
+#[test]
+fn a_short_or_missing_token_is_refused_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let (code, _, stderr) = refused(&store, &[], &[("MNEMO_API_TOKEN", "short")]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("MNEMO_API_TOKEN: the token is 5 characters long")
+            && stderr.contains("at least 16"),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("short"),
+        "the token is not echoed: {stderr}"
+    );
+
+    let config = dir.path().join("mnemo.toml");
+    std::fs::write(
+        &config,
+        "[[server.tokens]]\nname = \"alice\"\ntoken_env = \"MNEMO_TEST_UNSET_TOKEN\"\nconversations = [\"alice\"]\n",
+    )
+    .unwrap();
+    let config = config.to_str().unwrap();
+    let (code, _, stderr) = refused(&store, &[], &[("MNEMO_CONFIG", config)]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains(
+            "server.tokens[0] (alice): token_env names MNEMO_TEST_UNSET_TOKEN, which is not set"
+        ),
+        "{stderr}"
+    );
+    assert!(!store.exists());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn with_a_token_every_memory_call_needs_it() {
+    let store = tempfile::tempdir().unwrap();
+    let token = "a-token-for-the-real-binary";
+    let (mut server, url) = serve_with(
+        store.path(),
+        &["--no-local-llm"],
+        &[("MNEMO_API_TOKEN", token)],
+    );
+    let memories = format!("{url}/v1/memories");
+    let response = http().get(&memories).send().await.unwrap();
+    assert_eq!(response.status(), 401);
+    assert!(response.headers().contains_key("www-authenticate"));
+    let response = http()
+        .get(&memories)
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(get(&format!("{url}/health")).await["status"], "degraded");
+    let status = terminate(&mut server);
+    assert!(status.success(), "mnemo serve exited with {status}");
+}
+
 fn signal(child: &Child, signal: libc::c_int) {
     // SAFETY: sends a signal to the child this test started.
     unsafe { libc::kill(child.id() as libc::pid_t, signal) };
@@ -168,8 +277,8 @@ async fn shutdown_waits_a_grace_period_and_the_next_start_resumes_what_is_left()
 
     let (mut server, url) = serve_with(
         store.path(),
-        Some(&silent.base_url()),
         &["--shutdown-grace-secs", "1"],
+        &[("MNEMO_OPENAI_BASE_URL", &silent.base_url())],
     );
     let (status, body) = post(&format!("{url}/v1/chat/completions"), &chat).await;
     assert_eq!(status, 200, "{body}");
@@ -195,7 +304,11 @@ async fn shutdown_waits_a_grace_period_and_the_next_start_resumes_what_is_left()
         None => Reply::text("ok"),
     })
     .await;
-    let (mut server, _) = serve_with(store.path(), Some(&answering.base_url()), &[]);
+    let (mut server, _) = serve_with(
+        store.path(),
+        &[],
+        &[("MNEMO_OPENAI_BASE_URL", &answering.base_url())],
+    );
     let facts = store.path().join("entries/default/facts");
     let deadline = Instant::now() + Duration::from_secs(60);
     while count(&facts) == 0 || count(&pending) > 0 {
@@ -212,8 +325,8 @@ async fn shutdown_waits_a_grace_period_and_the_next_start_resumes_what_is_left()
     // A second Ctrl-C does not wait for the grace period.
     let (mut server, url) = serve_with(
         store.path(),
-        Some(&silent.base_url()),
         &["--shutdown-grace-secs", "600"],
+        &[("MNEMO_OPENAI_BASE_URL", &silent.base_url())],
     );
     let (status, _) = post(&format!("{url}/v1/chat/completions"), &chat).await;
     assert_eq!(status, 200);

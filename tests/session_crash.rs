@@ -22,6 +22,7 @@ fn serve(root: &Path, upstream: &str) -> (Child, String) {
         .env("MNEMO_OPENAI_BASE_URL", upstream)
         .env("MNEMO_MAX_ENTRIES", "100000")
         .env_remove("MNEMO_CONFIG")
+        .env_remove("MNEMO_API_TOKEN")
         .env_remove("RUST_LOG")
         .stdout(Stdio::piped())
         .stderr(Stdio::null())

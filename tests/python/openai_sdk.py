@@ -1,4 +1,4 @@
-"""The official openai Python SDK against `mnemo serve`: `python openai_sdk.py BASE_URL`.
+"""The official openai Python SDK against `mnemo serve`: `python openai_sdk.py BASE_URL TOKEN`.
 
 Run by tests/openai_sdk.rs, with mnemo in front of a scripted upstream that echoes. Exits
 non-zero (with the assertion that failed) when mnemo does not behave like an OpenAI server.
@@ -11,7 +11,21 @@ import urllib.request
 import openai
 
 base_url = sys.argv[1]
-client = openai.OpenAI(base_url=f"{base_url}/v1", api_key="sk-unused", max_retries=0)
+token = sys.argv[2]
+# mnemo's bearer token is the SDK's api_key.
+client = openai.OpenAI(base_url=f"{base_url}/v1", api_key=token, max_retries=0)
+
+# Another key is refused as the OpenAI API would: a 401 the SDK raises as such.
+stranger = openai.OpenAI(base_url=f"{base_url}/v1", api_key="sk-not-a-mnemo-token", max_retries=0)
+try:
+    stranger.chat.completions.create(
+        model="scripted", messages=[{"role": "user", "content": "hi"}], extra_body={"memory_id": "sdk"}
+    )
+except openai.AuthenticationError as e:
+    assert e.code == "unauthorized", (e.code, e)
+    assert "not one mnemo knows" in str(e), e
+else:
+    raise AssertionError("an unknown token was accepted")
 
 # A plain chat, with mnemo's own fields passed as extra body fields.
 first = client.chat.completions.create(
@@ -141,7 +155,10 @@ for text in ["Session one: my cat is Tom.", "Session two: my dog is Rex.", "Sess
         extra_body={"memory_session": "sdk-session", "memory_top_k": 0},
     )
     assert turn.choices[0].message.content, turn
-with urllib.request.urlopen(f"{base_url}/v1/sessions/sdk-session/messages") as response:
+session = urllib.request.Request(
+    f"{base_url}/v1/sessions/sdk-session/messages", headers={"Authorization": f"Bearer {token}"}
+)
+with urllib.request.urlopen(session) as response:
     page = json.load(response)
 assert page["total"] == 6, page
 assert [m["message"]["role"] for m in page["messages"]] == ["user", "assistant"] * 3, page

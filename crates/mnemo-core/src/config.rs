@@ -101,6 +101,57 @@ pub struct Config {
     /// What each chat request sends upstream (`[context]` table: the default strategy,
     /// `[context.agents.NAME]`, `[context.windows]`); see `docs/context.md`.
     pub context: mnemo_context::ContextConfig,
+    /// The HTTP server (`[server]` table): its bearer tokens; see `docs/server.md`.
+    pub server: ServerConfig,
+}
+
+/// The `[server]` table: who may use `mnemo serve`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServerConfig {
+    /// Bearer tokens the HTTP API accepts (`[[server.tokens]]`), each with its scope. With
+    /// none (and no `MNEMO_API_TOKEN`), the API is open, and `mnemo serve` refuses to listen
+    /// on anything but loopback.
+    pub tokens: Vec<TokenConfig>,
+}
+
+/// One `[[server.tokens]]` entry: a bearer token and what it may touch. The server checks
+/// and resolves it at start (`mnemo_server::auth`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TokenConfig {
+    /// A name for the token in logs and start-up errors (never the token itself); `tokens[N]`
+    /// when unset.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// The environment variable holding the token: keeps the secret out of the file.
+    /// Exactly one of `token_env` and `token` is set.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub token_env: Option<String>,
+    /// The token itself, written in the file.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub token: Option<ApiKey>,
+    /// The conversations it may read and write: exact ids, prefixes ending in `*`
+    /// (`"team-*"`), or `"*"` for all. `global` is not among them: see `global`.
+    pub conversations: Vec<String>,
+    /// What it may do with the shared `global` conversation.
+    pub global: GlobalAccess,
+    /// The agents whose notes (`/v1/agents/{agent}/memory`, `memory_agent`) it may use:
+    /// names, prefixes ending in `*`, or `"*"` for all; none by default.
+    pub agents: Vec<String>,
+}
+
+/// What a token may do with `global`, the conversation whose facts every search sees.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GlobalAccess {
+    /// Neither read nor write: its facts are left out of searches and chats.
+    None,
+    /// Read: its facts are found and injected, as for everyone by default.
+    #[default]
+    Read,
+    /// Read and write (add facts to it, chat in it).
+    Write,
 }
 
 /// Knobs of the read path. The defaults are what the LoCoMo recall harness measured best;
@@ -212,6 +263,7 @@ impl Default for Config {
             start_watcher: true,
             retrieval: RetrievalConfig::default(),
             context: mnemo_context::ContextConfig::default(),
+            server: ServerConfig::default(),
         }
     }
 }
@@ -476,6 +528,41 @@ mod tests {
         std::fs::write(&file, "[retrieval]\nlexcal = false\n").unwrap();
         let err = Config::load(Some(&file), env(&[])).unwrap_err().to_string();
         assert!(err.contains("lexcal"), "{err}");
+    }
+
+    #[test]
+    fn tokens_are_read_from_the_server_table_and_never_printed() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("mnemo.toml");
+        std::fs::write(
+            &file,
+            r#"
+[[server.tokens]]
+name = "alice"
+token_env = "MNEMO_TOKEN_ALICE"
+conversations = ["alice", "team-*"]
+agents = ["coder"]
+
+[[server.tokens]]
+token = "a-secret-written-in-the-file"
+global = "none"
+"#,
+        )
+        .unwrap();
+        let cfg = Config::load(Some(&file), env(&[])).unwrap();
+        let [alice, other] = cfg.server.tokens.as_slice() else {
+            panic!("two tokens: {:?}", cfg.server.tokens);
+        };
+        assert_eq!(alice.token_env.as_deref(), Some("MNEMO_TOKEN_ALICE"));
+        assert_eq!(alice.conversations, ["alice", "team-*"]);
+        assert_eq!(alice.global, GlobalAccess::Read, "read by default");
+        assert_eq!(other.global, GlobalAccess::None);
+        assert!(other.agents.is_empty(), "no agents by default");
+        assert!(!format!("{cfg:?}").contains("a-secret"));
+
+        std::fs::write(&file, "[[server.tokens]]\nglobal = \"admin\"\n").unwrap();
+        let err = Config::load(Some(&file), env(&[])).unwrap_err().to_string();
+        assert!(err.contains("admin"), "{err}");
     }
 
     #[test]

@@ -21,9 +21,15 @@
 //! A client that disconnects in the middle of a stream stops mnemo reading the upstream; the
 //! part of the answer received so far is stored as the assistant's turn, marked
 //! `incomplete: true`, and the write path still runs for the user's message.
+//!
+//! A front end that checks who may touch what (the HTTP server with bearer tokens) passes a
+//! [`ChatAccess`]: it is asked once the request's conversation and agent are known — after
+//! step 1, since a session decides both — and before anything is searched, logged or
+//! written.
 
 use std::path::PathBuf;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
@@ -227,6 +233,36 @@ pub fn take_memory_fields(body: &mut Map<String, Value>) -> Result<MemoryFields,
     })
 }
 
+/// What a chat request may touch, as a front end that checks access decides it.
+///
+/// The conversation and the agent are only known inside the engine: a `memory_session`
+/// names a session whose stored conversation and agent win over the request's. So the engine
+/// asks once it knows them (under the session's lock, when there is one), before the request
+/// reads or writes anything.
+pub trait ChatAccess: Send + Sync {
+    /// Allows a request that writes turns to `conversation` and uses `agent`'s notes, or
+    /// refuses it with [`EngineError::Forbidden`] saying what may not be touched.
+    fn check(&self, conversation: &ConversationId, agent: Option<&str>) -> Result<(), EngineError>;
+
+    /// Whether `global`'s memories may be injected; when not, they are left out of the
+    /// request's search (the request itself is still served).
+    fn reads_global(&self) -> bool;
+}
+
+/// Every chat allowed: the library's and the CLI's callers, and a server without tokens.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Unrestricted;
+
+impl ChatAccess for Unrestricted {
+    fn check(&self, _: &ConversationId, _: Option<&str>) -> Result<(), EngineError> {
+        Ok(())
+    }
+
+    fn reads_global(&self) -> bool {
+        true
+    }
+}
+
 /// A chat request made ready for the upstream: memories injected, the user's turn on disk.
 #[derive(Debug)]
 pub struct PreparedChat {
@@ -265,6 +301,16 @@ impl MemoryClient {
     /// Steps 1-4: memory fields out, memories in, the request governed, the user's turn
     /// written.
     pub async fn prepare_chat(&self, body: Value) -> Result<PreparedChat, EngineError> {
+        self.prepare_chat_as(body, &Unrestricted).await
+    }
+
+    /// [`prepare_chat`](Self::prepare_chat) for a caller whose `access` is checked once the
+    /// request's conversation and agent are known.
+    pub async fn prepare_chat_as(
+        &self,
+        body: Value,
+        access: &dyn ChatAccess,
+    ) -> Result<PreparedChat, EngineError> {
         let Value::Object(mut body) = body else {
             return Err(EngineError::InvalidInput(
                 "the request body must be a JSON object".into(),
@@ -299,6 +345,9 @@ impl MemoryClient {
             }
             None => None,
         };
+        // Nothing has been searched, logged or written yet; a refusal leaves no trace.
+        access.check(&fields.conversation, fields.strategy.agent.as_deref())?;
+        fields.search.without_global = !access.reads_global();
         let stream = body["stream"].as_bool().unwrap_or(false);
         // A resent message of a session is not a new turn.
         let user_text = inject::last_user_text(&body)
@@ -397,21 +446,34 @@ impl MemoryClient {
     /// [`chat_governed`](Self::chat_governed) in a task of its own, which the engine waits
     /// for at shutdown: the turn is finished — the answer stored, logged in its session, the
     /// write path run — even when the caller stops waiting (an HTTP client that went away).
+    ///
+    /// `access` is checked as in [`prepare_chat_as`](Self::prepare_chat_as).
     pub async fn chat_to_the_end(
         &self,
         body: Value,
+        access: Arc<dyn ChatAccess>,
     ) -> Result<(Value, ContextReport), EngineError> {
         let client = self.clone();
         self.inner
             .detached_chats
-            .spawn(async move { client.chat_governed(body).await })
+            .spawn(async move { client.chat_governed_as(body, &*access).await })
             .await
             .map_err(|e| EngineError::Task(e.to_string()))?
     }
 
     /// [`chat`](Self::chat), also returning what governance did (for metrics).
     pub async fn chat_governed(&self, body: Value) -> Result<(Value, ContextReport), EngineError> {
-        let prepared = self.prepare_chat(body).await?;
+        self.chat_governed_as(body, &Unrestricted).await
+    }
+
+    /// [`chat_governed`](Self::chat_governed) for a caller whose `access` is checked as in
+    /// [`prepare_chat_as`](Self::prepare_chat_as).
+    pub async fn chat_governed_as(
+        &self,
+        body: Value,
+        access: &dyn ChatAccess,
+    ) -> Result<(Value, ContextReport), EngineError> {
+        let prepared = self.prepare_chat_as(body, access).await?;
         let llm = self.inner.llm.as_ref().ok_or(EngineError::NoUpstream)?;
         let mut answer = llm.chat(&prepared.body).await?;
         let text = answer["choices"][0]["message"]["content"]
@@ -433,7 +495,17 @@ impl MemoryClient {
 
     /// A streamed chat completion through memory.
     pub async fn chat_stream(&self, body: Value) -> Result<ChatStreamReply, EngineError> {
-        let prepared = self.prepare_chat(body).await?;
+        self.chat_stream_as(body, &Unrestricted).await
+    }
+
+    /// [`chat_stream`](Self::chat_stream) for a caller whose `access` is checked as in
+    /// [`prepare_chat_as`](Self::prepare_chat_as).
+    pub async fn chat_stream_as(
+        &self,
+        body: Value,
+        access: &dyn ChatAccess,
+    ) -> Result<ChatStreamReply, EngineError> {
+        let prepared = self.prepare_chat_as(body, access).await?;
         let llm = self.inner.llm.as_ref().ok_or(EngineError::NoUpstream)?;
         let upstream = llm.chat_stream(&prepared.body).await?;
         let recorder = RecordingStream {

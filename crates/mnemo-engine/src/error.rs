@@ -69,6 +69,11 @@ pub enum EngineError {
     /// What was asked for does not exist; the message says what.
     #[error("{0}")]
     NotFound(String),
+    /// The caller may not touch what the request names (a conversation, an agent's notes);
+    /// the message says what. Front ends that check access raise it through
+    /// [`crate::chat::ChatAccess`].
+    #[error("{0}")]
+    Forbidden(String),
     /// Blocking work moved off the async runtime panicked or was cancelled.
     #[error("background task failed: {0}")]
     Task(String),
@@ -91,6 +96,11 @@ impl EngineError {
             EngineError::Session(e) => e.is_not_found(),
             _ => false,
         }
+    }
+
+    /// True when the caller may not touch what the request names.
+    pub fn is_forbidden(&self) -> bool {
+        matches!(self, EngineError::Forbidden(_))
     }
 
     /// True when the request conflicts with the state of what it names (a deleted session).

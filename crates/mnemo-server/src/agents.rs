@@ -2,6 +2,8 @@
 //! appended to, updated by find-and-replace; every change is committed to git.
 //!
 //! A chat request with `memory_agent` carries the notes' first 200 lines in its system prompt.
+//!
+//! With bearer tokens, a token uses only the notes of the agents its `agents` list names.
 
 use axum::body::Body;
 use axum::extract::{Path, State};
@@ -9,6 +11,7 @@ use axum::Json;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
+use crate::auth::Grant;
 use crate::body::read_typed;
 use crate::{ApiError, AppState, ErrorBody};
 
@@ -58,13 +61,16 @@ fn answer(agent: String, content: String) -> Json<AgentMemory> {
     responses(
         (status = 200, description = "The notes", body = AgentMemory),
         (status = 400, description = "Not an agent name", body = ErrorBody),
+        (status = 403, description = "The token may not use this agent's notes", body = ErrorBody),
         (status = 500, description = "The file cannot be read; the message says why", body = ErrorBody),
     )
 )]
 pub(crate) async fn read(
     State(state): State<AppState>,
+    grant: Grant,
     Path(agent): Path<String>,
 ) -> Result<Json<AgentMemory>, ApiError> {
+    grant.check_agent(&agent)?;
     let content = state.client.agent_memory(&agent).await?;
     Ok(answer(agent, content))
 }
@@ -79,14 +85,17 @@ pub(crate) async fn read(
     responses(
         (status = 200, description = "The notes after the change", body = AgentMemory),
         (status = 400, description = "Invalid request", body = ErrorBody),
+        (status = 403, description = "The token may not use this agent's notes", body = ErrorBody),
         (status = 413, description = "Request body too large", body = ErrorBody),
     )
 )]
 pub(crate) async fn append(
     State(state): State<AppState>,
+    grant: Grant,
     Path(agent): Path<String>,
     body: Body,
 ) -> Result<Json<AgentMemory>, ApiError> {
+    grant.check_agent(&agent)?;
     let request: AppendRequest = read_typed(body, state.options.max_body_bytes).await?;
     let content = state
         .client
@@ -106,14 +115,17 @@ pub(crate) async fn append(
     responses(
         (status = 200, description = "The notes after the change", body = AgentMemory),
         (status = 400, description = "The passage is absent or ambiguous, or an invalid request", body = ErrorBody),
+        (status = 403, description = "The token may not use this agent's notes", body = ErrorBody),
         (status = 413, description = "Request body too large", body = ErrorBody),
     )
 )]
 pub(crate) async fn update(
     State(state): State<AppState>,
+    grant: Grant,
     Path(agent): Path<String>,
     body: Body,
 ) -> Result<Json<AgentMemory>, ApiError> {
+    grant.check_agent(&agent)?;
     let request: UpdateRequest = read_typed(body, state.options.max_body_bytes).await?;
     let content = state
         .client

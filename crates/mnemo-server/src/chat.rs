@@ -10,6 +10,7 @@ use mnemo_engine::chat::context_json;
 use mnemo_engine::EngineError;
 use mnemo_llm::LlmError;
 
+use crate::auth::Grant;
 use crate::body::read_json;
 use crate::openapi::ChatRequest;
 use crate::{ApiError, AppState, ErrorBody};
@@ -25,6 +26,10 @@ use crate::{ApiError, AppState, ErrorBody};
 /// Non-streamed answers carry `memory_hits` and `memory_context`; streamed ones
 /// (`stream: true`) are server-sent events passed through as they arrive, with the headers
 /// `x-mnemo-memory-hits` and `x-mnemo-memory-context` (the same report, as JSON).
+///
+/// With bearer tokens, the token must write the request's conversation (a session's own, when
+/// it names one) and use its agent's notes; `global`'s memories are injected only when it may
+/// read them.
 #[utoipa::path(
     post,
     path = "/v1/chat/completions",
@@ -33,6 +38,7 @@ use crate::{ApiError, AppState, ErrorBody};
     responses(
         (status = 200, description = "The upstream's answer (JSON, or text/event-stream when streaming), plus memory_hits and memory_context"),
         (status = 400, description = "Invalid request, or context_length_exceeded", body = ErrorBody),
+        (status = 403, description = "The token may not write the conversation or use the agent", body = ErrorBody),
         (status = 413, description = "Request body too large", body = ErrorBody),
         (status = 502, description = "The upstream LLM failed", body = ErrorBody),
         (status = 503, description = "No upstream LLM", body = ErrorBody),
@@ -41,15 +47,19 @@ use crate::{ApiError, AppState, ErrorBody};
 )]
 pub(crate) async fn chat_completions(
     State(state): State<AppState>,
+    grant: Grant,
     body: Body,
 ) -> Result<Response, ApiError> {
     let request = read_json(body, state.options.max_body_bytes).await?;
     let stream = request["stream"].as_bool().unwrap_or(false);
+    // The engine asks the scope once it knows the conversation and agent: a session decides
+    // them, under its lock, so no check made here could be sure of them.
+    let scope = grant.scope();
     if !stream {
         // To the end even if the client leaves: the answer and the turn's facts are kept.
         let (answer, context) = state
             .client
-            .chat_to_the_end(request)
+            .chat_to_the_end(request, scope)
             .await
             .map_err(|e| count_upstream_error(&state, e))?;
         state.metrics.record_context(&context);
@@ -57,7 +67,7 @@ pub(crate) async fn chat_completions(
     }
     let reply = state
         .client
-        .chat_stream(request)
+        .chat_stream_as(request, &*scope)
         .await
         .map_err(|e| count_upstream_error(&state, e))?;
     state.metrics.record_context(&reply.context);

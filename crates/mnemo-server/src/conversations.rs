@@ -3,6 +3,8 @@
 //! The strategy is a hand-editable file in the store (`conversations/<id>/strategy.yaml`,
 //! versioned in git). A chat request's own `memory_strategy` overrides it field by field, and
 //! it overrides the agent's defaults from the configuration.
+//!
+//! Reading needs a token that may read the conversation; changing it, one that may write it.
 
 use axum::body::Body;
 use axum::extract::{Path, State};
@@ -12,6 +14,7 @@ use mnemo_engine::Strategy;
 use serde::Serialize;
 use utoipa::ToSchema;
 
+use crate::auth::Grant;
 use crate::body::{read_json, QueryParams};
 use crate::sessions::{output_limit, OutputQuery};
 use crate::{ApiError, AppState, ErrorBody};
@@ -39,14 +42,17 @@ fn conversation(id: &str) -> Result<ConversationId, ApiError> {
     responses(
         (status = 200, description = "The stored strategy (empty when none is stored)", body = ConversationMemory),
         (status = 400, description = "Not a conversation id", body = ErrorBody),
+        (status = 403, description = "The token may not read this conversation", body = ErrorBody),
         (status = 500, description = "The stored file cannot be used; the message says why", body = ErrorBody),
     )
 )]
 pub(crate) async fn get_strategy(
     State(state): State<AppState>,
+    grant: Grant,
     Path(id): Path<String>,
 ) -> Result<Json<ConversationMemory>, ApiError> {
     let conversation_id = conversation(&id)?;
+    grant.check_read(conversation_id.as_str())?;
     let strategy = state.client.conversation_strategy(&conversation_id).await?;
     Ok(Json(ConversationMemory {
         conversation_id,
@@ -69,15 +75,18 @@ pub(crate) async fn get_strategy(
     responses(
         (status = 200, description = "The stored strategy after the change", body = ConversationMemory),
         (status = 400, description = "Invalid id or strategy", body = ErrorBody),
+        (status = 403, description = "The token may not write this conversation", body = ErrorBody),
         (status = 413, description = "Request body too large", body = ErrorBody),
     )
 )]
 pub(crate) async fn patch_strategy(
     State(state): State<AppState>,
+    grant: Grant,
     Path(id): Path<String>,
     body: Body,
 ) -> Result<Json<ConversationMemory>, ApiError> {
     let conversation_id = conversation(&id)?;
+    grant.check_write(conversation_id.as_str())?;
     let patch = read_json(body, state.options.max_body_bytes).await?;
     let strategy = state
         .client
@@ -103,18 +112,22 @@ pub(crate) async fn patch_strategy(
     responses(
         (status = 200, description = "The characters read and the output's length", body = mnemo_engine::sessions::ToolOutputSlice),
         (status = 400, description = "Invalid request", body = ErrorBody),
+        (status = 403, description = "The token may not read this conversation", body = ErrorBody),
         (status = 404, description = "No such output", body = ErrorBody),
     )
 )]
 pub(crate) async fn tool_output(
     State(state): State<AppState>,
+    grant: Grant,
     Path((id, call_id)): Path<(String, String)>,
     QueryParams(query): QueryParams<OutputQuery>,
 ) -> Result<Json<mnemo_engine::sessions::ToolOutputSlice>, ApiError> {
+    let conversation_id = conversation(&id)?;
+    grant.check_read(conversation_id.as_str())?;
     let limit = output_limit(&query)?;
     let slice = state
         .client
-        .conversation_tool_output(&conversation(&id)?, &call_id, query.offset, limit)
+        .conversation_tool_output(&conversation_id, &call_id, query.offset, limit)
         .await?;
     Ok(Json(slice))
 }

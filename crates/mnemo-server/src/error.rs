@@ -1,6 +1,6 @@
 //! Errors as clients see them: a status and an OpenAI-shaped JSON body.
 
-use axum::http::StatusCode;
+use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use mnemo_engine::EngineError;
@@ -21,11 +21,12 @@ pub struct ErrorBody {
 pub struct ErrorDetail {
     /// One line saying what went wrong and, where it helps, what to do.
     pub message: String,
-    /// `invalid_request_error`, `not_found`, `upstream_error`, `server_error`.
+    /// `invalid_request_error`, `not_found`, `unauthorized`, `forbidden`, `conflict`,
+    /// `upstream_error`, `server_error`.
     #[serde(rename = "type")]
     pub kind: &'static str,
-    /// The HTTP status, or OpenAI's name for the error where it has one
-    /// (`context_length_exceeded`).
+    /// The HTTP status, or a name for the error where it has one (`context_length_exceeded`,
+    /// `unauthorized`, `forbidden`).
     pub code: ErrorCode,
 }
 
@@ -73,6 +74,23 @@ impl ApiError {
         Self::new(StatusCode::NOT_FOUND, "not_found", message)
     }
 
+    /// 401: no token, or one mnemo does not know; the answer carries
+    /// `WWW-Authenticate: Bearer`.
+    pub fn unauthorized(message: impl Into<String>) -> Self {
+        Self {
+            code: Some("unauthorized"),
+            ..Self::new(StatusCode::UNAUTHORIZED, "unauthorized", message)
+        }
+    }
+
+    /// 403: a valid token, but what the request touches is outside its scope.
+    pub fn forbidden(message: impl Into<String>) -> Self {
+        Self {
+            code: Some("forbidden"),
+            ..Self::new(StatusCode::FORBIDDEN, "forbidden", message)
+        }
+    }
+
     /// The upstream LLM failed: its own 4xx is passed on (but 429), a timeout is 504, the
     /// rest 502.
     pub fn upstream(error: &LlmError) -> Self {
@@ -95,6 +113,9 @@ impl From<EngineError> for ApiError {
         }
         if error.is_not_found() {
             return Self::not_found(error.to_string());
+        }
+        if error.is_forbidden() {
+            return Self::forbidden(error.to_string());
         }
         if error.is_conflict() {
             return Self::new(StatusCode::CONFLICT, "conflict", error.to_string());
@@ -137,6 +158,14 @@ impl IntoResponse for ApiError {
                 },
             },
         };
-        (self.status, Json(body)).into_response()
+        let mut response = (self.status, Json(body)).into_response();
+        if self.status == StatusCode::UNAUTHORIZED {
+            // RFC 6750: a 401 names the scheme that would be accepted.
+            response.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Bearer realm=\"mnemo\""),
+            );
+        }
+        response
     }
 }

@@ -1,10 +1,15 @@
 //! `GET /health`: the state of the store, the index, the models and the upstream.
+//!
+//! It is served without a token, so monitors need none; then it leaves out what says where
+//! things are (the store's folder name, the upstream's URL and label, its error message) and
+//! keeps the state. A request with a token sees everything.
 
 use axum::extract::State;
 use axum::Json;
 use serde::Serialize;
 use utoipa::ToSchema;
 
+use crate::auth::Grant;
 use crate::{ApiError, AppState, ErrorBody};
 
 /// What `/health` answers.
@@ -12,8 +17,10 @@ use crate::{ApiError, AppState, ErrorBody};
 pub struct Health {
     /// `ok`, or `degraded` when the upstream does not answer.
     pub status: &'static str,
-    /// The store's folder name (not its path: answers carry no server paths).
-    pub store: String,
+    /// The store's folder name (not its path: answers carry no server paths); left out
+    /// without a token when tokens are required.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub store: Option<String>,
     /// The vector index.
     pub index: IndexHealth,
     /// The models in use.
@@ -55,13 +62,16 @@ pub struct ModelsHealth {
 /// The upstream LLM, as `/health` reports it.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct UpstreamHealth {
-    /// Its base URL.
-    pub url: String,
-    /// What it is ("local LLM ...", or its URL).
-    pub label: String,
+    /// Its base URL; left out without a token when tokens are required.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// What it is ("local LLM ...", or its URL); left out without a token when tokens are
+    /// required.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
     /// Whether it answered just now.
     pub reachable: bool,
-    /// Why not, when it did not.
+    /// Why not, when it did not (left out without a token when tokens are required).
     pub error: Option<String>,
 }
 
@@ -70,22 +80,28 @@ pub struct UpstreamHealth {
     get,
     path = "/health",
     tag = "service",
+    security(()),
     responses(
         (status = 200, description = "Status", body = Health),
         (status = 500, description = "The index cannot be read", body = ErrorBody),
     )
 )]
-pub(crate) async fn health(State(state): State<AppState>) -> Result<Json<Health>, ApiError> {
+pub(crate) async fn health(
+    State(state): State<AppState>,
+    grant: Option<Grant>,
+) -> Result<Json<Health>, ApiError> {
+    // Without auth every request has a grant; with it, only those with a known token.
+    let detailed = grant.is_some();
     let client = &state.client;
     let points = client.index_size().await?;
     let upstream = match client.upstream() {
         Some(llm) => {
             let reachable = llm.health().await;
             Some(UpstreamHealth {
-                url: llm.config().base_url.clone(),
-                label: state.options.upstream_label.clone(),
+                url: detailed.then(|| llm.config().base_url.clone()),
+                label: detailed.then(|| state.options.upstream_label.clone()),
                 reachable: reachable.is_ok(),
-                error: reachable.err().map(|e| e.to_string()),
+                error: reachable.err().filter(|_| detailed).map(|e| e.to_string()),
             })
         }
         None => None,
@@ -93,12 +109,14 @@ pub(crate) async fn health(State(state): State<AppState>) -> Result<Json<Health>
     let healthy = upstream.as_ref().is_some_and(|u| u.reachable);
     Ok(Json(Health {
         status: if healthy { "ok" } else { "degraded" },
-        store: client
-            .store()
-            .root()
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default(),
+        store: detailed.then(|| {
+            client
+                .store()
+                .root()
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        }),
         index: IndexHealth { points },
         models: ModelsHealth {
             embedding: client.config().embedding_model.clone(),

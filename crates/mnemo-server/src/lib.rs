@@ -18,14 +18,18 @@
 //! document cannot drift from what is served.
 //!
 //! Before any handler, the `guard` module refuses requests for hosts mnemo does not serve (DNS
-//! rebinding), from foreign browser origins, and bodies not declared `application/json`.
+//! rebinding), from foreign browser origins, and bodies not declared `application/json`; then,
+//! when tokens are configured, [`auth`] asks for a bearer token and hands the handlers its
+//! scope, which each checks against the conversations and agents it touches.
 //!
 //! Errors are OpenAI-shaped JSON (`{"error": {"message", "type", "code"}}`, [`ApiError`]):
-//! 400 for bad input, 404, 409 for a deleted session, 413 for oversized bodies, 502/504 when the upstream fails.
+//! 400 for bad input, 401 without a known token, 403 out of its scope, 404, 409 for a deleted
+//! session, 413 for oversized bodies, 502/504 when the upstream fails.
 //! [`serve`] runs the router until a shutdown signal, then lets queued background writes
 //! finish.
 
 pub mod agents;
+pub mod auth;
 mod body;
 pub mod chat;
 pub mod conversations;
@@ -50,6 +54,7 @@ use utoipa::OpenApi as _;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+pub use auth::Auth;
 pub use error::{ApiError, ErrorBody, ErrorCode};
 
 /// Limits and facts the server needs beyond the memory client.
@@ -66,6 +71,8 @@ pub struct ServerOptions {
     /// How long a shutdown waits for queued write-path passes; those left are journaled and
     /// resumed by the next start.
     pub shutdown_grace: std::time::Duration,
+    /// The bearer tokens accepted; [`Auth::open`] (no tokens) serves everyone.
+    pub auth: Auth,
 }
 
 impl Default for ServerOptions {
@@ -76,6 +83,7 @@ impl Default for ServerOptions {
             allowed_hosts: Vec::new(),
             allowed_origins: Vec::new(),
             shutdown_grace: std::time::Duration::from_secs(30),
+            auth: Auth::open(),
         }
     }
 }
@@ -133,8 +141,13 @@ pub fn router(client: MemoryClient, options: ServerOptions) -> Router {
         openapi: Arc::new(openapi),
         metrics: metrics::Metrics::new(),
     };
+    // The last layer added runs first: metrics, then the guard, then authentication.
     routes
         .fallback(passthrough::forward)
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            auth::authenticate,
+        ))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             guard::check_request,

@@ -1,4 +1,7 @@
 //! The REST API for memories (`/v1/memories`), JSON in and out; described in `/openapi.json`.
+//!
+//! Each call checks its token's scope: the conversation named (add, search, list), or, for a
+//! call by memory id, the conversation the memory belongs to, looked up first.
 
 use std::path::{Path as FsPath, PathBuf};
 
@@ -15,6 +18,7 @@ use mnemo_store::StoredMemory;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
+use crate::auth::Grant;
 use crate::body::{read_typed, QueryParams};
 use crate::{ApiError, AppState, ErrorBody};
 
@@ -137,12 +141,18 @@ pub struct AddResult {
     responses(
         (status = 201, description = "What changed", body = AddResult),
         (status = 400, description = "Invalid request", body = ErrorBody),
+        (status = 403, description = "The token may not write this conversation", body = ErrorBody),
         (status = 413, description = "Request body too large", body = ErrorBody),
     )
 )]
-pub(crate) async fn add(State(state): State<AppState>, body: Body) -> Result<Response, ApiError> {
+pub(crate) async fn add(
+    State(state): State<AppState>,
+    grant: Grant,
+    body: Body,
+) -> Result<Response, ApiError> {
     let request: AddRequest = read_typed(body, state.options.max_body_bytes).await?;
     let conversation = request.conversation_id.unwrap_or_default();
+    grant.check_write(conversation.as_str())?;
     let mut texts = request.texts;
     texts.extend(request.content);
     if texts.is_empty() {
@@ -177,7 +187,8 @@ pub struct SearchResult {
     pub hits: Vec<SearchHit>,
 }
 
-/// Search the memories of a conversation and of `global`.
+/// Search the memories of a conversation and of `global` (unless the token may not read
+/// `global`).
 #[utoipa::path(
     post,
     path = "/v1/memories/search",
@@ -186,14 +197,18 @@ pub struct SearchResult {
     responses(
         (status = 200, description = "Results, best first, with each stage's scores", body = SearchResult),
         (status = 400, description = "Invalid request", body = ErrorBody),
+        (status = 403, description = "The token may not read this conversation", body = ErrorBody),
         (status = 413, description = "Request body too large", body = ErrorBody),
     )
 )]
 pub(crate) async fn search(
     State(state): State<AppState>,
+    grant: Grant,
     body: Body,
 ) -> Result<Json<SearchResult>, ApiError> {
-    let request: SearchRequest = read_typed(body, state.options.max_body_bytes).await?;
+    let mut request: SearchRequest = read_typed(body, state.options.max_body_bytes).await?;
+    grant.check_read(request.conversation_id.as_str())?;
+    request.without_global = !grant.reads_global();
     let conversation_id = request.conversation_id.clone();
     let root = state.client.store().root();
     // Store-relative paths only: an answer carries no server paths.
@@ -218,7 +233,7 @@ pub(crate) async fn search(
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
 pub struct ListQuery {
-    /// Only this conversation.
+    /// Only this conversation; unset, every conversation the token may read.
     #[param(value_type = Option<String>)]
     conversation_id: Option<ConversationId>,
     /// Only this role: `memory`, `user`, `assistant` or `summary`.
@@ -253,12 +268,17 @@ pub struct MemoryPage {
     responses(
         (status = 200, description = "A page of memories", body = MemoryPage),
         (status = 400, description = "Invalid request", body = ErrorBody),
+        (status = 403, description = "The token may not read this conversation", body = ErrorBody),
     )
 )]
 pub(crate) async fn list(
     State(state): State<AppState>,
+    grant: Grant,
     QueryParams(query): QueryParams<ListQuery>,
 ) -> Result<Json<MemoryPage>, ApiError> {
+    if let Some(conversation) = &query.conversation_id {
+        grant.check_read(conversation.as_str())?;
+    }
     let role = query
         .role
         .as_deref()
@@ -279,6 +299,7 @@ pub(crate) async fn list(
         .await?
         .into_iter()
         .filter(|m| role.is_none_or(|r| m.record.role == r))
+        .filter(|m| grant.can_read(m.record.conversation_id.as_str()))
         .collect();
     let root = state.client.store().root();
     let items = memories
@@ -304,11 +325,13 @@ pub(crate) async fn list(
     responses(
         (status = 200, description = "The memory", body = Memory),
         (status = 400, description = "Not a memory id", body = ErrorBody),
+        (status = 403, description = "The token may not read the memory's conversation", body = ErrorBody),
         (status = 404, description = "No such memory", body = ErrorBody),
     )
 )]
 pub(crate) async fn get_one(
     State(state): State<AppState>,
+    grant: Grant,
     Path(id): Path<String>,
 ) -> Result<Json<Memory>, ApiError> {
     let id = memory_id(&id)?;
@@ -317,6 +340,7 @@ pub(crate) async fn get_one(
         .get(id)
         .await?
         .ok_or_else(|| ApiError::not_found(format!("no memory {id}")))?;
+    grant.check_read(memory.record.conversation_id.as_str())?;
     Ok(Json(Memory::of(&memory, state.client.store().root())))
 }
 
@@ -340,14 +364,26 @@ pub struct Deleted {
     responses(
         (status = 200, description = "Deleted", body = Deleted),
         (status = 400, description = "Not a memory id", body = ErrorBody),
+        (status = 403, description = "The token may not write the memory's conversation", body = ErrorBody),
         (status = 404, description = "No such memory", body = ErrorBody),
     )
 )]
 pub(crate) async fn delete(
     State(state): State<AppState>,
+    grant: Grant,
     Path(id): Path<String>,
 ) -> Result<Json<Deleted>, ApiError> {
     let id = memory_id(&id)?;
+    if !grant.is_unrestricted() {
+        let memory = state
+            .client
+            .get(id)
+            .await?
+            .ok_or_else(|| ApiError::not_found(format!("no memory {id}")))?;
+        // A memory never changes conversation (its folder decides it), so this still holds
+        // when the delete runs.
+        grant.check_write(memory.record.conversation_id.as_str())?;
+    }
     let tombstone = state
         .client
         .delete(id)
@@ -391,19 +427,30 @@ pub struct History {
     responses(
         (status = 200, description = "Versions", body = History),
         (status = 400, description = "Not a memory id", body = ErrorBody),
+        (status = 403, description = "The token may not read the memory's conversation", body = ErrorBody),
         (status = 404, description = "No history", body = ErrorBody),
     )
 )]
 pub(crate) async fn history(
     State(state): State<AppState>,
+    grant: Grant,
     Path(id): Path<String>,
     QueryParams(query): QueryParams<HistoryQuery>,
 ) -> Result<Json<History>, ApiError> {
     let id = memory_id(&id)?;
-    let versions = state
+    // A live memory is checked before git is walked for it.
+    if !grant.is_unrestricted() {
+        if let Some(memory) = state.client.get(id).await? {
+            grant.check_read(memory.record.conversation_id.as_str())?;
+        }
+    }
+    let mut versions = state
         .client
         .history(id, query.limit.unwrap_or(50).min(MAX_PAGE))
         .await?;
+    if !grant.is_unrestricted() {
+        versions = readable_versions(&grant, versions)?;
+    }
     if versions.is_empty() {
         let why = if state.client.config().enable_git_versioning {
             String::new()
@@ -415,4 +462,27 @@ pub(crate) async fn history(
         )));
     }
     Ok(Json(History { id, versions }))
+}
+
+/// The versions `grant` may read. A deleted memory is found in git only, so its conversation
+/// is read off its versions' paths (`entries/<conversation>/...`: the folder decides). When
+/// none is readable but one is in a conversation the token may not read, that is a 403
+/// naming it; a version whose path names no conversation is shown to no restricted token.
+fn readable_versions(
+    grant: &Grant,
+    versions: Vec<FileVersion>,
+) -> Result<Vec<FileVersion>, ApiError> {
+    let mut refused = None;
+    let mut readable = Vec::with_capacity(versions.len());
+    for version in versions {
+        match mnemo_store::Location::parse(&version.path).map(|l| l.conversation) {
+            Some(c) if grant.can_read(c.as_str()) => readable.push(version),
+            Some(c) => refused = refused.or(Some(c)),
+            None => {}
+        }
+    }
+    if let (true, Some(conversation)) = (readable.is_empty(), refused) {
+        grant.check_read(conversation.as_str())?;
+    }
+    Ok(readable)
 }

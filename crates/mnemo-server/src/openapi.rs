@@ -2,14 +2,15 @@
 //!
 //! The document is assembled from the routes themselves (each handler's `#[utoipa::path]`,
 //! registered with `utoipa-axum`'s `routes!`) and the Rust types of their bodies; this module
-//! adds the frame ([`ApiDoc`]) and the shape of a chat request, whose body mnemo reads as
-//! free JSON.
+//! adds the frame ([`ApiDoc`]), the bearer-token scheme, and the shape of a chat request,
+//! whose body mnemo reads as free JSON.
 
 use axum::extract::State;
 use axum::Json;
 use mnemo_engine::chat::ChatMemoryFields;
 use serde_json::Value;
-use utoipa::ToSchema;
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::{Modify, ToSchema};
 
 use crate::AppState;
 
@@ -20,6 +21,9 @@ use crate::AppState;
         title = "mnemo",
         description = "Long-term memory for LLM agents: an OpenAI-compatible proxy that remembers, and a REST API for the memories (Markdown files). Every path not described here is passed through to the upstream LLM unchanged."
     ),
+    modifiers(&BearerToken),
+    // Either a token or none: which one a server wants depends on its configuration.
+    security(("bearer" = []), ()),
     tags(
         (name = "chat", description = "The OpenAI-compatible chat endpoint, through memory"),
         (name = "memories", description = "The memories themselves"),
@@ -30,6 +34,26 @@ use crate::AppState;
     )
 )]
 pub struct ApiDoc;
+
+/// Declares the `bearer` security scheme the document's `security` names.
+struct BearerToken;
+
+impl Modify for BearerToken {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let scheme = HttpBuilder::new()
+            .scheme(HttpAuthScheme::Bearer)
+            .description(Some(
+                "Required when the server is configured with tokens ([[server.tokens]] or MNEMO_API_TOKEN); \
+                 GET /health and GET /openapi.json never need one. A token sees only the conversations \
+                 and agents of its scope (403 otherwise).",
+            ))
+            .build();
+        openapi
+            .components
+            .get_or_insert_with(Default::default)
+            .add_security_scheme("bearer", SecurityScheme::Http(scheme));
+    }
+}
 
 /// An OpenAI chat completion request, plus mnemo's `memory_*` fields; every other field goes
 /// upstream untouched.
@@ -54,6 +78,7 @@ pub struct ChatRequest {
     get,
     path = "/openapi.json",
     tag = "service",
+    security(()),
     responses((status = 200, description = "The OpenAPI document", body = Object))
 )]
 pub(crate) async fn document(State(state): State<AppState>) -> Json<utoipa::openapi::OpenApi> {

@@ -3,6 +3,10 @@
 //!
 //! A session is created by a chat request with `memory_session` (on its first user message);
 //! these routes read and manage what it logged.
+//!
+//! A session belongs to a conversation: with bearer tokens, reading a session (its messages,
+//! context, outputs, history) needs a token that may read that conversation; changing it
+//! (delete, fork, compact), one that may write it. Listings show only what the token may read.
 
 use axum::body::Body;
 use axum::extract::{Path, State};
@@ -19,11 +23,37 @@ use mnemo_engine::{Excerpt, HistoryScope, SessionId, SessionMeta};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
+use crate::auth::Grant;
 use crate::body::{read_optional, QueryParams};
 use crate::{ApiError, AppState, ErrorBody};
 
 fn session_id(raw: &str) -> Result<SessionId, ApiError> {
     SessionId::new(raw).map_err(ApiError::invalid)
+}
+
+/// Whether a session route reads or changes its session.
+#[derive(Clone, Copy)]
+enum Use {
+    Read,
+    Write,
+}
+
+/// Checks `grant` against the conversation session `id` belongs to (looked up only when the
+/// grant is restricted). An unknown session is a 404 either way.
+async fn check_session(
+    state: &AppState,
+    grant: &Grant,
+    id: &SessionId,
+    how: Use,
+) -> Result<(), ApiError> {
+    if grant.is_unrestricted() {
+        return Ok(());
+    }
+    let conversation = state.client.session(id).await?.meta.conversation;
+    match how {
+        Use::Read => grant.check_read(&conversation),
+        Use::Write => grant.check_write(&conversation),
+    }
 }
 
 /// A session in a listing.
@@ -57,7 +87,8 @@ pub struct ListQuery {
     conversation: Option<String>,
 }
 
-/// List sessions, newest first: title, message count, age, tokens.
+/// List sessions, newest first: title, message count, age, tokens; only those of
+/// conversations the token may read.
 #[utoipa::path(
     get,
     path = "/v1/sessions",
@@ -66,12 +97,17 @@ pub struct ListQuery {
     responses(
         (status = 200, description = "The sessions, newest first", body = SessionList),
         (status = 400, description = "Invalid request", body = ErrorBody),
+        (status = 403, description = "The token may not read this conversation", body = ErrorBody),
     )
 )]
 pub(crate) async fn list(
     State(state): State<AppState>,
+    grant: Grant,
     QueryParams(q): QueryParams<ListQuery>,
 ) -> Result<Json<SessionList>, ApiError> {
+    if let Some(conversation) = &q.conversation {
+        grant.check_read(conversation)?;
+    }
     let now = Utc::now();
     let sessions = state
         .client
@@ -83,6 +119,7 @@ pub(crate) async fn list(
                 .as_ref()
                 .is_none_or(|c| *c == meta.conversation)
         })
+        .filter(|(_, meta)| grant.can_read(&meta.conversation))
         .map(|(id, meta)| SessionListItem {
             id: id.to_string(),
             age_seconds: (now - meta.updated_at).num_seconds(),
@@ -101,14 +138,18 @@ pub(crate) async fn list(
     responses(
         (status = 200, description = "The session", body = SessionInfo),
         (status = 400, description = "Not a session id", body = ErrorBody),
+        (status = 403, description = "The token may not read the session's conversation", body = ErrorBody),
         (status = 404, description = "No such session", body = ErrorBody),
     )
 )]
 pub(crate) async fn get_one(
     State(state): State<AppState>,
+    grant: Grant,
     Path(id): Path<String>,
 ) -> Result<Json<SessionInfo>, ApiError> {
-    Ok(Json(state.client.session(&session_id(&id)?).await?))
+    let info = state.client.session(&session_id(&id)?).await?;
+    grant.check_read(&info.meta.conversation)?;
+    Ok(Json(info))
 }
 
 /// What deleting a session did.
@@ -129,15 +170,18 @@ pub struct Deleted {
     params(("id" = String, Path, description = "The session id")),
     responses(
         (status = 200, description = "Marked deleted", body = Deleted),
+        (status = 403, description = "The token may not write the session's conversation", body = ErrorBody),
         (status = 404, description = "No such session", body = ErrorBody),
         (status = 409, description = "Deleted already", body = ErrorBody),
     )
 )]
 pub(crate) async fn delete(
     State(state): State<AppState>,
+    grant: Grant,
     Path(id): Path<String>,
 ) -> Result<Json<Deleted>, ApiError> {
     let id = session_id(&id)?;
+    check_session(&state, &grant, &id, Use::Write).await?;
     let meta = state.client.delete_session(&id).await?;
     Ok(Json(Deleted {
         id: id.to_string(),
@@ -170,14 +214,18 @@ pub struct MessagesQuery {
     responses(
         (status = 200, description = "A page of messages", body = MessagePage),
         (status = 400, description = "Invalid request", body = ErrorBody),
+        (status = 403, description = "The token may not read the session's conversation", body = ErrorBody),
         (status = 404, description = "No such session", body = ErrorBody),
     )
 )]
 pub(crate) async fn messages(
     State(state): State<AppState>,
+    grant: Grant,
     Path(id): Path<String>,
     QueryParams(q): QueryParams<MessagesQuery>,
 ) -> Result<Json<MessagePage>, ApiError> {
+    let id = session_id(&id)?;
+    check_session(&state, &grant, &id, Use::Read).await?;
     let limit = q.limit.unwrap_or(100);
     if limit == 0 || limit > MAX_PAGE {
         return Err(ApiError::invalid(format!(
@@ -186,7 +234,7 @@ pub(crate) async fn messages(
     }
     let page = state
         .client
-        .session_messages(&session_id(&id)?, q.offset, limit, q.all)
+        .session_messages(&id, q.offset, limit, q.all)
         .await?;
     Ok(Json(page))
 }
@@ -220,16 +268,20 @@ pub struct Forked {
     responses(
         (status = 201, description = "The new session", body = Forked),
         (status = 400, description = "Invalid request", body = ErrorBody),
+        (status = 403, description = "The token may not write the session's conversation", body = ErrorBody),
         (status = 404, description = "No such session", body = ErrorBody),
         (status = 409, description = "The session is deleted, or the new id is taken", body = ErrorBody),
     )
 )]
 pub(crate) async fn fork(
     State(state): State<AppState>,
+    grant: Grant,
     Path(id): Path<String>,
     body: Body,
 ) -> Result<Response, ApiError> {
     let id = session_id(&id)?;
+    // The fork is a new session of the same conversation: writing it.
+    check_session(&state, &grant, &id, Use::Write).await?;
     let request: ForkRequest = read_optional(body, state.options.max_body_bytes).await?;
     let new_id = request.id.as_deref().map(session_id).transpose()?;
     let (new_id, meta) = state.client.fork_session(&id, new_id).await?;
@@ -259,6 +311,7 @@ pub struct CompactRequest {
     responses(
         (status = 200, description = "What the compaction did", body = CompactReport),
         (status = 400, description = "Nothing to compact, or an invalid request", body = ErrorBody),
+        (status = 403, description = "The token may not write the session's conversation", body = ErrorBody),
         (status = 404, description = "No such session", body = ErrorBody),
         (status = 409, description = "The session is deleted", body = ErrorBody),
         (status = 502, description = "The LLM could not write the summary; nothing changed", body = ErrorBody),
@@ -266,10 +319,12 @@ pub struct CompactRequest {
 )]
 pub(crate) async fn compact(
     State(state): State<AppState>,
+    grant: Grant,
     Path(id): Path<String>,
     body: Body,
 ) -> Result<Json<CompactReport>, ApiError> {
     let id = session_id(&id)?;
+    check_session(&state, &grant, &id, Use::Write).await?;
     let request: CompactRequest = read_optional(body, state.options.max_body_bytes).await?;
     Ok(Json(
         state.client.compact_session(&id, request.focus).await?,
@@ -285,14 +340,18 @@ pub(crate) async fn compact(
     params(("id" = String, Path, description = "The session id")),
     responses(
         (status = 200, description = "The session's context usage", body = SessionContext),
+        (status = 403, description = "The token may not read the session's conversation", body = ErrorBody),
         (status = 404, description = "No such session", body = ErrorBody),
     )
 )]
 pub(crate) async fn context(
     State(state): State<AppState>,
+    grant: Grant,
     Path(id): Path<String>,
 ) -> Result<Json<SessionContext>, ApiError> {
-    Ok(Json(state.client.session_context(&session_id(&id)?).await?))
+    let id = session_id(&id)?;
+    check_session(&state, &grant, &id, Use::Read).await?;
+    Ok(Json(state.client.session_context(&id).await?))
 }
 
 /// Which part of an output to read.
@@ -330,18 +389,22 @@ pub(crate) fn output_limit(query: &OutputQuery) -> Result<usize, ApiError> {
     ),
     responses(
         (status = 200, description = "The characters read and the output's length", body = ToolOutputSlice),
+        (status = 403, description = "The token may not read the session's conversation", body = ErrorBody),
         (status = 404, description = "No such session or output", body = ErrorBody),
     )
 )]
 pub(crate) async fn tool_output(
     State(state): State<AppState>,
+    grant: Grant,
     Path((id, call_id)): Path<(String, String)>,
     QueryParams(q): QueryParams<OutputQuery>,
 ) -> Result<Json<ToolOutputSlice>, ApiError> {
     let limit = output_limit(&q)?;
+    let id = session_id(&id)?;
+    check_session(&state, &grant, &id, Use::Read).await?;
     let slice = state
         .client
-        .session_tool_output(&session_id(&id)?, &call_id, q.offset, limit)
+        .session_tool_output(&id, &call_id, q.offset, limit)
         .await?;
     Ok(Json(slice))
 }
@@ -378,11 +441,13 @@ pub struct HistoryResults {
     responses(
         (status = 200, description = "Excerpts, best first", body = HistoryResults),
         (status = 400, description = "Invalid request", body = ErrorBody),
+        (status = 403, description = "The token may not read the conversation searched (or the session's)", body = ErrorBody),
         (status = 404, description = "No such session", body = ErrorBody),
     )
 )]
 pub(crate) async fn search_history(
     State(state): State<AppState>,
+    grant: Grant,
     QueryParams(q): QueryParams<HistoryQuery>,
 ) -> Result<Json<HistoryResults>, ApiError> {
     let scope = match (&q.session, &q.conversation) {
@@ -400,6 +465,10 @@ pub(crate) async fn search_history(
     let limit = q.limit.unwrap_or(10);
     if !(1..=10).contains(&limit) {
         return Err(ApiError::invalid("limit must be between 1 and 10"));
+    }
+    match &scope {
+        HistoryScope::Session(id) => check_session(&state, &grant, id, Use::Read).await?,
+        HistoryScope::Conversation(conversation) => grant.check_read(conversation.as_str())?,
     }
     let excerpts = state.client.search_history(scope, &q.q, limit).await?;
     Ok(Json(HistoryResults { excerpts }))

@@ -345,35 +345,6 @@ async fn shutdown_finishes_queued_memory_writes() {
     assert_eq!(facts.len(), 1);
 }
 
-/// The routes mnemo serves itself, as (method, path).
-const ROUTES: [(&str, &str); 25] = [
-    ("post", "/v1/chat/completions"),
-    ("get", "/health"),
-    ("get", "/openapi.json"),
-    ("post", "/v1/memories"),
-    ("get", "/v1/memories"),
-    ("post", "/v1/memories/search"),
-    ("get", "/v1/memories/{id}"),
-    ("delete", "/v1/memories/{id}"),
-    ("get", "/v1/memories/{id}/history"),
-    ("get", "/v1/conversations/{id}/memory"),
-    ("patch", "/v1/conversations/{id}/memory"),
-    ("get", "/v1/conversations/{id}/tool-outputs/{call_id}"),
-    ("get", "/metrics"),
-    ("get", "/v1/sessions"),
-    ("get", "/v1/sessions/{id}"),
-    ("delete", "/v1/sessions/{id}"),
-    ("get", "/v1/sessions/{id}/messages"),
-    ("post", "/v1/sessions/{id}/fork"),
-    ("post", "/v1/sessions/{id}/compact"),
-    ("get", "/v1/sessions/{id}/context"),
-    ("get", "/v1/sessions/{id}/tool-outputs/{call_id}"),
-    ("get", "/v1/history/search"),
-    ("get", "/v1/agents/{agent}/memory"),
-    ("post", "/v1/agents/{agent}/memory"),
-    ("patch", "/v1/agents/{agent}/memory"),
-];
-
 #[tokio::test(flavor = "multi_thread")]
 async fn the_served_openapi_document_describes_exactly_the_routes_served() {
     // No upstream: a request no route takes falls through to the pass-through, which

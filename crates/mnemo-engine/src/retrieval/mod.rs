@@ -75,6 +75,10 @@ pub struct SearchRequest {
     /// The time recency is measured from; now when unset (benchmarks replay the past).
     #[serde(skip)]
     pub now: Option<DateTime<Utc>>,
+    /// Leave `global` out: set by a front end for a caller that may not read it, never by
+    /// the request itself.
+    #[serde(skip)]
+    pub without_global: bool,
 }
 
 impl SearchRequest {
@@ -218,7 +222,7 @@ impl ReadPath<'_> {
             return Ok(Vec::new());
         }
         let tuning = &self.config.retrieval;
-        let mut candidates = self.candidates(query, &request.conversation_id, &settings)?;
+        let mut candidates = self.candidates(query, request, &settings)?;
         rank::smooth(&mut candidates, tuning.neighbour_weight, |id| {
             self.timeline.neighbours(id)
         });
@@ -245,7 +249,7 @@ impl ReadPath<'_> {
     fn candidates(
         &self,
         query: &str,
-        conversation: &ConversationId,
+        request: &SearchRequest,
         settings: &ResolvedSearch,
     ) -> Result<Vec<Candidate>, EngineError> {
         let tuning = &self.config.retrieval;
@@ -253,7 +257,12 @@ impl ReadPath<'_> {
         let dense = self.embedder.embed_one(query)?;
         let lexical = self.lexical.query(query);
         let mut results = Vec::new();
-        for filter in scope_filters(conversation, &settings.filter) {
+        let scopes = scope_filters(
+            &request.conversation_id,
+            !request.without_global,
+            &settings.filter,
+        );
+        for filter in scopes {
             let mut run = |vector: QueryVector, retriever: Retriever| -> Result<(), EngineError> {
                 let hits = self.index.query(&Query {
                     vector,
@@ -312,10 +321,15 @@ impl ReadPath<'_> {
     }
 }
 
-/// The index filters for the two scopes of a search: the conversation, then `global`.
-fn scope_filters(conversation: &ConversationId, user_filter: &Filter) -> Vec<Filter> {
+/// The index filters for the two scopes of a search: the conversation, then `global` (when
+/// `with_global`).
+fn scope_filters(
+    conversation: &ConversationId,
+    with_global: bool,
+    user_filter: &Filter,
+) -> Vec<Filter> {
     let mut scopes = vec![conversation.as_str()];
-    if !conversation.is_global() {
+    if with_global && !conversation.is_global() {
         scopes.push(ConversationId::GLOBAL);
     }
     scopes
@@ -378,6 +392,18 @@ mod tests {
                 "{bad}"
             );
         }
+    }
+
+    #[test]
+    fn global_is_left_out_only_when_the_front_end_says_so() {
+        let all = Filter::all();
+        assert_eq!(scope_filters(&conv(), true, &all).len(), 2);
+        assert_eq!(scope_filters(&conv(), false, &all).len(), 1);
+        let global = ConversationId::new(ConversationId::GLOBAL).unwrap();
+        assert_eq!(scope_filters(&global, true, &all).len(), 1);
+        // A request cannot set it: only a front end that checks access does.
+        let asked = serde_json::json!({"query": "q", "without_global": false});
+        assert!(serde_json::from_value::<SearchRequest>(asked).is_err());
     }
 
     #[test]
