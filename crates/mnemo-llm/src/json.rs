@@ -63,7 +63,7 @@ impl JsonSchema {
 /// The JSON value in a model's reply. Small models wrap it in ```json fences or in a sentence
 /// even when asked not to, so this tries, in order: the whole reply, the inside of the first
 /// fence, then the first `{` or `[` from which one complete value parses (text after it is
-/// ignored).
+/// ignored), trying at most the first 32 brackets.
 pub fn extract_json(reply: &str) -> Option<Value> {
     let reply = reply.trim();
     if let Ok(value) = serde_json::from_str(reply) {
@@ -74,10 +74,16 @@ pub fn extract_json(reply: &str) -> Option<Value> {
             return Some(value);
         }
     }
+    // Each try may read to the end of the reply: trying every bracket of a pathological
+    // reply ("{{{{..." or a long unclosed value) would be quadratic in its length.
     reply
         .match_indices(['{', '['])
+        .take(MAX_JSON_STARTS)
         .find_map(|(start, _)| first_value(&reply[start..]))
 }
+
+/// The most opening brackets [`extract_json`] tries a value from.
+const MAX_JSON_STARTS: usize = 32;
 
 /// The text between the first ``` fence (after its language tag) and the next one.
 fn fenced(text: &str) -> Option<&str> {
@@ -98,6 +104,19 @@ fn first_value(text: &str) -> Option<Value> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_pathological_reply_is_given_up_on_quickly() {
+        // 200,000 brackets, each of which starts a value that runs to the end unclosed.
+        let reply = format!("{}{}", "{\"a\": [".repeat(100_000), "1, ".repeat(100_000));
+        assert_eq!(extract_json(&reply), None, "unbounded, this took minutes");
+        assert_eq!(
+            extract_json(&format!("{}{{\"ok\": 1}}", "{".repeat(40))),
+            None,
+            "past the 32nd bracket nothing is tried"
+        );
+        assert_eq!(extract_json("x { y [1]"), Some(json!([1])));
+    }
 
     #[test]
     fn plain_json() {

@@ -46,7 +46,8 @@ pub struct VersioningHealth {
     /// Whether changes are committed to the store's git repository.
     pub enabled: bool,
     /// Why versioning is off although configured, or why the last commit failed (while no
-    /// later one has succeeded); the memories are on disk either way.
+    /// later one has succeeded); the memories are on disk either way. Left out without a
+    /// token when tokens are required.
     pub error: Option<String>,
 }
 
@@ -128,7 +129,10 @@ pub(crate) async fn health(
         },
         versioning: {
             let (enabled, error) = client.versioning();
-            VersioningHealth { enabled, error }
+            VersioningHealth {
+                enabled,
+                error: error.filter(|_| detailed),
+            }
         },
         upstream,
         uptime_s: state.started.elapsed().as_secs(),

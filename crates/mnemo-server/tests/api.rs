@@ -1171,3 +1171,34 @@ async fn a_huge_upstream_answer_is_refused_or_cut_and_stored_at_a_memory_s_size(
     );
     server.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn health_reports_a_failing_commit_until_one_succeeds() {
+    let server = Server::start(None).await;
+    let health = format!("{}/health", server.url);
+    let (_, body) = post_get(&health).await;
+    assert_eq!(body["versioning"], json!({"enabled": true, "error": null}));
+
+    // Another git process holds the index: the memory is kept, the commit fails, and says so.
+    let lock = server.root.join(".git/index.lock");
+    std::fs::write(&lock, "").unwrap();
+    let memories = format!("{}/v1/memories", server.url);
+    let (status, added) = post(&memories, json!({"content": "The kayak is blue."})).await;
+    assert_eq!(status, 201, "{added}");
+    assert_eq!(added["commit"], Value::Null);
+    let (_, body) = post_get(&health).await;
+    let error = body["versioning"]["error"].as_str().unwrap_or_default();
+    assert!(error.contains("locked"), "{body}");
+    assert!(
+        !error.contains(server.root.to_str().unwrap()),
+        "no server path: {error}"
+    );
+
+    std::fs::remove_file(&lock).unwrap();
+    let (status, added) = post(&memories, json!({"content": "The canoe is red."})).await;
+    assert_eq!(status, 201);
+    assert!(added["commit"].is_string(), "{added}");
+    let (_, body) = post_get(&health).await;
+    assert_eq!(body["versioning"]["error"], Value::Null);
+    server.shutdown().await;
+}
