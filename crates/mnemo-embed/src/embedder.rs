@@ -5,7 +5,9 @@
 //! broken or mismatched model fails at start-up rather than on the first write.
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
+use std::time::Duration;
 
 use fastembed::{InitOptionsUserDefined, Pooling, TextEmbedding, UserDefinedEmbeddingModel};
 use tracing::debug;
@@ -49,6 +51,8 @@ pub struct Embedder {
     model: Mutex<TextEmbedding>,
     dimension: usize,
     batch_size: usize,
+    /// Queries waiting for the model: bulk embedding lets them go first, batch by batch.
+    queries_waiting: AtomicUsize,
 }
 
 impl std::fmt::Debug for Embedder {
@@ -89,6 +93,7 @@ impl Embedder {
             model: Mutex::new(model),
             dimension,
             batch_size: config.batch_size.max(1),
+            queries_waiting: AtomicUsize::new(0),
         })
     }
 
@@ -102,6 +107,31 @@ impl Embedder {
         &self,
         texts: &[S],
     ) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let mut vectors = Vec::with_capacity(texts.len());
+        // One batch per hold of the model: a search's query waiting meanwhile goes next, so
+        // indexing a thousand files or a long turn cannot stall a chat request.
+        for batch in texts.chunks(self.batch_size) {
+            while self.queries_waiting.load(Ordering::Acquire) > 0 {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            vectors.extend(self.run(batch)?);
+        }
+        Ok(vectors)
+    }
+
+    /// The unit-length vector of one text: a query, which goes before bulk embedding
+    /// waiting for the model.
+    pub fn embed_one(&self, text: &str) -> Result<Vec<f32>, EmbedError> {
+        self.queries_waiting.fetch_add(1, Ordering::AcqRel);
+        let result = self.run(&[text]);
+        self.queries_waiting.fetch_sub(1, Ordering::AcqRel);
+        result?
+            .pop()
+            .ok_or_else(|| EmbedError::Inference("the model returned no vector".into()))
+    }
+
+    /// Embeds `texts` in one hold of the model.
+    fn run<S: AsRef<str> + Send + Sync>(&self, texts: &[S]) -> Result<Vec<Vec<f32>>, EmbedError> {
         if texts.is_empty() {
             return Ok(Vec::new());
         }
@@ -114,13 +144,6 @@ impl Embedder {
             .map_err(|e| EmbedError::Inference(e.to_string()))?;
         vectors.iter_mut().for_each(|v| normalise(v));
         Ok(vectors)
-    }
-
-    /// The unit-length vector of one text (a query, say).
-    pub fn embed_one(&self, text: &str) -> Result<Vec<f32>, EmbedError> {
-        self.embed(&[text])?
-            .pop()
-            .ok_or_else(|| EmbedError::Inference("the model returned no vector".into()))
     }
 }
 
