@@ -9,10 +9,10 @@
 //!
 //! `Inner` is the engine's shared state: one per open store, behind an `Arc`.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashSet};
 use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, RwLock};
 
 use mnemo_core::{Config, ConversationId, MemoryId, MemoryRecord, RerankerMode};
 use mnemo_embed::{Embedder, EmbedderConfig, Reranker, RerankerConfig};
@@ -99,7 +99,7 @@ pub(crate) struct Inner {
     /// Turn order, rebuilt after writes; searches read it without waiting for writers.
     pub timeline: RwLock<Arc<Timeline>>,
     /// One lock per conversation: its write path runs one pass at a time.
-    pub conversation_locks: Mutex<HashMap<ConversationId, Arc<tokio::sync::Mutex<()>>>>,
+    pub conversation_locks: crate::locks::LockMap<ConversationId>,
     /// Write-path passes running in the background (waited for on shutdown).
     pub background: TaskTracker,
     /// The journal of queued write-path passes, and how many may run at once.
@@ -222,7 +222,7 @@ impl MemoryClient {
                 snapshot,
                 _lock: lock,
                 timeline: RwLock::new(Arc::new(timeline)),
-                conversation_locks: Mutex::new(HashMap::new()),
+                conversation_locks: crate::locks::LockMap::new(),
                 background: TaskTracker::new(),
                 queue,
                 detached_chats: TaskTracker::new(),

@@ -28,6 +28,7 @@ mod files;
 pub mod filter;
 pub mod inject;
 pub mod keys;
+mod locks;
 pub mod prompts;
 pub mod queue;
 pub mod retrieval;

@@ -40,8 +40,6 @@ const NEAREST_IN_ALL: usize = 10;
 /// Most texts one add takes: each is embedded and reconciled while the conversation's write
 /// lock is held, so a larger batch would stall every other write to it.
 pub const MAX_TEXTS_PER_ADD: usize = 100;
-/// Conversation locks kept before the idle ones are dropped.
-const MAX_IDLE_LOCKS: usize = 1024;
 /// Waits before the second and third try of a git commit.
 const COMMIT_RETRIES: [Duration; 2] = [Duration::from_millis(100), Duration::from_millis(500)];
 
@@ -459,16 +457,7 @@ impl Inner {
         &self,
         conversation: &ConversationId,
     ) -> Arc<tokio::sync::Mutex<()>> {
-        let mut locks = self
-            .conversation_locks
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        // One lock per conversation ever seen would grow without bound: drop those nobody
-        // holds or waits for (the map's own reference is the only one left).
-        if locks.len() >= MAX_IDLE_LOCKS {
-            locks.retain(|_, lock| Arc::strong_count(lock) > 1);
-        }
-        locks.entry(conversation.clone()).or_default().clone()
+        self.conversation_locks.get(conversation)
     }
 
     /// The conversation's facts nearest to any of `facts`, best first, without duplicates.
