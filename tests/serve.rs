@@ -342,4 +342,20 @@ async fn shutdown_waits_a_grace_period_and_the_next_start_resumes_what_is_left()
         asked.elapsed()
     );
     assert_eq!(count(&pending), 1, "journaled for the next start");
+
+    // Journaled before the answer is sent: a SIGKILL right after it loses nothing.
+    let (mut server, url) = serve_with(
+        store.path(),
+        &[],
+        &[("MNEMO_OPENAI_BASE_URL", &silent.base_url())],
+    );
+    let (status, _) = post(&format!("{url}/v1/chat/completions"), &chat).await;
+    assert_eq!(status, 200);
+    signal(&server, libc::SIGKILL);
+    server.wait().unwrap();
+    assert_eq!(
+        count(&pending),
+        2,
+        "the new pass is journaled beside the old one"
+    );
 }

@@ -111,8 +111,12 @@ impl Embedder {
         // One batch per hold of the model: a search's query waiting meanwhile goes next, so
         // indexing a thousand files or a long turn cannot stall a chat request.
         for batch in texts.chunks(self.batch_size) {
-            while self.queries_waiting.load(Ordering::Acquire) > 0 {
+            // Bounded: a steady stream of queries delays a batch, never starves it (bulk
+            // embedding may run under the index's write lock).
+            let mut waited = 0;
+            while self.queries_waiting.load(Ordering::Acquire) > 0 && waited < MAX_YIELD_MS {
                 std::thread::sleep(Duration::from_millis(1));
+                waited += 1;
             }
             vectors.extend(self.run(batch)?);
         }
@@ -122,10 +126,8 @@ impl Embedder {
     /// The unit-length vector of one text: a query, which goes before bulk embedding
     /// waiting for the model.
     pub fn embed_one(&self, text: &str) -> Result<Vec<f32>, EmbedError> {
-        self.queries_waiting.fetch_add(1, Ordering::AcqRel);
-        let result = self.run(&[text]);
-        self.queries_waiting.fetch_sub(1, Ordering::AcqRel);
-        result?
+        let _waiting = QueryWaiting::new(&self.queries_waiting);
+        self.run(&[text])?
             .pop()
             .ok_or_else(|| EmbedError::Inference("the model returned no vector".into()))
     }
@@ -144,6 +146,25 @@ impl Embedder {
             .map_err(|e| EmbedError::Inference(e.to_string()))?;
         vectors.iter_mut().for_each(|v| normalise(v));
         Ok(vectors)
+    }
+}
+
+/// The longest a batch of bulk embedding gives way to queries, in milliseconds.
+const MAX_YIELD_MS: u32 = 200;
+
+/// Counts a query waiting for the model while it lives, even if the model panics.
+struct QueryWaiting<'a>(&'a AtomicUsize);
+
+impl<'a> QueryWaiting<'a> {
+    fn new(count: &'a AtomicUsize) -> Self {
+        count.fetch_add(1, Ordering::AcqRel);
+        Self(count)
+    }
+}
+
+impl Drop for QueryWaiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
     }
 }
 

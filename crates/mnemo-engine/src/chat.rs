@@ -565,7 +565,7 @@ impl MemoryClient {
 /// A chat turn as stored: whole when it fits in a memory ([`MAX_MEMORY_BYTES`]), else its
 /// beginning with a note of what was cut. A 24 MiB answer stored whole would be embedded,
 /// indexed and injected again at that size; the session log keeps every byte.
-fn stored_turn(text: String) -> String {
+pub(crate) fn stored_turn(text: String) -> String {
     if text.len() <= MAX_MEMORY_BYTES {
         return text;
     }
@@ -591,8 +591,13 @@ fn last_user_name(body: &Value) -> Option<String> {
         .as_str()
         .map(str::trim)
         .filter(|n| !n.is_empty())
-        .map(str::to_owned)
+        // OpenAI allows 64 characters; a longer "name" is not one, and must not make the
+        // turn's metadata too large to read back.
+        .map(|n| n.chars().take(MAX_SPEAKER_CHARS).collect())
 }
+
+/// The longest speaker name kept from a message's `name`.
+const MAX_SPEAKER_CHARS: usize = 128;
 
 /// The injected memories, as a response's `memory_hits`.
 pub fn hits_json(hits: &[SearchHit]) -> Value {

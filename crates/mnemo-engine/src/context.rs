@@ -348,23 +348,12 @@ fn read_strategy(path: &std::path::Path, relative: &str) -> Result<Strategy, Eng
         path: relative.to_owned(),
         message,
     };
-    let meta = match std::fs::symlink_metadata(path) {
-        Ok(meta) => meta,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Strategy::default()),
-        Err(e) => return Err(fault(format!("cannot read it: {e}"))),
+    let bytes = match mnemo_store::untrusted::read_regular(path, MAX_STRATEGY_BYTES) {
+        Ok(bytes) => bytes,
+        Err(e) if e.is_not_found() => return Ok(Strategy::default()),
+        Err(e) => return Err(fault(format!("not read: {e}"))),
     };
-    if !meta.is_file() {
-        return Err(fault(
-            "not a regular file (links and special files are refused)".into(),
-        ));
-    }
-    if meta.len() > MAX_STRATEGY_BYTES {
-        return Err(fault(format!(
-            "{} bytes, more than the {MAX_STRATEGY_BYTES} a strategy may take",
-            meta.len()
-        )));
-    }
-    let text = std::fs::read_to_string(path).map_err(|e| fault(format!("cannot read it: {e}")))?;
+    let text = String::from_utf8(bytes).map_err(|_| fault("not UTF-8 text".into()))?;
     let value: Value = mnemo_store::untrusted::from_yaml(&text)
         .map_err(|e| fault(format!("not valid YAML: {e}")))?;
     if value.is_null() {
@@ -430,7 +419,7 @@ mod tests {
         let link = dir.path().join("strategy.yaml");
         std::os::unix::fs::symlink(&target, &link).unwrap();
         let err = read_strategy(&link, "s").unwrap_err().to_string();
-        assert!(err.contains("not a regular file"), "{err}");
+        assert!(err.contains("a symbolic link"), "{err}");
     }
 
     #[test]

@@ -7,9 +7,10 @@
 //! assistant's answer until it is stored, so a pass cut short loses nothing; a pass cut in
 //! the middle and run again can at worst add a fact twice, never drop one.
 //!
-//! Passes run at most [`MAX_RUNNING_PASSES`] at a time. A waiting pass holds only its
-//! entry's path in memory (the entry is read when it starts), so a burst of turns costs disk,
-//! not memory.
+//! Passes do their LLM work at most [`MAX_RUNNING_PASSES`] at a time, a slot taken once the
+//! conversation's own lock is held. When a shutdown's grace period is over, passes still
+//! running or waiting are stopped and keep their entries; a pass that fails (the answer
+//! cannot be stored, the write path errs) keeps its entry too, for the next start.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -17,6 +18,7 @@ use std::sync::Arc;
 use mnemo_core::ConversationId;
 use serde::{Deserialize, Serialize};
 use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use crate::client::blocking;
@@ -43,7 +45,12 @@ pub(crate) struct PendingPass {
 /// The queue's state in the engine.
 pub(crate) struct PassQueue {
     dir: PathBuf,
-    running: Arc<Semaphore>,
+    /// Slots for passes' LLM work, taken after the conversation's lock (see
+    /// [`MemoryClient::learn_from_turn`]), so a pass waiting for its conversation does not
+    /// hold a slot another conversation could use.
+    pub running: Arc<Semaphore>,
+    /// Cancelled when a shutdown's grace period is over.
+    cancel: CancellationToken,
 }
 
 impl PassQueue {
@@ -51,6 +58,7 @@ impl PassQueue {
         Self {
             dir: root.join(PENDING_DIR),
             running: Arc::new(Semaphore::new(MAX_RUNNING_PASSES)),
+            cancel: CancellationToken::new(),
         }
     }
 
@@ -76,8 +84,14 @@ impl PassQueue {
         Ok(path)
     }
 
-    /// The entries left by an earlier process, oldest first.
+    /// The entries left by an earlier process, oldest first (none when `pending/` is not a
+    /// real folder: a link there would make resuming rename files elsewhere).
     fn left_over(&self) -> Vec<PathBuf> {
+        let root = self.dir.parent().unwrap_or(&self.dir);
+        if let Err(e) = mnemo_store::untrusted::check_real_folders(root, &self.dir) {
+            warn!("not resuming queued passes: {e}");
+            return Vec::new();
+        }
         let Ok(entries) = std::fs::read_dir(&self.dir) else {
             return Vec::new();
         };
@@ -98,23 +112,27 @@ fn read_entry(path: &Path) -> Result<PendingPass, String> {
 }
 
 impl MemoryClient {
-    /// Queues the write path for a finished turn: journaled now, run when a slot is free.
+    /// Queues the write path for a finished turn. The entry is journaled before this
+    /// returns (a short synchronous write: the caller is about to acknowledge the turn, and
+    /// a crash right after must not lose its answer); the pass runs in the background.
     pub(crate) fn queue_pass(&self, pass: PendingPass) {
+        let entry = match self.inner.queue.journal(&pass) {
+            Ok(path) => Some(path),
+            Err(e) => {
+                warn!(conversation = %pass.conversation, "cannot journal a write-path pass ({e}); running it unjournaled");
+                None
+            }
+        };
         let client = self.clone();
         self.inner.background.spawn(async move {
-            let queue = &client.inner.queue;
-            let journaled = {
-                let inner = client.inner.clone();
-                let pass = pass.clone();
-                blocking(move || inner.queue.journal(&pass)).await
-            };
-            match journaled {
-                Ok(path) => client.run_pass(path).await,
-                Err(e) => {
-                    // Not journaled: run it anyway, it just cannot survive a restart.
-                    warn!(conversation = %pass.conversation, "cannot journal a write-path pass ({e}); running it unjournaled");
-                    let _slot = queue.running.clone().acquire_owned().await;
-                    client.apply_pass(pass, None).await;
+            match entry {
+                Some(path) => client.run_pass(path).await,
+                None => {
+                    let cancelled = client.inner.queue.cancel.clone();
+                    tokio::select! {
+                        _ = cancelled.cancelled() => {}
+                        _ = client.apply_pass(pass, None) => {}
+                    }
                 }
             }
         });
@@ -145,44 +163,66 @@ impl MemoryClient {
         self.inner.queue.left_over().len()
     }
 
-    /// Runs the journaled pass at `path` once a slot is free, then removes its entry.
+    /// Stops the passes still running or waiting, leaving their entries journaled for the
+    /// next start: what a shutdown does once its grace period is over, before it stops the
+    /// LLM they would otherwise run on.
+    pub fn stop_background_passes(&self) {
+        self.inner.queue.cancel.cancel();
+    }
+
+    /// Runs the journaled pass at `path`, then removes its entry; a pass stopped at shutdown
+    /// or failed keeps it.
     async fn run_pass(&self, path: PathBuf) {
-        let Ok(_slot) = self.inner.queue.running.clone().acquire_owned().await else {
-            return;
-        };
         let entry = {
             let path = path.clone();
             blocking(move || Ok(read_entry(&path))).await
         };
-        match entry {
-            Ok(Ok(pass)) => self.apply_pass(pass, Some(&path)).await,
-            Ok(Err(why)) | Err(EngineError::Task(why)) => {
+        let pass = match entry {
+            Ok(Ok(pass)) => pass,
+            Ok(Err(why)) => {
                 warn!(entry = %path.display(), "skipping a queued pass: {why}");
                 let _ = std::fs::rename(&path, path.with_extension("bad"));
+                return;
             }
-            Err(e) => warn!(entry = %path.display(), "skipping a queued pass: {e}"),
+            Err(e) => {
+                warn!(entry = %path.display(), "cannot read a queued pass now: {e}");
+                return;
+            }
+        };
+        let cancelled = self.inner.queue.cancel.clone();
+        let done = tokio::select! {
+            _ = cancelled.cancelled() => false,
+            done = self.apply_pass(pass, Some(&path)) => done,
+        };
+        if done {
+            if let Err(e) = std::fs::remove_file(&path) {
+                warn!(entry = %path.display(), "cannot remove a finished pass from the queue: {e}");
+            }
         }
     }
 
-    /// The pass itself: the assistant's turn stored (and dropped from the entry), then the
-    /// write path; the entry goes when it is done.
-    async fn apply_pass(&self, mut pass: PendingPass, entry: Option<&Path>) {
+    /// The pass itself: the assistant's turn stored (then dropped from the entry), then the
+    /// write path. Returns whether it is done; `false` keeps the entry for a later run.
+    async fn apply_pass(&self, mut pass: PendingPass, entry: Option<&Path>) -> bool {
         let conversation = pass.conversation.clone();
         let mut turns = usize::from(pass.user_turn.is_some());
-        if let Some(text) = pass.assistant_text.take() {
-            match self
+        if let Some(text) = pass.assistant_text.clone() {
+            if let Err(e) = self
                 .store_assistant_turn(&conversation, text, pass.incomplete)
                 .await
             {
-                Ok(()) => turns += 1,
-                Err(e) => {
-                    warn!(conversation = %conversation, "cannot store the assistant's turn: {e}")
-                }
+                warn!(conversation = %conversation, "cannot store the assistant's turn now ({e}); it stays queued");
+                return false;
             }
+            turns += 1;
+            pass.assistant_text = None;
             if let Some(entry) = entry {
                 // The answer is stored: a rerun must not store it again.
-                if let Ok(bytes) = serde_json::to_vec(&pass) {
-                    let _ = mnemo_store::atomic::write_atomic(entry, &bytes);
+                let rewritten = serde_json::to_vec(&pass)
+                    .map_err(std::io::Error::other)
+                    .and_then(|bytes| mnemo_store::atomic::write_atomic(entry, &bytes));
+                if let Err(e) = rewritten {
+                    warn!(entry = %entry.display(), "cannot update a queued pass ({e}); a rerun may store its answer twice");
                 }
             }
         }
@@ -190,21 +230,20 @@ impl MemoryClient {
             Some(relative) => match self.store().read(relative) {
                 Ok(turn) => Some(turn),
                 Err(e) => {
-                    warn!(conversation = %conversation, "the user's turn is gone ({e}); learning from the answer only");
+                    warn!(conversation = %conversation, "the user's turn cannot be read ({e}); learning from the answer only");
                     None
                 }
             },
             None => None,
         };
-        if let Err(e) = self
+        match self
             .learn_from_turn(&conversation, user_turn.as_ref(), turns)
             .await
         {
-            warn!(conversation = %conversation, "the write path failed: {e}");
-        }
-        if let Some(entry) = entry {
-            if let Err(e) = std::fs::remove_file(entry) {
-                warn!(entry = %entry.display(), "cannot remove a finished pass from the queue: {e}");
+            Ok(_) => true,
+            Err(e) => {
+                warn!(conversation = %conversation, "the write path failed ({e}); the pass stays queued");
+                false
             }
         }
     }

@@ -270,12 +270,11 @@ impl MemoryClient {
             }
             match conversation {
                 Some(asked) if asked.as_str() != meta.conversation => {
+                    // Not named: with scoped tokens, the caller may not be allowed to know it.
                     return Err(EngineError::InvalidInput(format!(
-                        "session {id:?} belongs to conversation {:?}, not {:?}; leave memory_id out or use {:?}",
-                        meta.conversation,
+                        "session {id:?} belongs to another conversation than {:?}; leave memory_id out to use the session's own",
                         asked.as_str(),
-                        meta.conversation
-                    )))
+                    )));
                 }
                 _ => *conversation = Some(stored_conversation(id, meta)?),
             }

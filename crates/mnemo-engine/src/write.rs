@@ -60,8 +60,9 @@ pub struct WriteReport {
     pub evicted: usize,
     /// Whether the rolling summary was rewritten.
     pub summary_updated: bool,
-    /// New facts not written because the reconciler found them already known (NONE) or
-    /// answered them with a deletion; every other new fact is written.
+    /// New facts not written because the reconciler found them already known (NONE). A fact
+    /// it answered with a deletion retracts what is in `deleted`; every other new fact is
+    /// written.
     pub not_stored: Vec<String>,
     /// Why the LLM's answer was not used (or not wholly), when it was not.
     pub fallback: Option<String>,
@@ -148,6 +149,8 @@ impl MemoryClient {
             .conversation_lock(conversation)
             .lock_owned()
             .await;
+        // A slot for the LLM work, taken once this conversation's turn has come.
+        let _slot = self.inner.queue.running.clone().acquire_owned().await;
         let mut report = WriteReport::new(conversation);
         let started = Instant::now();
         if let (Some(llm), Some(turn)) = (&self.inner.llm, user_turn) {
@@ -337,7 +340,8 @@ impl MemoryClient {
             .await;
         report.llm_time += call.elapsed();
         let text = match answer {
-            Ok(s) => s.summary.trim().to_owned(),
+            // The LLM's text is bounded by its answer only: cut to what a memory holds.
+            Ok(s) => crate::chat::stored_turn(s.summary.trim().to_owned()),
             Err(e) => {
                 warn!(conversation = %conversation, "summary not updated: {e}");
                 return Ok(());
@@ -508,6 +512,8 @@ impl Inner {
         source: Option<MemoryId>,
     ) -> Result<Applied, EngineError> {
         let new_fact = |text: &str| {
+            // A text the reconciler wrote is bounded by its answer only.
+            let text = crate::chat::stored_turn(text.to_owned());
             let mut record = MemoryRecord::new(conversation.clone(), Role::Memory, text);
             record.source_id = source;
             record

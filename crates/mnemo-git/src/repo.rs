@@ -50,6 +50,8 @@ pub struct Versioning {
     pending: Mutex<Pending>,
     /// Why the last commit failed, until one succeeds (for `/health`).
     last_error: Mutex<Option<String>>,
+    /// The repository's git folder (`.git`, or where a `.git` file points).
+    git_dir: PathBuf,
 }
 
 /// Changes noted since the last successful commit.
@@ -102,6 +104,7 @@ impl Versioning {
         let versioning = Self {
             root,
             config,
+            git_dir: repo.path().to_owned(),
             repo: Mutex::new(repo),
             pending: Mutex::default(),
             last_error: Mutex::default(),
@@ -195,12 +198,19 @@ impl Versioning {
     /// moment while it writes the index, so an old one was left by a process that died, and
     /// would stop every commit for ever. Returns whether one was removed.
     fn clear_stale_lock(&self) -> bool {
-        let lock = self.root.join(".git").join("index.lock");
+        // Not through `self.lock()`: commits call this holding the repository.
+        let lock = self.git_dir.join("index.lock");
         let age = fs::symlink_metadata(&lock)
             .and_then(|m| m.modified())
             .ok()
             .and_then(|t| t.elapsed().ok());
         if age.is_none_or(|age| age < STALE_LOCK) {
+            return false;
+        }
+        // `git commit` keeps the lock while its editor is open, for as long as a person
+        // types: a git process working in the store means the lock is alive.
+        if git_running_in(&self.root) {
+            warn!(lock = %lock.display(), "the git index is locked by a git command still running in the store; not committing now");
             return false;
         }
         match fs::remove_file(&lock) {
@@ -224,7 +234,7 @@ impl Versioning {
             Ok(()) => return Ok(()),
             Err(e) => e,
         };
-        let path = self.root.join(".git").join("index");
+        let path = repo.path().join("index");
         let kept = path.with_extension(format!("broken-{}", chrono_free_stamp()));
         warn!(index = %path.display(), "the git index cannot be read ({broken}); rebuilding it from HEAD");
         fs::rename(&path, &kept).map_err(io_err("cannot move aside", &path))?;
@@ -466,6 +476,20 @@ impl Versioning {
 
 /// How old `.git/index.lock` must be to count as left by a dead process.
 const STALE_LOCK: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Whether a `git` process runs with its working folder in `root` (Linux: read from
+/// `/proc`). Where that cannot be known, assumes one does: a live lock must never be removed.
+fn git_running_in(root: &Path) -> bool {
+    let Ok(processes) = fs::read_dir("/proc") else {
+        return true;
+    };
+    processes.filter_map(Result::ok).any(|process| {
+        let dir = process.path();
+        let is_git =
+            fs::read_to_string(dir.join("comm")).is_ok_and(|c| c.trim().starts_with("git"));
+        is_git && fs::read_link(dir.join("cwd")).is_ok_and(|cwd| cwd.starts_with(root))
+    })
+}
 
 /// Seconds since the epoch, to name a file kept aside.
 fn chrono_free_stamp() -> u64 {

@@ -59,6 +59,8 @@ const MAX_BACKOFF: Duration = Duration::from_secs(30);
 const HEALTH_TIMEOUT: Duration = Duration::from_secs(5);
 /// An error body is only quoted; a server that trickles it must not hold the caller.
 const ERROR_BODY_TIMEOUT: Duration = Duration::from_secs(5);
+/// How much of an error body is read to quote it.
+const ERROR_BODY_BYTES: usize = 64 << 10;
 
 /// Connection-level headers that describe one hop and must not be forwarded (RFC 9110 7.6.1),
 /// plus `host`, which names mnemo rather than the upstream.
@@ -131,7 +133,7 @@ impl LlmClient {
             })
             .await?;
         let response = check_status(&url, response).await?;
-        let bytes = read_capped(response, &url, deadline)
+        let bytes = read_capped(response, &url, deadline, timeout)
             .await
             .map_err(|e| match e {
                 Capped::Transport(e) => self.transport_error(&url, e, timeout),
@@ -439,8 +441,20 @@ async fn check_status(
     if status.is_success() {
         return Ok(response);
     }
-    let body = match tokio::time::timeout(ERROR_BODY_TIMEOUT, response.text()).await {
-        Ok(Ok(body)) if !body.trim().is_empty() => snippet(&body),
+    // Only quoted, so only its start is read: a broken upstream's gigabyte error page is not.
+    let start = async {
+        let mut body = Vec::new();
+        let mut chunks = response.bytes_stream();
+        while let Some(Ok(chunk)) = chunks.next().await {
+            body.extend_from_slice(&chunk);
+            if body.len() >= ERROR_BODY_BYTES {
+                break;
+            }
+        }
+        String::from_utf8_lossy(&body).into_owned()
+    };
+    let body = match tokio::time::timeout(ERROR_BODY_TIMEOUT, start).await {
+        Ok(body) if !body.trim().is_empty() => snippet(&body),
         _ => "(no body)".into(),
     };
     Err(LlmError::Status {
@@ -549,6 +563,7 @@ async fn read_capped(
     response: reqwest::Response,
     url: &str,
     deadline: tokio::time::Instant,
+    timeout: Duration,
 ) -> Result<Bytes, Capped> {
     let too_large = |size: u64| {
         Capped::Over(LlmError::InvalidOutput {
@@ -580,7 +595,7 @@ async fn read_capped(
         Ok(read) => read,
         Err(_) => Err(Capped::Late(LlmError::Timeout {
             url: url.to_string(),
-            after: deadline.elapsed(),
+            after: timeout,
         })),
     }
 }

@@ -97,12 +97,12 @@ pub(crate) async fn health(
     let points = client.index_size().await?;
     let upstream = match client.upstream() {
         Some(llm) => {
-            let reachable = llm.health().await;
+            let reachable = state.upstream_probe.probe(llm).await;
             Some(UpstreamHealth {
                 url: detailed.then(|| llm.config().base_url.clone()),
                 label: detailed.then(|| state.options.upstream_label.clone()),
                 reachable: reachable.is_ok(),
-                error: reachable.err().filter(|_| detailed).map(|e| e.to_string()),
+                error: reachable.err().filter(|_| detailed),
             })
         }
         None => None,
@@ -137,4 +137,30 @@ pub(crate) async fn health(
         upstream,
         uptime_s: state.started.elapsed().as_secs(),
     }))
+}
+
+/// How long one probe of the upstream answers `/health`: the route needs no token, and each
+/// probe is a request upstream with mnemo's key, so a flood of `/health` must not become one.
+const PROBE_FOR: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// A probe's result and when it was made.
+type Probe = (std::time::Instant, Result<(), String>);
+
+/// The upstream's last health probe.
+#[derive(Clone, Default)]
+pub(crate) struct ProbeCache(std::sync::Arc<tokio::sync::Mutex<Option<Probe>>>);
+
+impl ProbeCache {
+    /// The last probe when it is recent, else a new one (one at a time).
+    async fn probe(&self, llm: &mnemo_llm::LlmClient) -> Result<(), String> {
+        let mut last = self.0.lock().await;
+        if let Some((at, result)) = last.as_ref() {
+            if at.elapsed() < PROBE_FOR {
+                return result.clone();
+            }
+        }
+        let result = llm.health().await.map_err(|e| e.to_string());
+        *last = Some((std::time::Instant::now(), result.clone()));
+        result
+    }
 }

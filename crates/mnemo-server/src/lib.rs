@@ -97,6 +97,8 @@ pub(crate) struct AppState {
     pub openapi: Arc<utoipa::openapi::OpenApi>,
     /// What `/metrics` exposes.
     pub metrics: metrics::Metrics,
+    /// The upstream's last health probe, reused for a few seconds.
+    pub upstream_probe: health::ProbeCache,
 }
 
 /// The routes mnemo serves itself, each with its description.
@@ -140,6 +142,7 @@ pub fn router(client: MemoryClient, options: ServerOptions) -> Router {
         started: Instant::now(),
         openapi: Arc::new(openapi),
         metrics: metrics::Metrics::new(),
+        upstream_probe: health::ProbeCache::default(),
     };
     // The last layer added runs first: metrics, then the guard, then authentication.
     routes
@@ -178,6 +181,12 @@ pub async fn serve(
     .await?;
     info!(?grace, "finishing queued memory writes");
     if !client.wait_idle_for(grace).await {
+        // Stopped before the caller stops the LLM they run on: a pass finishing against a
+        // dead LLM would learn nothing and still be taken off the queue.
+        client.stop_background_passes();
+        client
+            .wait_idle_for(std::time::Duration::from_secs(5))
+            .await;
         tracing::warn!(
             passes = client.pending_passes(),
             "write-path passes left queued after the grace period; the next start resumes them"

@@ -123,7 +123,8 @@ pub struct AddResult {
     #[schema(value_type = Vec<String>)]
     pub deleted: Vec<MemoryId>,
     /// Texts not written because the conversation already knows them (the reconciler said
-    /// so); every other text is in `added` or `updated`.
+    /// so). A text that retracts a fact shows as that fact in `deleted`; every other text is
+    /// in `added` or `updated`.
     pub not_stored: Vec<String>,
     /// The git commit recording it, when versioning is on.
     pub commit: Option<String>,

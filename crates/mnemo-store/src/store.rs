@@ -177,6 +177,19 @@ impl FileStore {
         let path = layout::conversation_dir(&self.root, &record.conversation_id)
             .join(kind.folder())
             .join(layout::file_name(kind, record.id, record.created_at));
+        // Never write what the store would refuse to read back.
+        let refused = |reason: String| StoreError::Refused {
+            path: path.clone(),
+            reason,
+        };
+        mnemo_core::check_metadata(&record.metadata).map_err(refused)?;
+        if record.content.len() > mnemo_core::MAX_MEMORY_BYTES {
+            return Err(refused(format!(
+                "{} bytes of text; a memory holds at most {}",
+                record.content.len(),
+                mnemo_core::MAX_MEMORY_BYTES
+            )));
+        }
         let bytes = format::render(record);
         self.check_folder(path.parent().unwrap_or(&self.root))?;
         write_atomic(&path, bytes.as_bytes()).map_err(io_err("cannot write", &path))?;

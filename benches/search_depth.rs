@@ -1,0 +1,116 @@
+//! What a deep search costs: `top_k` 100 (the most any front end allows) against `top_k` 10
+//! in the same run, on one conversation of 2,000 memories, through `MemoryClient::search`
+//! (dense + lexical retrieval, fusion, recency, MMR; the cross-encoder off). MMR picks each
+//! result against everything picked before, which used to make its cost cubic in `top_k`.
+//!
+//! `cargo bench --bench search_depth [-- --json] [-- --quick]`.
+
+use std::time::Instant;
+
+use mnemo_core::{Config, ConversationId, MemoryRecord, Role};
+use mnemo_engine::{MemoryClient, OpenOptions, SearchRequest};
+use serde_json::json;
+
+const MEMORIES: usize = 2_000;
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let json_out = args.iter().any(|a| a == "--json");
+    let rounds = if args.iter().any(|a| a == "--quick") {
+        10
+    } else {
+        50
+    };
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let report = runtime.block_on(run(rounds));
+    if json_out {
+        println!("{report}");
+    } else {
+        println!("{}", serde_json::to_string_pretty(&report).unwrap());
+    }
+}
+
+fn text(i: usize) -> String {
+    let who = [
+        "My sister",
+        "The landlord",
+        "Our team lead",
+        "Grandpa",
+        "The dog",
+    ];
+    let did = [
+        "moved to",
+        "talks about",
+        "bought tickets to",
+        "is allergic to",
+        "loves",
+    ];
+    let what = [
+        "Lisbon",
+        "sourdough",
+        "the jazz festival",
+        "peanuts",
+        "the bike lane",
+    ];
+    format!(
+        "{} {} {} (note {i}).",
+        who[i % 5],
+        did[(i / 5) % 5],
+        what[(i / 25) % 5]
+    )
+}
+
+async fn run(rounds: usize) -> serde_json::Value {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = Config {
+        memory_path: dir.path().to_owned(),
+        models_dir: std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("models"),
+        start_watcher: false,
+        enable_git_versioning: false,
+        max_entries: MEMORIES * 2,
+        ..Config::default()
+    };
+    config.retrieval.reranker = mnemo_core::RerankerMode::Off;
+    let client = MemoryClient::open(config, OpenOptions::default())
+        .await
+        .unwrap();
+    let conversation = ConversationId::new("bench").unwrap();
+    let records: Vec<MemoryRecord> = (0..MEMORIES)
+        .map(|i| MemoryRecord::new(conversation.clone(), Role::Memory, text(i)))
+        .collect();
+    for chunk in records.chunks(500) {
+        client.add_records(chunk.to_vec()).await.unwrap();
+    }
+    let queries = [
+        "who is allergic to peanuts",
+        "trips to Lisbon",
+        "the jazz festival",
+    ];
+    let mut times = [Vec::new(), Vec::new()];
+    for round in 0..rounds + 3 {
+        // Interleaved, so both depths see the same machine.
+        for (slot, top_k) in [10, 100].into_iter().enumerate() {
+            let query = queries[round % queries.len()];
+            let started = Instant::now();
+            let hits = client
+                .search(SearchRequest::new(query, conversation.clone()).top_k(top_k))
+                .await
+                .unwrap();
+            assert_eq!(hits.len(), top_k);
+            if round >= 3 {
+                times[slot].push(started.elapsed().as_secs_f64() * 1e3);
+            }
+        }
+    }
+    let [shallow, deep] = times.map(|mut t| {
+        t.sort_by(f64::total_cmp);
+        t[t.len() / 2]
+    });
+    json!({
+        "memories": MEMORIES,
+        "rounds": rounds,
+        "top_k_10_p50_ms": (shallow * 100.0).round() / 100.0,
+        "top_k_100_p50_ms": (deep * 100.0).round() / 100.0,
+        "ratio": (deep / shallow * 100.0).round() / 100.0,
+    })
+}
