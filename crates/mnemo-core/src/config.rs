@@ -399,6 +399,9 @@ impl Config {
                 self.default_top_k
             ));
         }
+        if self.max_entries == 0 {
+            return Err("max_entries must be at least 1 (it is how many facts and turns a conversation keeps)".into());
+        }
         if !(r.neighbour_weight >= 0.0 && r.speaker_boost >= 0.0) {
             return Err("retrieval weights must not be negative".into());
         }

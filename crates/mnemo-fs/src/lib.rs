@@ -48,20 +48,9 @@ impl Refusal {
 /// Reads a regular file of at most `limit` bytes, refusing links, special files and larger
 /// files without reading them (see the module docs).
 pub fn read_regular(path: &Path, limit: u64) -> Result<Vec<u8>, Refusal> {
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        // O_NONBLOCK: opening a FIFO with no writer must not wait for one.
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
-        .open(path)
-        .map_err(|e| match e.raw_os_error() {
-            Some(libc::ELOOP) => Refusal::Link,
-            _ => Refusal::Io(e),
-        })?;
+    // O_NONBLOCK (in `open_regular`): opening a FIFO with no writer must not wait for one.
+    let file = open_regular(path, false)?;
     let meta = file.metadata()?;
-    let kind = meta.file_type();
-    if !kind.is_file() {
-        return Err(Refusal::NotRegular(describe(&kind)));
-    }
     if meta.len() > limit {
         return Err(Refusal::TooLarge {
             size: meta.len(),
@@ -69,6 +58,28 @@ pub fn read_regular(path: &Path, limit: u64) -> Result<Vec<u8>, Refusal> {
         });
     }
     read_at_most(file, limit)
+}
+
+/// Opens a regular file without following a link or blocking on a FIFO, to read it, or to
+/// append to it (`append`: created when missing). The type is checked on the open file.
+pub fn open_regular(path: &Path, append: bool) -> Result<File, Refusal> {
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    if append {
+        options.append(true).create(true);
+    }
+    let file = options
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ELOOP) => Refusal::Link,
+            _ => Refusal::Io(e),
+        })?;
+    let kind = file.metadata()?.file_type();
+    if !kind.is_file() {
+        return Err(Refusal::NotRegular(describe(&kind)));
+    }
+    Ok(file)
 }
 
 /// Reads to the end, but not past `limit`: a file growing after the size check is cut off

@@ -6,7 +6,7 @@
 //! a new record. A malformed line elsewhere (a hand edit) is skipped with a warning too; the
 //! rest of the log stays readable.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{self, Read, Write};
 use std::os::unix::fs::FileExt;
 use std::path::Path;
@@ -228,26 +228,11 @@ fn clean_length(file: &File, len: u64) -> io::Result<u64> {
 /// Opens `path` for reading (or appending), refusing links and special files: the store is
 /// edited by hand and synced by git, and a log must not lead anywhere else.
 fn open_regular(path: &Path, write: bool) -> io::Result<File> {
-    match std::fs::symlink_metadata(path) {
-        Ok(meta) if !meta.is_file() => {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                "not a regular file (links and special files are refused)",
-            ))
-        }
-        Ok(_) => {}
-        Err(e) if e.kind() == io::ErrorKind::NotFound && write => {}
-        Err(e) => return Err(e),
-    }
-    if write {
-        OpenOptions::new()
-            .read(true)
-            .append(true)
-            .create(true)
-            .open(path)
-    } else {
-        File::open(path)
-    }
+    // Without following links or blocking on a FIFO; the type is checked on the open file.
+    mnemo_store::untrusted::open_regular(path, write).map_err(|refusal| match refusal {
+        mnemo_store::untrusted::Refusal::Io(e) => e,
+        other => io::Error::new(io::ErrorKind::InvalidData, other.to_string()),
+    })
 }
 
 #[cfg(test)]
@@ -278,7 +263,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("messages.jsonl");
         append(&path, &[user("kept")]).unwrap();
-        let mut file = OpenOptions::new().append(true).open(&path).unwrap();
+        let mut file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap();
         file.write_all(br#"{"kind":"message","at":"2026-01-0"#)
             .unwrap();
         let log = read(&path).unwrap();
@@ -333,7 +321,10 @@ mod tests {
         std::fs::write(&target, "").unwrap();
         let link = dir.path().join("messages.jsonl");
         std::os::unix::fs::symlink(&target, &link).unwrap();
-        assert!(read(&link).unwrap_err().to_string().contains("links"));
+        assert!(read(&link)
+            .unwrap_err()
+            .to_string()
+            .contains("symbolic link"));
         assert!(append(&link, &[user("x")]).is_err());
         assert_eq!(std::fs::read_to_string(&target).unwrap(), "");
     }
