@@ -100,7 +100,8 @@ pub async fn serve(global: &GlobalArgs, args: ServeArgs) -> CommandResult {
     if resumed > 0 {
         println!("  resuming {resumed} memory writes queued by the last run");
     }
-    mnemo_server::serve(listener, client, options, shutdown_signal())
+    let stop_local = local.as_ref().map(|llm| llm.stopper());
+    mnemo_server::serve(listener, client, options, shutdown_signal(stop_local))
         .await
         .context("the server stopped")?;
     if let Some(llm) = local {
@@ -194,16 +195,20 @@ fn print_banner(
     );
 }
 
-/// Ctrl-C or SIGTERM. A second one exits at once.
-pub async fn shutdown_signal() {
+/// Ctrl-C or SIGTERM. A second one exits at once, after asking the local LLM (when mnemo
+/// started one) to stop: an immediate exit skips the handle's own clean-up.
+pub async fn shutdown_signal(stop_local: Option<impl Fn() + Send + 'static>) {
     any_signal().await;
     eprintln!(
         "shutting down: finishing requests and queued memory writes (press Ctrl-C again to stop at once; queued writes resume at the next start) ..."
     );
     // A person who asks twice means it: queued passes are journaled, so nothing is lost.
-    tokio::spawn(async {
+    tokio::spawn(async move {
         any_signal().await;
         eprintln!("stopping at once; queued memory writes resume at the next start");
+        if let Some(stop) = stop_local {
+            stop();
+        }
         std::process::exit(130);
     });
 }

@@ -95,7 +95,7 @@ pub(crate) struct Inner {
     pub snapshot: Arc<SnapshotCell>,
     /// Held for the client's life: one process owns an index at a time. Declared after
     /// everything that holds the index, so it is released last.
-    _lock: File,
+    _lock: Vec<File>,
     /// Turn order, rebuilt after writes; searches read it without waiting for writers.
     pub timeline: RwLock<Arc<Timeline>>,
     /// One lock per conversation: its write path runs one pass at a time.
@@ -535,6 +535,10 @@ fn wipe_index(store: &FileStore) -> Result<(), EngineError> {
     let index_dir = store.index_dir();
     for entry in std::fs::read_dir(&index_dir).map_err(io(index_dir.clone()))? {
         let path = entry.map_err(io(index_dir.clone()))?.path();
+        if path.ends_with(LEGACY_LOCK_FILE) {
+            // Held: removed, the next old mnemo would lock a new file and get in.
+            continue;
+        }
         if path.is_dir() {
             std::fs::remove_dir_all(&path).map_err(io(path.clone()))?;
         } else {
@@ -569,14 +573,25 @@ fn check_dimension(index: &dyn VectorIndex, model: usize) -> Result<(), EngineEr
 }
 
 /// Takes the store's lock, or says that another process holds it.
-fn lock_store(store: &FileStore) -> Result<File, EngineError> {
+fn lock_store(store: &FileStore) -> Result<Vec<File>, EngineError> {
     let index_dir = store.index_dir();
     std::fs::create_dir_all(&index_dir).map_err(|source| EngineError::Io {
         action: "cannot create",
         path: index_dir.clone(),
         source,
     })?;
-    let path = store.lock_path();
+    // The lock's old place is held too: a mnemo from before the move takes only that one,
+    // and must not open the store beside this one.
+    [store.lock_path(), index_dir.join(LEGACY_LOCK_FILE)]
+        .into_iter()
+        .map(|path| lock_file(store, path))
+        .collect()
+}
+
+/// Where the store's lock was before it moved to the root (inside the rebuildable index).
+const LEGACY_LOCK_FILE: &str = ".lock";
+
+fn lock_file(store: &FileStore, path: PathBuf) -> Result<File, EngineError> {
     let file = File::options()
         .create(true)
         .truncate(false)

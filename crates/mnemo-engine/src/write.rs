@@ -412,6 +412,23 @@ fn account_for_every_fact(
             .trim_end_matches(['.', '!'])
             .to_lowercase()
     };
+    // More writes than new facts are the model's inventions (and would be spared by this
+    // pass's eviction): only as many as there are facts are kept, in order.
+    let mut writes = 0;
+    operations.retain(|op| match op {
+        Operation::Add(_) | Operation::Update(..) => {
+            writes += 1;
+            writes <= facts.len()
+        }
+        _ => true,
+    });
+    if writes > facts.len() {
+        warn!(
+            answered = writes,
+            facts = facts.len(),
+            "the reconciler wrote more facts than it was given; the extra ones are dropped"
+        );
+    }
     let facts_said: std::collections::HashSet<String> = facts.iter().map(|f| normal(f)).collect();
     let mut written = std::collections::HashSet::new();
     let mut others = Vec::new();

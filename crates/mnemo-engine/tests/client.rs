@@ -116,6 +116,23 @@ async fn one_process_owns_a_store_at_a_time() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_store_held_at_the_lock_s_old_place_is_not_opened() {
+    // What a mnemo from before the lock moved to the root holds.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("index")).unwrap();
+    let old = std::fs::File::create(dir.path().join("index/.lock")).unwrap();
+    old.try_lock().unwrap();
+    let opened = MemoryClient::open(config(dir.path()), OpenOptions::default()).await;
+    assert!(
+        matches!(opened, Err(EngineError::Locked { .. })),
+        "opened beside an older mnemo"
+    );
+    drop(old);
+    let client = open(dir.path()).await;
+    drop(client);
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn empty_texts_are_refused_before_anything_is_written() {
     let dir = tempfile::tempdir().unwrap();
     let client = open(dir.path()).await;

@@ -772,3 +772,26 @@ async fn an_add_never_acknowledges_what_eviction_takes() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_reconciler_cannot_write_more_facts_than_it_was_given() {
+    let dir = tempfile::tempdir().unwrap();
+    let llm = ScriptedLlm::start().await;
+    let client = open(dir.path(), &llm).await;
+    client
+        .add(vec!["The user likes green tea.".into()], &conv("c1"))
+        .await
+        .unwrap();
+    let flood: Vec<Value> = (0..50)
+        .map(|i| json!({"event": "ADD", "id": -1, "text": format!("Invented fact {i}.")}))
+        .collect();
+    llm.set_handler(with_faulty_reconciler(Reply::Json(
+        json!({"operations": flood}),
+    )));
+    let report = client
+        .add(vec!["The user likes green tea a lot.".into()], &conv("c1"))
+        .await
+        .unwrap();
+    assert_eq!(report.added.len(), 1, "one fact given, one written");
+    assert_eq!(files(dir.path(), "c1", "facts").len(), 2);
+}

@@ -137,6 +137,20 @@ impl LocalLlm {
         &self.base_url
     }
 
+    /// A function that asks the server to stop (SIGTERM) without waiting: for a process
+    /// about to exit at once, which skips the kill-on-drop of this handle.
+    pub fn stopper(&self) -> impl Fn() + Send + Sync + 'static {
+        let pid = self.child.id();
+        move || {
+            if let Some(pid) = pid {
+                // SAFETY: `kill` only sends a signal to our own child, identified by its pid.
+                unsafe {
+                    libc::kill(pid as libc::pid_t, libc::SIGTERM);
+                }
+            }
+        }
+    }
+
     /// Asks the server to stop (SIGTERM) and waits for it, killing it after 10 s.
     pub async fn stop(mut self) {
         if let Some(pid) = self.child.id() {

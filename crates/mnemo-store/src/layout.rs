@@ -7,7 +7,9 @@
 //! entries/<conversation>/summaries/summary.md
 //! entries/<conversation>/deleted/{facts,turns/user,turns/assistant,summaries}/...
 //! index/                 the embedded vector index (rebuildable)
-//! index/.lock            held by the process that owns the store
+//! .mnemo.lock            held by the process that owns the store (and index/.lock, its old
+//!                        place, so an older mnemo cannot open the store beside it)
+//! pending/               write-path passes queued and not yet done
 //! memory_index.json      what the index holds, per file (rebuildable)
 //! conversations/<conversation>/strategy.yaml   its context strategy (hand-editable)
 //! conversations/<conversation>/summaries/      summaries context governance keeps (rebuildable)
