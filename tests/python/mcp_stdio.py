@@ -1,8 +1,10 @@
 """The official MCP Python SDK against `mnemo mcp`: `python mcp_stdio.py MNEMO_BINARY STORE`.
 
-Run by tests/mcp.rs. Starts `MNEMO_BINARY mcp --memory-path STORE` as an MCP host would (the
-SDK's stdio client), then initializes, lists the tools, calls each one, and checks that a
-bad call of each is a tool error with a clear message. Exits non-zero (with the assertion
+Run by tests/mcp.rs, on a store where `mnemo add -c mcp` has put "The user's dog is called
+Rex."; it leaves "The user drinks tea, not coffee." there for `mnemo search` to find. Starts
+`MNEMO_BINARY mcp --memory-path STORE` as an MCP host would (the SDK's stdio client), then
+initializes, lists the tools, calls each one, and checks that a bad call of each is a tool
+error with a clear message. Exits non-zero (with the assertion
 that failed) when mnemo does not behave as an MCP server should.
 """
 
@@ -92,13 +94,27 @@ async def main() -> None:
             assert "Oslo" in found["hits"][0]["content"], found
             assert not os.path.isabs(found["hits"][0]["path"]), found["hits"][0]["path"]
 
+            # What the command line added is found over MCP.
+            found = await call(
+                session,
+                "search_memories",
+                {"query": "What is the dog called?", "conversation": "mcp"},
+            )
+            assert "Rex" in found["hits"][0]["content"], found
+
             got = await call(session, "get_memory", {"id": memory_id})
             assert got["content"] == "The user's sister lives in Oslo.", got
 
             page = await call(
                 session, "list_memories", {"conversation": "mcp", "role": "memory", "limit": 10}
             )
-            assert page["total"] == 1 and page["items"][0]["id"] == memory_id, page
+            assert page["total"] == 2, page
+            assert memory_id in [m["id"] for m in page["items"]], page
+            one = await call(
+                session, "list_memories", {"conversation": "mcp", "offset": 1, "limit": 1}
+            )
+            assert one["total"] == 2 and len(one["items"]) == 1, one
+            assert one["items"][0]["id"] == page["items"][1]["id"], one
 
             history = await call(session, "memory_history", {"id": memory_id})
             assert history["versions"], history
@@ -108,7 +124,8 @@ async def main() -> None:
             assert deleted["deleted"] == memory_id, deleted
             assert deleted["tombstone"].startswith("entries/mcp/deleted/"), deleted
             page = await call(session, "list_memories", {"conversation": "mcp"})
-            assert page["total"] == 0, page
+            assert page["total"] == 1, page
+            assert memory_id not in [m["id"] for m in page["items"]], page
             # A deleted memory's history is still in git.
             history = await call(session, "memory_history", {"id": memory_id})
             assert len(history["versions"]) >= 2, history
@@ -119,7 +136,10 @@ async def main() -> None:
             )
             await refused(session, "search_memories", {"query": "x", "top_k": 1000}, "top_k")
             await refused(
-                session, "search_memories", {"query": "x", "filter": "topic"}, "a filter must be a JSON object"
+                session,
+                "search_memories",
+                {"query": "x", "filter": "topic"},
+                "a filter must be a JSON object",
             )
             await refused(
                 session, "add_memory", {"content": "escape", "conversation": "../x"}, "../x"
@@ -138,6 +158,12 @@ async def main() -> None:
                 session, "search_memories", {"query": "x", "unknown": 1}, "unknown field `unknown`"
             )
             await refused(session, "get_memory", {}, "missing field `id`")
+            # Left for the command line to find.
+            await call(
+                session,
+                "add_memory",
+                {"content": "The user drinks tea, not coffee.", "conversation": "mcp"},
+            )
     print("mcp stdio: ok")
 
 
