@@ -127,7 +127,7 @@ pub struct HistoryParams {
     pub limit: Option<usize>,
 }
 
-/// A memory as the tools show it; `path` is relative to the store.
+/// A memory as the tools show it (the REST API's fields); `path` is relative to the store.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct Memory {
     /// The memory's id.
@@ -147,6 +147,9 @@ pub struct Memory {
     /// Its free-form metadata.
     #[schemars(with = "serde_json::Map<String, Value>")]
     pub metadata: mnemo_core::Metadata,
+    /// The turn a fact was extracted from.
+    #[schemars(with = "Option<String>")]
+    pub source_id: Option<MemoryId>,
     /// On a tombstone of an updated fact: the fact that replaced it.
     #[schemars(with = "Option<String>")]
     pub replaced_by: Option<MemoryId>,
@@ -165,6 +168,7 @@ impl Memory {
             created_at: r.created_at,
             content: r.content.clone(),
             metadata: r.metadata.clone(),
+            source_id: r.source_id,
             replaced_by: r.replaced_by,
             path: relative(&memory.path, root),
         }
