@@ -213,6 +213,19 @@ pub enum RerankerMode {
 /// prompt has room for more.
 pub const MAX_TOP_K: usize = 100;
 
+/// The most items one page of a listing may hold (memories, session messages, versions),
+/// whoever asks.
+pub const MAX_PAGE: usize = 1000;
+
+/// A page size as asked: `default` when unset, else 1..=[`MAX_PAGE`], refused with a message
+/// naming the parameter otherwise.
+pub fn page_size(asked: Option<usize>, default: usize, name: &str) -> Result<usize, String> {
+    match asked.unwrap_or(default) {
+        n @ 1..=MAX_PAGE => Ok(n),
+        _ => Err(format!("{name} must be between 1 and {MAX_PAGE}")),
+    }
+}
+
 impl Default for RetrievalConfig {
     fn default() -> Self {
         Self {

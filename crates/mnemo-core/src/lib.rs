@@ -14,8 +14,8 @@ mod ids;
 mod record;
 
 pub use config::{
-    ApiKey, Config, ConfigError, GlobalAccess, ModelPaths, RerankerMode, RetrievalConfig,
-    ServerConfig, TokenConfig, LOCAL_LLM_ALIAS, MAX_TOP_K,
+    page_size, ApiKey, Config, ConfigError, GlobalAccess, ModelPaths, RerankerMode,
+    RetrievalConfig, ServerConfig, TokenConfig, LOCAL_LLM_ALIAS, MAX_PAGE, MAX_TOP_K,
 };
 pub use ids::{ConversationId, IdError, MemoryId};
 pub use record::{

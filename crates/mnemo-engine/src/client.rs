@@ -405,6 +405,20 @@ impl MemoryClient {
         .await
     }
 
+    /// Why a memory shows no versions: the words every front end answers with.
+    pub fn no_history(&self, id: MemoryId) -> String {
+        let why = match (&self.inner.git, self.inner.config.enable_git_versioning) {
+            (Some(_), _) => "",
+            (None, true) => {
+                ": git versioning is off for this run (the repository could not be opened)"
+            }
+            (None, false) => {
+                ": git versioning is off for this store (enable_git_versioning = false)"
+            }
+        };
+        format!("no history for memory {id}{why}")
+    }
+
     /// The store's git history (of one conversation, if given), newest first.
     pub async fn log(
         &self,

@@ -39,8 +39,6 @@ use crate::{ContextReport, EngineError, MemoryClient};
 
 /// Sessions whose parsed logs stay cached, at most (idle ones are dropped past this).
 const CACHED_SESSIONS: usize = 256;
-/// Messages one page of a session's messages holds, at most.
-pub const MAX_PAGE: usize = 1000;
 /// Characters of an offloaded output one read returns, at most.
 pub const MAX_OUTPUT_READ: usize = 1 << 20;
 
@@ -530,7 +528,7 @@ impl MemoryClient {
             .into_iter()
             .enumerate()
             .skip(offset)
-            .take(limit.min(MAX_PAGE))
+            .take(limit.min(mnemo_core::MAX_PAGE))
             .map(|(index, (at, message))| LoggedMessage {
                 index,
                 at,

@@ -31,11 +31,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tracing::warn;
 
-/// Most memories one `list_memories` page may hold, and most versions one `memory_history`
-/// answer shows: the REST API's limit.
-pub const MAX_PAGE: usize = 1000;
-
-/// The page size and history length when a call does not say.
+/// The page size and history length when a call does not say (the REST API's).
 const DEFAULT_PAGE: usize = 50;
 
 /// What the server tells a host about itself when a session starts.
@@ -406,13 +402,7 @@ impl MemoryTools {
         let limit = page_size(params.limit, "limit")?;
         let versions = self.client.history(id, limit).await.map_err(engine_error)?;
         if versions.is_empty() {
-            // Same words as the REST API, so a user reads one message whichever way they ask.
-            let why = if self.client.config().enable_git_versioning {
-                ""
-            } else {
-                ": git versioning is off for this store (enable_git_versioning = false)"
-            };
-            return Err(format!("no history for memory {id}{why}"));
+            return Err(self.client.no_history(id));
         }
         Ok(Json(History { id, versions }))
     }
@@ -459,12 +449,9 @@ fn memory_id(raw: &str) -> Result<MemoryId, ToolError> {
     raw.parse::<MemoryId>().map_err(|e| e.to_string())
 }
 
-/// A page size: 1..=[`MAX_PAGE`], [`DEFAULT_PAGE`] when unset.
+/// A page size: 1..=[`MAX_PAGE`](mnemo_core::MAX_PAGE), [`DEFAULT_PAGE`] when unset.
 fn page_size(asked: Option<usize>, name: &str) -> Result<usize, ToolError> {
-    match asked.unwrap_or(DEFAULT_PAGE) {
-        n @ 1..=MAX_PAGE => Ok(n),
-        _ => Err(format!("{name} must be between 1 and {MAX_PAGE}")),
-    }
+    mnemo_core::page_size(asked, DEFAULT_PAGE, name)
 }
 
 /// The engine's message for a failed call. Failures that are not the caller's (I/O, index)
@@ -502,9 +489,12 @@ mod tests {
     #[test]
     fn page_sizes_are_bounded() {
         assert_eq!(page_size(None, "limit"), Ok(DEFAULT_PAGE));
-        assert_eq!(page_size(Some(MAX_PAGE), "limit"), Ok(MAX_PAGE));
+        assert_eq!(
+            page_size(Some(mnemo_core::MAX_PAGE), "limit"),
+            Ok(mnemo_core::MAX_PAGE)
+        );
         assert!(page_size(Some(0), "limit").is_err());
-        assert!(page_size(Some(MAX_PAGE + 1), "limit").is_err());
+        assert!(page_size(Some(mnemo_core::MAX_PAGE + 1), "limit").is_err());
     }
 
     #[test]

@@ -22,9 +22,6 @@ use crate::auth::Grant;
 use crate::body::{read_typed, QueryParams};
 use crate::{ApiError, AppState, ErrorBody};
 
-/// Most memories one list page may hold, and most versions one history answer shows.
-pub const MAX_PAGE: usize = 1000;
-
 /// A memory as the API shows it; `path` is relative to the store.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct Memory {
@@ -288,12 +285,7 @@ pub(crate) async fn list(
                 .map_err(|e| ApiError::invalid(e.to_string()))
         })
         .transpose()?;
-    let limit = query.limit.unwrap_or(50);
-    if limit == 0 || limit > MAX_PAGE {
-        return Err(ApiError::invalid(format!(
-            "limit must be between 1 and {MAX_PAGE}"
-        )));
-    }
+    let limit = mnemo_core::page_size(query.limit, 50, "limit").map_err(ApiError::invalid)?;
     let memories: Vec<StoredMemory> = state
         .client
         .list(query.conversation_id)
@@ -447,20 +439,13 @@ pub(crate) async fn history(
     }
     let mut versions = state
         .client
-        .history(id, query.limit.unwrap_or(50).min(MAX_PAGE))
+        .history(id, query.limit.unwrap_or(50).min(mnemo_core::MAX_PAGE))
         .await?;
     if !grant.is_unrestricted() {
         versions = readable_versions(&grant, versions)?;
     }
     if versions.is_empty() {
-        let why = if state.client.config().enable_git_versioning {
-            String::new()
-        } else {
-            ": git versioning is off for this store (enable_git_versioning = false)".into()
-        };
-        return Err(ApiError::not_found(format!(
-            "no history for memory {id}{why}"
-        )));
+        return Err(ApiError::not_found(state.client.no_history(id)));
     }
     Ok(Json(History { id, versions }))
 }

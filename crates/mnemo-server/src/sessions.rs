@@ -17,7 +17,6 @@ use chrono::{DateTime, Utc};
 use mnemo_core::ConversationId;
 use mnemo_engine::sessions::{
     CompactReport, MessagePage, SessionContext, SessionInfo, ToolOutputSlice, MAX_OUTPUT_READ,
-    MAX_PAGE,
 };
 use mnemo_engine::{Excerpt, HistoryScope, SessionId, SessionMeta};
 use serde::{Deserialize, Serialize};
@@ -226,12 +225,7 @@ pub(crate) async fn messages(
 ) -> Result<Json<MessagePage>, ApiError> {
     let id = session_id(&id)?;
     check_session(&state, &grant, &id, Use::Read).await?;
-    let limit = q.limit.unwrap_or(100);
-    if limit == 0 || limit > MAX_PAGE {
-        return Err(ApiError::invalid(format!(
-            "limit must be between 1 and {MAX_PAGE}"
-        )));
-    }
+    let limit = mnemo_core::page_size(q.limit, 100, "limit").map_err(ApiError::invalid)?;
     let page = state
         .client
         .session_messages(&id, q.offset, limit, q.all)
