@@ -16,12 +16,12 @@
 //!
 //! [`serve_stdio`] runs the server over stdin/stdout (`mnemo mcp`).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use mnemo_core::{ConversationId, MemoryId, Role};
 use mnemo_engine::{EngineError, MemoryClient, SearchHit, SearchRequest};
 use mnemo_git::FileVersion;
-use mnemo_store::StoredMemory;
+use mnemo_store::{FileStore, StoredMemory};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::{Json, Parameters};
 use rmcp::model::{Implementation, ServerCapabilities, ServerInfo};
@@ -155,7 +155,7 @@ pub struct Memory {
 }
 
 impl Memory {
-    fn of(memory: &StoredMemory, root: &Path) -> Self {
+    fn of(memory: &StoredMemory, store: &FileStore) -> Self {
         let r = &memory.record;
         Self {
             id: r.id,
@@ -166,7 +166,7 @@ impl Memory {
             metadata: r.metadata.clone(),
             source_id: r.source_id,
             replaced_by: r.replaced_by,
-            path: relative(&memory.path, root),
+            path: store.relative(&memory.path).as_ref().into(),
         }
     }
 }
@@ -266,7 +266,7 @@ impl MemoryTools {
             filter: params.filter,
             ..SearchRequest::default()
         };
-        let root = self.client.store().root();
+        let store = self.client.store();
         // Store-relative paths only: an answer carries no paths of the machine.
         let hits = self
             .client
@@ -275,7 +275,7 @@ impl MemoryTools {
             .map_err(engine_error)?
             .into_iter()
             .map(|hit| SearchHit {
-                path: relative(&hit.path, root),
+                path: store.relative(&hit.path).as_ref().into(),
                 ..hit
             })
             .collect();
@@ -299,10 +299,10 @@ impl MemoryTools {
             .add(vec![params.content], &conversation)
             .await
             .map_err(engine_error)?;
-        let root = self.client.store().root();
+        let store = self.client.store();
         Ok(Json(AddResult {
             conversation_id: conversation,
-            added: report.added.iter().map(|m| Memory::of(m, root)).collect(),
+            added: report.added.iter().map(|m| Memory::of(m, store)).collect(),
             updated: report.updated,
             deleted: report.deleted,
             not_stored: report.not_stored,
@@ -338,12 +338,12 @@ impl MemoryTools {
             .into_iter()
             .filter(|m| role.is_none_or(|r| m.record.role == r))
             .collect();
-        let root = self.client.store().root();
+        let store = self.client.store();
         let items = memories
             .iter()
             .skip(offset)
             .take(limit)
-            .map(|m| Memory::of(m, root))
+            .map(|m| Memory::of(m, store))
             .collect();
         Ok(Json(MemoryPage {
             total: memories.len(),
@@ -366,7 +366,7 @@ impl MemoryTools {
             .await
             .map_err(engine_error)?
             .ok_or_else(|| format!("no memory {id}"))?;
-        Ok(Json(Memory::of(&memory, self.client.store().root())))
+        Ok(Json(Memory::of(&memory, self.client.store())))
     }
 
     /// Soft-delete a memory.
@@ -386,7 +386,7 @@ impl MemoryTools {
             .ok_or_else(|| format!("no memory {id}"))?;
         Ok(Json(Deleted {
             deleted: id,
-            tombstone: relative(&tombstone, self.client.store().root()),
+            tombstone: self.client.store().relative(&tombstone).as_ref().into(),
         }))
     }
 
@@ -465,10 +465,6 @@ fn engine_error(error: EngineError) -> ToolError {
         warn!("MCP tool call failed: {error}");
     }
     error.to_string()
-}
-
-fn relative(path: &Path, root: &Path) -> PathBuf {
-    path.strip_prefix(root).unwrap_or(path).to_owned()
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 //! Each call checks its token's scope: the conversation named (add, search, list), or, for a
 //! call by memory id, the conversation the memory belongs to, looked up first.
 
-use std::path::{Path as FsPath, PathBuf};
+use std::path::PathBuf;
 
 use axum::body::Body;
 use axum::extract::{Path, State};
@@ -14,7 +14,7 @@ use chrono::{DateTime, Utc};
 use mnemo_core::{ConversationId, MemoryId, Metadata, Role};
 use mnemo_engine::{SearchHit, SearchRequest};
 use mnemo_git::FileVersion;
-use mnemo_store::StoredMemory;
+use mnemo_store::{FileStore, StoredMemory};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
@@ -53,8 +53,8 @@ pub struct Memory {
 }
 
 impl Memory {
-    /// `memory` as the API shows it, its path made relative to `root`.
-    pub fn of(memory: &StoredMemory, root: &FsPath) -> Self {
+    /// `memory` as the API shows it, its path made relative to the store.
+    pub fn of(memory: &StoredMemory, store: &FileStore) -> Self {
         let r = &memory.record;
         Self {
             id: r.id,
@@ -65,13 +65,9 @@ impl Memory {
             metadata: r.metadata.clone(),
             source_id: r.source_id,
             replaced_by: r.replaced_by,
-            path: relative(&memory.path, root),
+            path: store.relative(&memory.path).as_ref().into(),
         }
     }
-}
-
-fn relative(path: &FsPath, root: &FsPath) -> PathBuf {
-    path.strip_prefix(root).unwrap_or(path).to_owned()
 }
 
 fn memory_id(raw: &str) -> Result<MemoryId, ApiError> {
@@ -159,10 +155,10 @@ pub(crate) async fn add(
         ));
     }
     let report = state.client.add(texts, &conversation).await?;
-    let root = state.client.store().root();
+    let store = state.client.store();
     let result = AddResult {
         conversation_id: conversation,
-        added: report.added.iter().map(|m| Memory::of(m, root)).collect(),
+        added: report.added.iter().map(|m| Memory::of(m, store)).collect(),
         updated: report
             .updated
             .iter()
@@ -208,7 +204,7 @@ pub(crate) async fn search(
     grant.check_read(request.conversation_id.as_str())?;
     request.without_global = !grant.reads_global();
     let conversation_id = request.conversation_id.clone();
-    let root = state.client.store().root();
+    let store = state.client.store();
     // Store-relative paths only: an answer carries no server paths.
     let hits = state
         .client
@@ -216,7 +212,7 @@ pub(crate) async fn search(
         .await?
         .into_iter()
         .map(|hit| SearchHit {
-            path: relative(&hit.path, root),
+            path: store.relative(&hit.path).as_ref().into(),
             ..hit
         })
         .collect();
@@ -294,12 +290,12 @@ pub(crate) async fn list(
         .filter(|m| role.is_none_or(|r| m.record.role == r))
         .filter(|m| grant.can_read(m.record.conversation_id.as_str()))
         .collect();
-    let root = state.client.store().root();
+    let store = state.client.store();
     let items = memories
         .iter()
         .skip(query.offset)
         .take(limit)
-        .map(|m| Memory::of(m, root))
+        .map(|m| Memory::of(m, store))
         .collect();
     Ok(Json(MemoryPage {
         total: memories.len(),
@@ -334,7 +330,7 @@ pub(crate) async fn get_one(
         .await?
         .ok_or_else(|| ApiError::not_found(format!("no memory {id}")))?;
     grant.check_read(memory.record.conversation_id.as_str())?;
-    Ok(Json(Memory::of(&memory, state.client.store().root())))
+    Ok(Json(Memory::of(&memory, state.client.store())))
 }
 
 /// What a delete did.
@@ -384,7 +380,7 @@ pub(crate) async fn delete(
         .ok_or_else(|| ApiError::not_found(format!("no memory {id}")))?;
     Ok(Json(Deleted {
         deleted: id,
-        tombstone: relative(&tombstone, state.client.store().root()),
+        tombstone: state.client.store().relative(&tombstone).as_ref().into(),
     }))
 }
 
