@@ -1,10 +1,16 @@
 //! The official MCP Python SDK (installed by `scripts/setup test`) as an MCP host would use
-//! it: it starts `mnemo mcp` over stdio and calls every memory tool, good calls and bad.
-//! The checks are in `tests/python/mcp_stdio.py`. Around them, the command line and MCP see
-//! each other's memories: the same store, the same engine search.
+//! it, over stdio (`mnemo mcp`) and over streamable HTTP (`/mcp` on `mnemo serve`): every
+//! tool, good calls and bad, and the resources. The checks are in
+//! `tests/python/mcp_client.py`. Around them, the other front ends and MCP see each other's
+//! memories: the command line over stdio, the proxy's retrieval over HTTP.
 
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use mnemo_scripted_llm::{ChatRequest, Reply, ScriptedLlm};
+use serde_json::{json, Value};
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -29,14 +35,20 @@ fn mnemo(store: &Path, args: &[&str]) -> Output {
     output
 }
 
-#[test]
-fn the_mcp_sdk_works_against_mnemo_mcp_over_stdio() {
+/// The test tools' Python, with the `mcp` SDK.
+fn python() -> PathBuf {
     let python = root().join("models/python/bin/python");
     assert!(
         python.is_file(),
         "{} is missing: run `scripts/setup test`",
         python.display()
     );
+    python
+}
+
+#[test]
+fn the_mcp_sdk_works_against_mnemo_mcp_over_stdio() {
+    let python = python();
     let parent = tempfile::tempdir().unwrap();
     let store = parent.path().join("store");
     mnemo(
@@ -44,7 +56,8 @@ fn the_mcp_sdk_works_against_mnemo_mcp_over_stdio() {
         &["add", "-c", "mcp", "The user's dog is called Rex."],
     );
     let sdk = Command::new(python)
-        .arg(root().join("tests/python/mcp_stdio.py"))
+        .arg(root().join("tests/python/mcp_client.py"))
+        .arg("stdio")
         .arg(env!("CARGO_BIN_EXE_mnemo"))
         .arg(&store)
         .current_dir(root())
@@ -75,4 +88,162 @@ fn the_mcp_sdk_works_against_mnemo_mcp_over_stdio() {
         .map(|e| e.unwrap().file_name())
         .collect();
     assert_eq!(beside, vec![std::ffi::OsString::from("store")]);
+}
+
+const TOKEN: &str = "mcp-test-token-full-0001";
+const SCOPED: &str = "mcp-test-token-other-0001";
+
+/// The upstream: facts are the user's words, the summary repeats them, and a chat answer
+/// says which memories were injected (so the test sees the proxy's retrieval).
+fn upstream(request: &ChatRequest) -> Reply {
+    let user = request.last_user_message().unwrap_or_default();
+    match request.schema_name() {
+        Some("facts") => Reply::Json(json!({"facts": [format!("The user said: {user}")]})),
+        Some("summary") => Reply::Json(json!({"summary": "The user has a cat called Miso."})),
+        Some(_) => Reply::Json(json!({"operations": []})),
+        None => Reply::text("Noted."),
+    }
+}
+
+/// A server process, stopped when the test ends, passed or not.
+struct Server(Child);
+
+impl Server {
+    /// SIGTERM, as a person's Ctrl-C; whether it exited cleanly.
+    fn stop(mut self) -> bool {
+        // SAFETY: signals the child this test started.
+        unsafe { libc::kill(self.0.id() as libc::pid_t, libc::SIGTERM) };
+        self.0.wait().unwrap().success()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `mnemo serve` on a free port with the scripted upstream and two tokens: TOKEN (full
+/// access) and SCOPED (conversation `other` only). Returns the process and its URL.
+fn serve(store: &Path, config: &Path, upstream: &str) -> (Server, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mnemo"))
+        .args(["serve", "--port", "0", "--memory-path"])
+        .arg(store)
+        .arg("--config")
+        .arg(config)
+        .env("MNEMO_START_WATCHER", "false")
+        .env("MNEMO_OPENAI_BASE_URL", upstream)
+        .env("MNEMO_API_TOKEN", TOKEN)
+        .env("MNEMO_TEST_SCOPED_TOKEN", SCOPED)
+        .env_remove("MNEMO_CONFIG")
+        .env_remove("RUST_LOG")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let banner = lines.next().expect("a banner").expect("the banner is text");
+    std::thread::spawn(move || lines.for_each(drop));
+    let url = banner
+        .strip_prefix("mnemo listening on ")
+        .unwrap_or_else(|| panic!("the banner names the address: {banner}"))
+        .to_owned();
+    (Server(child), url)
+}
+
+async fn chat(url: &str, body: Value) -> Value {
+    let response = reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .unwrap()
+        .post(format!("{url}/v1/chat/completions"))
+        .bearer_auth(TOKEN)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    response.json().await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_mcp_sdk_works_against_mnemo_serve_over_http() {
+    let llm = ScriptedLlm::with_handler(upstream).await;
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let config = dir.path().join("mnemo.toml");
+    std::fs::write(
+        &config,
+        "[[server.tokens]]\nname = \"other\"\ntoken_env = \"MNEMO_TEST_SCOPED_TOKEN\"\nconversations = [\"other\"]\nglobal = \"none\"\n",
+    )
+    .unwrap();
+    let (server, url) = serve(&store, &config, &llm.base_url());
+
+    // Through the proxy: a session in conversation `mcp`, with a tool output offloaded.
+    let output: String = (0..400).map(|i| format!("line {i}\n")).collect();
+    let answer = chat(
+        &url,
+        json!({
+            "model": "m",
+            "memory_id": "mcp",
+            "memory_session": "s1",
+            "memory_strategy": {"mode": "auto", "offload_tokens": 100},
+            "messages": [
+                {"role": "user", "content": "list the files"},
+                {"role": "assistant", "content": null, "tool_calls": [
+                    {"id": "call_9", "type": "function", "function": {"name": "ls", "arguments": "{}"}}]},
+                {"role": "tool", "tool_call_id": "call_9", "content": output},
+                {"role": "user", "content": "My cat is called Miso."},
+            ],
+        }),
+    )
+    .await;
+    assert_eq!(
+        answer["memory_context"]["offloaded"],
+        json!(["call_9"]),
+        "{answer}"
+    );
+    // The write path learns the fact and writes the summary in the background.
+    let summary = store.join("entries/mcp/summaries");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !summary.is_dir() || std::fs::read_dir(&summary).unwrap().count() == 0 {
+        assert!(Instant::now() < deadline, "no summary was written");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    let sdk = Command::new(python())
+        .arg(root().join("tests/python/mcp_client.py"))
+        .args(["http", &url, TOKEN, SCOPED])
+        .current_dir(root())
+        .output()
+        .unwrap();
+    assert!(
+        sdk.status.success(),
+        "stdout: {}\nstderr: {}",
+        String::from_utf8_lossy(&sdk.stdout),
+        String::from_utf8_lossy(&sdk.stderr)
+    );
+
+    // What MCP added is injected by the proxy's retrieval.
+    let answer = chat(
+        &url,
+        json!({
+            "model": "m",
+            "memory_id": "mcp",
+            "messages": [{"role": "user", "content": "Tea or coffee for me?"}],
+        }),
+    )
+    .await;
+    let injected: Vec<&str> = answer["memory_hits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|hit| hit["content"].as_str())
+        .collect();
+    assert!(
+        injected.contains(&"The user drinks tea, not coffee."),
+        "{injected:?}"
+    );
+    assert!(server.stop(), "the server exits cleanly");
 }

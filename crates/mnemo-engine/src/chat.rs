@@ -23,11 +23,13 @@
 //! `incomplete: true`, and the write path still runs for the user's message.
 //!
 //! A front end that checks who may touch what (the HTTP server with bearer tokens) passes a
-//! [`ChatAccess`]: it is asked once the request's conversation and agent are known — after
+//! [`Access`](crate::access::Access): it is asked once the request's conversation and agent are known — after
 //! step 1, since a session decides both — and before anything is searched, logged or
 //! written.
 
 use std::path::PathBuf;
+
+use crate::access::{Access, Unrestricted};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -233,36 +235,6 @@ pub fn take_memory_fields(body: &mut Map<String, Value>) -> Result<MemoryFields,
     })
 }
 
-/// What a chat request may touch, as a front end that checks access decides it.
-///
-/// The conversation and the agent are only known inside the engine: a `memory_session`
-/// names a session whose stored conversation and agent win over the request's. So the engine
-/// asks once it knows them (under the session's lock, when there is one), before the request
-/// reads or writes anything.
-pub trait ChatAccess: Send + Sync {
-    /// Allows a request that writes turns to `conversation` and uses `agent`'s notes, or
-    /// refuses it with [`EngineError::Forbidden`] saying what may not be touched.
-    fn check(&self, conversation: &ConversationId, agent: Option<&str>) -> Result<(), EngineError>;
-
-    /// Whether `global`'s memories may be injected; when not, they are left out of the
-    /// request's search (the request itself is still served).
-    fn reads_global(&self) -> bool;
-}
-
-/// Every chat allowed: the library's and the CLI's callers, and a server without tokens.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Unrestricted;
-
-impl ChatAccess for Unrestricted {
-    fn check(&self, _: &ConversationId, _: Option<&str>) -> Result<(), EngineError> {
-        Ok(())
-    }
-
-    fn reads_global(&self) -> bool {
-        true
-    }
-}
-
 /// A chat request made ready for the upstream: memories injected, the user's turn on disk.
 #[derive(Debug)]
 pub struct PreparedChat {
@@ -309,7 +281,7 @@ impl MemoryClient {
     pub async fn prepare_chat_as(
         &self,
         body: Value,
-        access: &dyn ChatAccess,
+        access: &dyn Access,
     ) -> Result<PreparedChat, EngineError> {
         let Value::Object(mut body) = body else {
             return Err(EngineError::InvalidInput(
@@ -346,7 +318,7 @@ impl MemoryClient {
             None => None,
         };
         // Nothing has been searched, logged or written yet; a refusal leaves no trace.
-        access.check(&fields.conversation, fields.strategy.agent.as_deref())?;
+        access.check_chat(&fields.conversation, fields.strategy.agent.as_deref())?;
         fields.search.without_global = !access.reads_global();
         let stream = body["stream"].as_bool().unwrap_or(false);
         // A resent message of a session is not a new turn.
@@ -451,7 +423,7 @@ impl MemoryClient {
     pub async fn chat_to_the_end(
         &self,
         body: Value,
-        access: Arc<dyn ChatAccess>,
+        access: Arc<dyn Access>,
     ) -> Result<(Value, ContextReport), EngineError> {
         let client = self.clone();
         self.inner
@@ -471,7 +443,7 @@ impl MemoryClient {
     pub async fn chat_governed_as(
         &self,
         body: Value,
-        access: &dyn ChatAccess,
+        access: &dyn Access,
     ) -> Result<(Value, ContextReport), EngineError> {
         let prepared = self.prepare_chat_as(body, access).await?;
         let llm = self.inner.llm.as_ref().ok_or(EngineError::NoUpstream)?;
@@ -503,7 +475,7 @@ impl MemoryClient {
     pub async fn chat_stream_as(
         &self,
         body: Value,
-        access: &dyn ChatAccess,
+        access: &dyn Access,
     ) -> Result<ChatStreamReply, EngineError> {
         let prepared = self.prepare_chat_as(body, access).await?;
         let llm = self.inner.llm.as_ref().ok_or(EngineError::NoUpstream)?;

@@ -71,7 +71,7 @@ pub enum EngineError {
     NotFound(String),
     /// The caller may not touch what the request names (a conversation, an agent's notes);
     /// the message says what. Front ends that check access raise it through
-    /// [`crate::chat::ChatAccess`].
+    /// [`crate::access::Access`].
     #[error("{0}")]
     Forbidden(String),
     /// Blocking work moved off the async runtime panicked or was cancelled.

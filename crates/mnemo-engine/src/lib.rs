@@ -20,6 +20,8 @@
 //!   extraction, ADD/UPDATE/DELETE reconciliation ([`prompts`]), the rolling summary,
 //!   eviction and one git commit per pass.
 
+pub mod access;
+pub mod answers;
 pub mod chat;
 mod client;
 pub mod context;
@@ -39,6 +41,7 @@ pub mod timeline;
 pub mod watcher;
 pub mod write;
 
+pub use access::{Access, MemoryListing, SessionUse, Unrestricted};
 pub use client::{Consistency, MemoryClient, OpenOptions};
 pub use context::StrategyChoice;
 pub use error::EngineError;

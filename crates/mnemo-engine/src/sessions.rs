@@ -187,7 +187,7 @@ pub struct CompactReport {
 }
 
 /// A slice of an offloaded tool output.
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema, schemars::JsonSchema)]
 pub struct ToolOutputSlice {
     /// The tool call whose output it is.
     pub call_id: String,

@@ -22,7 +22,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use mnemo_core::{ConversationId, MemoryId, MemoryRecord, Role, MAX_MEMORY_BYTES};
+use mnemo_core::{ConversationId, MemoryId, MemoryRecord, Metadata, Role, MAX_MEMORY_BYTES};
 use mnemo_index::{Condition, Filter, PointPayload, Query, QueryVector};
 use mnemo_store::StoredMemory;
 use tracing::{info, warn};
@@ -167,7 +167,7 @@ impl MemoryClient {
         }
         let facts = report.extracted.clone();
         let source = user_turn.map(|t| t.record.id);
-        self.reconcile_and_apply(conversation, facts, source, &mut report)
+        self.reconcile_and_apply(conversation, facts, source, &Metadata::new(), &mut report)
             .await?;
         self.finish_pass(conversation, turns_written, &mut report, started)
             .await?;
@@ -182,8 +182,21 @@ impl MemoryClient {
         texts: Vec<String>,
         conversation: &ConversationId,
     ) -> Result<WriteReport, EngineError> {
+        self.add_with_metadata(texts, conversation, Metadata::new())
+            .await
+    }
+
+    /// [`add`](Self::add), with `metadata` on every fact the add writes (a new fact, or the
+    /// new version of one it updates), so searches can filter on it.
+    pub async fn add_with_metadata(
+        &self,
+        texts: Vec<String>,
+        conversation: &ConversationId,
+        metadata: Metadata,
+    ) -> Result<WriteReport, EngineError> {
         let facts: Vec<String> = texts.iter().map(|t| t.trim().to_owned()).collect();
         self.check_new_facts(&facts)?;
+        mnemo_core::check_metadata(&metadata).map_err(EngineError::InvalidInput)?;
         let _turn = self
             .inner
             .conversation_lock(conversation)
@@ -194,7 +207,7 @@ impl MemoryClient {
             ..WriteReport::new(conversation)
         };
         let started = Instant::now();
-        self.reconcile_and_apply(conversation, facts, None, &mut report)
+        self.reconcile_and_apply(conversation, facts, None, &metadata, &mut report)
             .await?;
         self.finish_pass(conversation, 0, &mut report, started)
             .await?;
@@ -232,6 +245,7 @@ impl MemoryClient {
         conversation: &ConversationId,
         facts: Vec<String>,
         source: Option<MemoryId>,
+        metadata: &Metadata,
         report: &mut WriteReport,
     ) -> Result<(), EngineError> {
         if facts.is_empty() {
@@ -267,8 +281,10 @@ impl MemoryClient {
         };
         let inner = self.inner.clone();
         let conversation = conversation.clone();
+        let metadata = metadata.clone();
         let applied =
-            blocking(move || inner.apply(&conversation, &existing, operations, source)).await?;
+            blocking(move || inner.apply(&conversation, &existing, operations, source, &metadata))
+                .await?;
         report.added.extend(applied.added);
         report.updated.extend(applied.updated);
         report.deleted.extend(applied.deleted);
@@ -527,12 +543,14 @@ impl Inner {
         existing: &[ExistingFact],
         operations: Vec<Operation>,
         source: Option<MemoryId>,
+        metadata: &Metadata,
     ) -> Result<Applied, EngineError> {
         let new_fact = |text: &str| {
             // A text the reconciler wrote is bounded by its answer only.
             let text = crate::chat::stored_turn(text.to_owned());
             let mut record = MemoryRecord::new(conversation.clone(), Role::Memory, text);
             record.source_id = source;
+            record.metadata = metadata.clone();
             record
         };
         let mut records = Vec::new();

@@ -13,7 +13,7 @@ use serde::Serialize;
 /// One commit. `changes` lists the files it changed relative to its first parent, within
 /// what was asked for: all of them, or only those under `log`'s prefix, `show`'s path or
 /// `history_of`'s memory.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema, schemars::JsonSchema)]
 pub struct CommitInfo {
     /// Full hex id.
     pub id: String,
@@ -30,7 +30,7 @@ pub struct CommitInfo {
 }
 
 /// One file a commit changed.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema, schemars::JsonSchema)]
 pub struct FileChange {
     /// What happened to it.
     pub status: ChangeStatus,
@@ -44,7 +44,7 @@ pub struct FileChange {
 }
 
 /// What a commit did to a file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum ChangeStatus {
     /// It appeared.

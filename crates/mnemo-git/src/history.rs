@@ -29,7 +29,7 @@ pub enum Shown {
 }
 
 /// One version of a file.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema, schemars::JsonSchema)]
 pub struct FileVersion {
     /// The commit that made this version; its `changes` are the picked files only.
     pub commit: CommitInfo,

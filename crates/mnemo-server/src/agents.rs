@@ -8,23 +8,14 @@
 use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::Json;
-use serde::{Deserialize, Serialize};
+use mnemo_engine::answers::AgentMemory;
+use mnemo_engine::Access as _;
+use serde::Deserialize;
 use utoipa::ToSchema;
 
 use crate::auth::Grant;
 use crate::body::read_typed;
 use crate::{ApiError, AppState, ErrorBody};
-
-/// An agent's notes.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct AgentMemory {
-    /// The agent.
-    pub agent: String,
-    /// The file, relative to the store.
-    pub path: String,
-    /// The whole notes (empty when there are none yet).
-    pub content: String,
-}
 
 /// Text to append.
 #[derive(Debug, Deserialize, ToSchema)]
@@ -42,14 +33,6 @@ pub struct UpdateRequest {
     pub old_text: String,
     /// What replaces it.
     pub new_text: String,
-}
-
-fn answer(agent: String, content: String) -> Json<AgentMemory> {
-    Json(AgentMemory {
-        path: format!("agents/{agent}/MEMORY.md"),
-        agent,
-        content,
-    })
 }
 
 /// An agent's notes.
@@ -70,9 +53,9 @@ pub(crate) async fn read(
     grant: Grant,
     Path(agent): Path<String>,
 ) -> Result<Json<AgentMemory>, ApiError> {
-    grant.check_agent(&agent)?;
-    let content = state.client.agent_memory(&agent).await?;
-    Ok(answer(agent, content))
+    Ok(Json(
+        state.client.agent_memory_as(grant.access(), &agent).await?,
+    ))
 }
 
 /// Append to an agent's notes.
@@ -97,11 +80,12 @@ pub(crate) async fn append(
 ) -> Result<Json<AgentMemory>, ApiError> {
     grant.check_agent(&agent)?;
     let request: AppendRequest = read_typed(body, state.options.max_body_bytes).await?;
-    let content = state
-        .client
-        .append_agent_memory(&agent, &request.text)
-        .await?;
-    Ok(answer(agent, content))
+    Ok(Json(
+        state
+            .client
+            .append_agent_memory_as(grant.access(), &agent, &request.text)
+            .await?,
+    ))
 }
 
 /// Replace one passage of an agent's notes; a passage that is absent or occurs more than once
@@ -127,9 +111,10 @@ pub(crate) async fn update(
 ) -> Result<Json<AgentMemory>, ApiError> {
     grant.check_agent(&agent)?;
     let request: UpdateRequest = read_typed(body, state.options.max_body_bytes).await?;
-    let content = state
-        .client
-        .update_agent_memory(&agent, &request.old_text, &request.new_text)
-        .await?;
-    Ok(answer(agent, content))
+    Ok(Json(
+        state
+            .client
+            .update_agent_memory_as(grant.access(), &agent, &request.old_text, &request.new_text)
+            .await?,
+    ))
 }

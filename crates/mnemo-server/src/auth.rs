@@ -26,8 +26,7 @@ use axum::http::{header, HeaderMap, Method};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use mnemo_core::{ConversationId, GlobalAccess, ServerConfig, TokenConfig};
-use mnemo_engine::chat::ChatAccess;
-use mnemo_engine::EngineError;
+use mnemo_engine::Access;
 use sha2::{Digest, Sha256};
 use tracing::debug;
 
@@ -190,87 +189,29 @@ impl Scope {
             agents: names("agents", &token.agents)?,
         })
     }
+}
 
-    /// Whether it may read `conversation`'s memories, sessions and settings.
-    pub fn can_read(&self, conversation: &str) -> bool {
+impl Access for Scope {
+    fn can_read(&self, conversation: &str) -> bool {
         if conversation == ConversationId::GLOBAL {
             return self.global != GlobalAccess::None;
         }
         self.conversations.contains(conversation)
     }
 
-    /// Whether it may write to `conversation` (add, delete, chat in it, change its sessions
-    /// and settings).
-    pub fn can_write(&self, conversation: &str) -> bool {
+    fn can_write(&self, conversation: &str) -> bool {
         if conversation == ConversationId::GLOBAL {
             return self.global == GlobalAccess::Write;
         }
         self.conversations.contains(conversation)
     }
 
-    /// Whether it may read and change `agent`'s notes and run chats as that agent.
-    pub fn can_use_agent(&self, agent: &str) -> bool {
+    fn can_use_agent(&self, agent: &str) -> bool {
         self.agents.contains(agent)
     }
 
-    /// Whether `global`'s facts may be shown to it (searches and chats see them).
-    pub fn reads_global(&self) -> bool {
-        self.global != GlobalAccess::None
-    }
-
-    /// Whether nothing is out of its reach, so no lookup is needed to check a request.
-    pub fn is_unrestricted(&self) -> bool {
+    fn is_unrestricted(&self) -> bool {
         self.conversations.all && self.global == GlobalAccess::Write && self.agents.all
-    }
-
-    /// A 403 unless it may read `conversation`.
-    pub fn check_read(&self, conversation: &str) -> Result<(), ApiError> {
-        if self.can_read(conversation) {
-            return Ok(());
-        }
-        Err(ApiError::forbidden(format!(
-            "this token may not read conversation {conversation:?}"
-        )))
-    }
-
-    /// A 403 unless it may write to `conversation`.
-    pub fn check_write(&self, conversation: &str) -> Result<(), ApiError> {
-        if self.can_write(conversation) {
-            return Ok(());
-        }
-        let why = if conversation == ConversationId::GLOBAL && self.reads_global() {
-            " (its access to global is read-only)"
-        } else {
-            ""
-        };
-        Err(ApiError::forbidden(format!(
-            "this token may not write conversation {conversation:?}{why}"
-        )))
-    }
-
-    /// A 403 unless it may use `agent`'s notes.
-    pub fn check_agent(&self, agent: &str) -> Result<(), ApiError> {
-        if self.can_use_agent(agent) {
-            return Ok(());
-        }
-        Err(ApiError::forbidden(format!(
-            "this token may not use the notes of agent {agent:?}"
-        )))
-    }
-}
-
-impl ChatAccess for Scope {
-    fn check(&self, conversation: &ConversationId, agent: Option<&str>) -> Result<(), EngineError> {
-        let forbidden = |e: ApiError| EngineError::Forbidden(e.message);
-        self.check_write(conversation.as_str()).map_err(forbidden)?;
-        if let Some(agent) = agent {
-            self.check_agent(agent).map_err(forbidden)?;
-        }
-        Ok(())
-    }
-
-    fn reads_global(&self) -> bool {
-        Scope::reads_global(self)
     }
 }
 
@@ -412,6 +353,11 @@ impl Grant {
     /// The scope, shared, for a chat running in a task of its own.
     pub(crate) fn scope(&self) -> Arc<Scope> {
         self.0.clone()
+    }
+
+    /// The scope, as the engine's `_as` calls take it.
+    pub(crate) fn access(&self) -> &dyn Access {
+        &*self.0
     }
 }
 

@@ -11,7 +11,7 @@ use serde_json::Value;
 use crate::ApiError;
 
 /// Reads a body of at most `limit` bytes (413 past it).
-async fn read_bytes(body: Body, limit: usize) -> Result<Bytes, ApiError> {
+pub(crate) async fn read_bytes(body: Body, limit: usize) -> Result<Bytes, ApiError> {
     axum::body::to_bytes(body, limit).await.map_err(|e| {
         if std::error::Error::source(&e)
             .is_some_and(|s| s.to_string().contains("length limit exceeded"))

@@ -10,13 +10,13 @@ use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::Json;
 use mnemo_core::ConversationId;
-use mnemo_engine::Strategy;
+use mnemo_engine::{Access as _, Strategy};
 use serde::Serialize;
 use utoipa::ToSchema;
 
 use crate::auth::Grant;
 use crate::body::{read_json, QueryParams};
-use crate::sessions::{output_limit, OutputQuery};
+use crate::sessions::OutputQuery;
 use crate::{ApiError, AppState, ErrorBody};
 
 /// A conversation's stored strategy.
@@ -123,11 +123,15 @@ pub(crate) async fn tool_output(
     QueryParams(query): QueryParams<OutputQuery>,
 ) -> Result<Json<mnemo_engine::sessions::ToolOutputSlice>, ApiError> {
     let conversation_id = conversation(&id)?;
-    grant.check_read(conversation_id.as_str())?;
-    let limit = output_limit(&query)?;
     let slice = state
         .client
-        .conversation_tool_output(&conversation_id, &call_id, query.offset, limit)
+        .conversation_tool_output_as(
+            grant.access(),
+            &conversation_id,
+            &call_id,
+            query.offset,
+            query.limit,
+        )
         .await?;
     Ok(Json(slice))
 }

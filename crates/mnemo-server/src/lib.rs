@@ -9,6 +9,7 @@
 //! - `/v1/sessions...` ([`sessions`]): chat sessions' logs, forks, compaction, context usage,
 //!   offloaded tool outputs; `/v1/history/search` searches their logs.
 //! - `/v1/agents/{agent}/memory` ([`agents`]): an agent's own notes (`MEMORY.md`).
+//! - `/mcp` ([`mcp`]): the same memory as MCP tools and resources, over streamable HTTP.
 //! - `GET /health` ([`health`]) and `GET /openapi.json` ([`openapi`]) describe the service;
 //!   `GET /metrics` exposes Prometheus metrics (`metrics`).
 //! - Every other request is passed to the upstream LLM unchanged (`passthrough`).
@@ -36,6 +37,7 @@ pub mod conversations;
 mod error;
 mod guard;
 pub mod health;
+pub mod mcp;
 pub mod memories;
 mod metrics;
 pub mod openapi;
@@ -145,7 +147,7 @@ pub fn router(client: MemoryClient, options: ServerOptions) -> Router {
         upstream_probe: health::ProbeCache::default(),
     };
     // The last layer added runs first: metrics, then the guard, then authentication.
-    routes
+    mcp::mount(routes, &state)
         .fallback(passthrough::forward)
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),

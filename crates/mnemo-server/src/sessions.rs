@@ -14,11 +14,11 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use chrono::{DateTime, Utc};
-use mnemo_core::ConversationId;
+use mnemo_engine::answers::HistoryResults;
 use mnemo_engine::sessions::{
-    CompactReport, MessagePage, SessionContext, SessionInfo, ToolOutputSlice, MAX_OUTPUT_READ,
+    CompactReport, MessagePage, SessionContext, SessionInfo, ToolOutputSlice,
 };
-use mnemo_engine::{Excerpt, HistoryScope, SessionId, SessionMeta};
+use mnemo_engine::{Access as _, HistoryScope, SessionId, SessionMeta, SessionUse};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
@@ -30,29 +30,17 @@ fn session_id(raw: &str) -> Result<SessionId, ApiError> {
     SessionId::new(raw).map_err(ApiError::invalid)
 }
 
-/// Whether a session route reads or changes its session.
-#[derive(Clone, Copy)]
-enum Use {
-    Read,
-    Write,
-}
-
-/// Checks `grant` against the conversation session `id` belongs to (looked up only when the
-/// grant is restricted). An unknown session is a 404 either way.
+/// Checks `grant` against the conversation session `id` belongs to.
 async fn check_session(
     state: &AppState,
     grant: &Grant,
     id: &SessionId,
-    how: Use,
+    how: SessionUse,
 ) -> Result<(), ApiError> {
-    if grant.is_unrestricted() {
-        return Ok(());
-    }
-    let conversation = state.client.session(id).await?.meta.conversation;
-    match how {
-        Use::Read => grant.check_read(&conversation),
-        Use::Write => grant.check_write(&conversation),
-    }
+    Ok(state
+        .client
+        .check_session_as(grant.access(), id, how)
+        .await?)
 }
 
 /// A session in a listing.
@@ -180,7 +168,7 @@ pub(crate) async fn delete(
     Path(id): Path<String>,
 ) -> Result<Json<Deleted>, ApiError> {
     let id = session_id(&id)?;
-    check_session(&state, &grant, &id, Use::Write).await?;
+    check_session(&state, &grant, &id, SessionUse::Write).await?;
     let meta = state.client.delete_session(&id).await?;
     Ok(Json(Deleted {
         id: id.to_string(),
@@ -224,7 +212,7 @@ pub(crate) async fn messages(
     QueryParams(q): QueryParams<MessagesQuery>,
 ) -> Result<Json<MessagePage>, ApiError> {
     let id = session_id(&id)?;
-    check_session(&state, &grant, &id, Use::Read).await?;
+    check_session(&state, &grant, &id, SessionUse::Read).await?;
     let limit = mnemo_core::page_size(q.limit, 100, "limit").map_err(ApiError::invalid)?;
     let page = state
         .client
@@ -275,7 +263,7 @@ pub(crate) async fn fork(
 ) -> Result<Response, ApiError> {
     let id = session_id(&id)?;
     // The fork is a new session of the same conversation: writing it.
-    check_session(&state, &grant, &id, Use::Write).await?;
+    check_session(&state, &grant, &id, SessionUse::Write).await?;
     let request: ForkRequest = read_optional(body, state.options.max_body_bytes).await?;
     let new_id = request.id.as_deref().map(session_id).transpose()?;
     let (new_id, meta) = state.client.fork_session(&id, new_id).await?;
@@ -318,7 +306,7 @@ pub(crate) async fn compact(
     body: Body,
 ) -> Result<Json<CompactReport>, ApiError> {
     let id = session_id(&id)?;
-    check_session(&state, &grant, &id, Use::Write).await?;
+    check_session(&state, &grant, &id, SessionUse::Write).await?;
     let request: CompactRequest = read_optional(body, state.options.max_body_bytes).await?;
     Ok(Json(
         state.client.compact_session(&id, request.focus).await?,
@@ -344,7 +332,7 @@ pub(crate) async fn context(
     Path(id): Path<String>,
 ) -> Result<Json<SessionContext>, ApiError> {
     let id = session_id(&id)?;
-    check_session(&state, &grant, &id, Use::Read).await?;
+    check_session(&state, &grant, &id, SessionUse::Read).await?;
     Ok(Json(state.client.session_context(&id).await?))
 }
 
@@ -357,18 +345,7 @@ pub struct OutputQuery {
     #[serde(default)]
     pub(crate) offset: usize,
     /// Characters to read, at most 1 MiB (64 KiB when unset).
-    limit: Option<usize>,
-}
-
-/// The characters to read: 64 KiB when unset, 1..=1 MiB.
-pub(crate) fn output_limit(query: &OutputQuery) -> Result<usize, ApiError> {
-    let limit = query.limit.unwrap_or(64 * 1024);
-    if limit == 0 || limit > MAX_OUTPUT_READ {
-        return Err(ApiError::invalid(format!(
-            "limit must be between 1 and {MAX_OUTPUT_READ}"
-        )));
-    }
-    Ok(limit)
+    pub(crate) limit: Option<usize>,
 }
 
 /// Read a tool output that governance offloaded for a session, by offset and limit.
@@ -393,12 +370,10 @@ pub(crate) async fn tool_output(
     Path((id, call_id)): Path<(String, String)>,
     QueryParams(q): QueryParams<OutputQuery>,
 ) -> Result<Json<ToolOutputSlice>, ApiError> {
-    let limit = output_limit(&q)?;
     let id = session_id(&id)?;
-    check_session(&state, &grant, &id, Use::Read).await?;
     let slice = state
         .client
-        .session_tool_output(&id, &call_id, q.offset, limit)
+        .session_tool_output_as(grant.access(), &id, &call_id, q.offset, q.limit)
         .await?;
     Ok(Json(slice))
 }
@@ -419,13 +394,6 @@ pub struct HistoryQuery {
     limit: Option<usize>,
 }
 
-/// Archive search results.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct HistoryResults {
-    /// Excerpts with five lines of context, labelled User/Assistant/Tool, best first.
-    pub excerpts: Vec<Excerpt>,
-}
-
 /// Search the full logs of a session, or of every session of a conversation.
 #[utoipa::path(
     get,
@@ -444,26 +412,10 @@ pub(crate) async fn search_history(
     grant: Grant,
     QueryParams(q): QueryParams<HistoryQuery>,
 ) -> Result<Json<HistoryResults>, ApiError> {
-    let scope = match (&q.session, &q.conversation) {
-        (Some(_), Some(_)) => {
-            return Err(ApiError::invalid(
-                "give a session or a conversation, not both",
-            ))
-        }
-        (Some(session), None) => HistoryScope::Session(session_id(session)?),
-        (None, conversation) => HistoryScope::Conversation(
-            ConversationId::new(conversation.as_deref().unwrap_or(ConversationId::DEFAULT))
-                .map_err(|e| ApiError::invalid(format!("conversation: {e}")))?,
-        ),
-    };
-    let limit = q.limit.unwrap_or(10);
-    if !(1..=10).contains(&limit) {
-        return Err(ApiError::invalid("limit must be between 1 and 10"));
-    }
-    match &scope {
-        HistoryScope::Session(id) => check_session(&state, &grant, id, Use::Read).await?,
-        HistoryScope::Conversation(conversation) => grant.check_read(conversation.as_str())?,
-    }
-    let excerpts = state.client.search_history(scope, &q.q, limit).await?;
+    let scope = HistoryScope::named(q.session.as_deref(), q.conversation.as_deref())?;
+    let excerpts = state
+        .client
+        .search_history_as(grant.access(), scope, &q.q, q.limit)
+        .await?;
     Ok(Json(HistoryResults { excerpts }))
 }

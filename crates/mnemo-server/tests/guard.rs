@@ -164,3 +164,44 @@ async fn answers_carry_no_server_paths() {
     }
     server.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_mcp_endpoint_is_guarded_like_the_rest() {
+    let options = mnemo_server::ServerOptions {
+        max_body_bytes: 4096,
+        ..Default::default()
+    };
+    let server = Server::start_with(None, options, |_| {}).await;
+    let host = server.url.trim_start_matches("http://").to_owned();
+    let call = |host: &str, origin: &str, body: &str| {
+        format!(
+            "POST /mcp HTTP/1.1\r\nHost: {host}\r\n{origin}Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+    };
+    let list = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#;
+
+    let (status, answer) = raw(&server.url, &call(&host, "", list));
+    assert_eq!(status, 200, "{answer}");
+    assert!(answer.contains("search_memories"), "{answer}");
+
+    // A page elsewhere, or a rebound host name, gets nothing.
+    let (status, answer) = raw(
+        &server.url,
+        &call(&host, "Origin: https://evil.example\r\n", list),
+    );
+    assert_eq!(status, 403, "{answer}");
+    let (status, answer) = raw(&server.url, &call("evil.example", "", list));
+    assert_eq!(status, 403, "{answer}");
+
+    // A body past the server's limit is refused in mnemo's words, before MCP reads it.
+    let huge = format!(
+        r#"{{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{{"name":"add_memory","arguments":{{"content":"{}"}}}}}}"#,
+        "x".repeat(8192)
+    );
+    let (status, answer) = raw(&server.url, &call(&host, "", &huge));
+    assert_eq!(status, 413, "{answer}");
+    assert!(answer.contains("larger than 4096 bytes"), "{answer}");
+    let (_, page) = post_get(&format!("{}/v1/memories", server.url)).await;
+    assert_eq!(page["total"], 0, "{page}");
+}

@@ -40,6 +40,31 @@ impl AgentNotes {
         })
     }
 
+    /// The agents that have notes in the store at `root`, sorted: each folder under
+    /// `agents/` with a valid agent name holding a `MEMORY.md`. Links are not followed.
+    pub fn agents(root: &Path) -> Vec<String> {
+        let real_folder = |path: &Path| std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir());
+        let dir = root.join(AGENTS_DIR);
+        if !real_folder(&dir) {
+            return Vec::new();
+        }
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            return Vec::new();
+        };
+        let mut agents: Vec<String> = entries
+            .filter_map(Result::ok)
+            .filter_map(|entry| entry.file_name().into_string().ok())
+            .filter(|name| ConversationId::new(name).is_ok())
+            .filter(|name| {
+                let notes = dir.join(name).join(AGENT_MEMORY_FILE);
+                real_folder(&dir.join(name))
+                    && std::fs::symlink_metadata(notes).is_ok_and(|m| m.is_file())
+            })
+            .collect();
+        agents.sort();
+        agents
+    }
+
     /// The file's path.
     pub fn path(&self) -> &Path {
         &self.path

@@ -26,7 +26,7 @@ pub const MAX_EXCERPT_LINES: usize = 4 * CONTEXT_LINES + 1;
 pub const MAX_LINE_CHARS: usize = 500;
 
 /// One excerpt of a log.
-#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema, schemars::JsonSchema)]
 pub struct Excerpt {
     /// The session it comes from.
     pub session: String,

@@ -154,7 +154,7 @@ pub struct ResolvedSearch {
 }
 
 /// What each stage thought of a result.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, utoipa::ToSchema, schemars::JsonSchema)]
 pub struct StageScores {
     /// Cosine similarity to the query, when the dense search found it.
     pub dense: Option<f32>,
@@ -171,16 +171,19 @@ pub struct StageScores {
 }
 
 /// One search result.
-#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema, schemars::JsonSchema)]
 pub struct SearchHit {
     /// The memory's id.
     #[schema(value_type = String, format = Uuid)]
+    #[schemars(with = "String")]
     pub id: MemoryId,
     /// Its conversation (the one searched, or `global`).
     #[schema(value_type = String)]
+    #[schemars(with = "String")]
     pub conversation_id: ConversationId,
-    /// What kind of memory it is.
+    /// What kind of memory it is: `memory` (a fact), `user`, `assistant` or `summary`.
     #[schema(value_type = String)]
+    #[schemars(with = "String")]
     pub role: Role,
     /// Its text.
     pub content: String,
@@ -189,7 +192,8 @@ pub struct SearchHit {
     /// Its free-form metadata.
     #[schema(value_type = Object)]
     pub metadata: Metadata,
-    /// Absolute path of the memory's file.
+    /// The memory's file (absolute from the engine; relative to the store in answers over
+    /// the network).
     #[schema(value_type = String)]
     pub path: PathBuf,
     /// The final score (`scores.combined`).

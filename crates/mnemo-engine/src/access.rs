@@ -1,0 +1,498 @@
+//! Who may touch what, and the calls that check it before they touch anything.
+//!
+//! A front end that serves several callers (the HTTP API and MCP over HTTP, with bearer
+//! tokens) hands each call an [`Access`]: which conversations it may read and write, whether
+//! it sees `global`, and which agents' notes it may use. The `_as` methods below check it,
+//! looking up first the conversation of a memory or session named only by its id, and answer
+//! with the types of [`crate::answers`]. REST and MCP both call them, so they refuse the same
+//! calls with the same messages. [`Unrestricted`] is the library's, the CLI's and `mnemo mcp`
+//! over stdio: whoever runs the process owns the store.
+
+use mnemo_core::{ConversationId, MemoryId, Metadata, Role};
+use mnemo_git::FileVersion;
+use mnemo_session::SessionId;
+
+use crate::answers::{AddResult, AgentMemory, Deleted, History, Memory, MemoryPage, SearchResult};
+use crate::sessions::{HistoryScope, ToolOutputSlice, MAX_OUTPUT_READ};
+use crate::{EngineError, Excerpt, MemoryClient, SearchHit, SearchRequest};
+
+/// A page's size when a call does not say.
+pub const DEFAULT_PAGE: usize = 50;
+/// Characters of an offloaded output read when a call does not say.
+pub const DEFAULT_OUTPUT_READ: usize = 64 * 1024;
+/// Most excerpts one archive search returns (and the default).
+pub const MAX_EXCERPTS: usize = 10;
+
+/// What one caller may touch. The `check_*` methods refuse with
+/// [`EngineError::Forbidden`], naming what may not be touched.
+pub trait Access: Send + Sync {
+    /// Whether it may read `conversation`'s memories, sessions and settings.
+    fn can_read(&self, conversation: &str) -> bool;
+
+    /// Whether it may write to `conversation` (add, delete, chat in it, change its sessions
+    /// and settings).
+    fn can_write(&self, conversation: &str) -> bool;
+
+    /// Whether it may read and change `agent`'s notes and run chats as that agent.
+    fn can_use_agent(&self, agent: &str) -> bool;
+
+    /// Whether nothing is out of its reach, so no lookup is needed to check a call.
+    fn is_unrestricted(&self) -> bool;
+
+    /// Whether `global`'s memories may be shown to it (searches and chats see them).
+    fn reads_global(&self) -> bool {
+        self.can_read(ConversationId::GLOBAL)
+    }
+
+    /// Refused unless it may read `conversation`.
+    fn check_read(&self, conversation: &str) -> Result<(), EngineError> {
+        if self.can_read(conversation) {
+            return Ok(());
+        }
+        Err(EngineError::Forbidden(format!(
+            "this token may not read conversation {conversation:?}"
+        )))
+    }
+
+    /// Refused unless it may write to `conversation`.
+    fn check_write(&self, conversation: &str) -> Result<(), EngineError> {
+        if self.can_write(conversation) {
+            return Ok(());
+        }
+        let why = if conversation == ConversationId::GLOBAL && self.reads_global() {
+            " (its access to global is read-only)"
+        } else {
+            ""
+        };
+        Err(EngineError::Forbidden(format!(
+            "this token may not write conversation {conversation:?}{why}"
+        )))
+    }
+
+    /// Refused unless it may use `agent`'s notes.
+    fn check_agent(&self, agent: &str) -> Result<(), EngineError> {
+        if self.can_use_agent(agent) {
+            return Ok(());
+        }
+        Err(EngineError::Forbidden(format!(
+            "this token may not use the notes of agent {agent:?}"
+        )))
+    }
+
+    /// Refused unless a chat may write turns to `conversation` and use `agent`'s notes.
+    fn check_chat(
+        &self,
+        conversation: &ConversationId,
+        agent: Option<&str>,
+    ) -> Result<(), EngineError> {
+        self.check_write(conversation.as_str())?;
+        agent.map_or(Ok(()), |agent| self.check_agent(agent))
+    }
+}
+
+/// Everything allowed: the library's and the CLI's callers, `mnemo mcp` over stdio, and a
+/// server without tokens.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Unrestricted;
+
+impl Access for Unrestricted {
+    fn can_read(&self, _: &str) -> bool {
+        true
+    }
+
+    fn can_write(&self, _: &str) -> bool {
+        true
+    }
+
+    fn can_use_agent(&self, _: &str) -> bool {
+        true
+    }
+
+    fn is_unrestricted(&self) -> bool {
+        true
+    }
+}
+
+/// Whether a session is read or changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionUse {
+    /// Its log, context or outputs are read.
+    Read,
+    /// It is changed (forked, compacted, deleted).
+    Write,
+}
+
+/// Which memories [`MemoryClient::list_as`] lists.
+#[derive(Debug, Clone, Default)]
+pub struct MemoryListing {
+    /// Only this conversation; unset, every conversation the caller may read.
+    pub conversation: Option<ConversationId>,
+    /// Only this role.
+    pub role: Option<Role>,
+    /// How many to skip.
+    pub offset: usize,
+    /// How many to return, 1 to [`mnemo_core::MAX_PAGE`]; [`DEFAULT_PAGE`] when unset.
+    pub limit: Option<usize>,
+}
+
+fn no_memory(id: MemoryId) -> EngineError {
+    EngineError::NotFound(format!("no memory {id}"))
+}
+
+/// The characters an offloaded-output read may ask for: 1 to [`MAX_OUTPUT_READ`],
+/// [`DEFAULT_OUTPUT_READ`] when unset.
+pub fn output_read_limit(asked: Option<usize>) -> Result<usize, EngineError> {
+    let limit = asked.unwrap_or(DEFAULT_OUTPUT_READ);
+    if limit == 0 || limit > MAX_OUTPUT_READ {
+        return Err(EngineError::InvalidInput(format!(
+            "limit must be between 1 and {MAX_OUTPUT_READ}"
+        )));
+    }
+    Ok(limit)
+}
+
+impl HistoryScope {
+    /// The scope an archive search names: a session, or a conversation (`default` when
+    /// neither is given); both is refused.
+    pub fn named(session: Option<&str>, conversation: Option<&str>) -> Result<Self, EngineError> {
+        match (session, conversation) {
+            (Some(_), Some(_)) => Err(EngineError::InvalidInput(
+                "give a session or a conversation, not both".into(),
+            )),
+            (Some(session), None) => SessionId::new(session)
+                .map(Self::Session)
+                .map_err(EngineError::InvalidInput),
+            (None, conversation) => {
+                ConversationId::new(conversation.unwrap_or(ConversationId::DEFAULT))
+                    .map(Self::Conversation)
+                    .map_err(|e| EngineError::InvalidInput(format!("conversation: {e}")))
+            }
+        }
+    }
+}
+
+impl MemoryClient {
+    /// [`search`](Self::search) for `access`: the conversation must be readable, and
+    /// `global` is left out unless `access` reads it. Paths are made relative to the store.
+    pub async fn search_as(
+        &self,
+        access: &dyn Access,
+        mut request: SearchRequest,
+    ) -> Result<SearchResult, EngineError> {
+        access.check_read(request.conversation_id.as_str())?;
+        request.without_global |= !access.reads_global();
+        let conversation_id = request.conversation_id.clone();
+        let store = self.store();
+        let hits = self
+            .search(request)
+            .await?
+            .into_iter()
+            .map(|hit| SearchHit {
+                path: store.relative(&hit.path).as_ref().into(),
+                ..hit
+            })
+            .collect();
+        Ok(SearchResult {
+            conversation_id,
+            hits,
+        })
+    }
+
+    /// [`add_with_metadata`](Self::add_with_metadata) for `access`, which must be allowed
+    /// to write `conversation`.
+    pub async fn add_as(
+        &self,
+        access: &dyn Access,
+        texts: Vec<String>,
+        conversation: &ConversationId,
+        metadata: Metadata,
+    ) -> Result<AddResult, EngineError> {
+        access.check_write(conversation.as_str())?;
+        if texts.is_empty() {
+            return Err(EngineError::InvalidInput(
+                "give the memory as \"content\" or \"texts\"".into(),
+            ));
+        }
+        let report = self
+            .add_with_metadata(texts, conversation, metadata)
+            .await?;
+        Ok(AddResult::of(report, self.store()))
+    }
+
+    /// A page of the live memories `listing` names that `access` may read, oldest first.
+    pub async fn list_as(
+        &self,
+        access: &dyn Access,
+        listing: MemoryListing,
+    ) -> Result<MemoryPage, EngineError> {
+        if let Some(conversation) = &listing.conversation {
+            access.check_read(conversation.as_str())?;
+        }
+        let limit = mnemo_core::page_size(listing.limit, DEFAULT_PAGE, "limit")
+            .map_err(EngineError::InvalidInput)?;
+        let memories: Vec<_> = self
+            .list(listing.conversation)
+            .await?
+            .into_iter()
+            .filter(|m| listing.role.is_none_or(|r| m.record.role == r))
+            .filter(|m| access.can_read(m.record.conversation_id.as_str()))
+            .collect();
+        let store = self.store();
+        let items = memories
+            .iter()
+            .skip(listing.offset)
+            .take(limit)
+            .map(|m| Memory::of(m, store))
+            .collect();
+        Ok(MemoryPage {
+            total: memories.len(),
+            offset: listing.offset,
+            limit,
+            items,
+        })
+    }
+
+    /// The live memory `id`, when `access` may read its conversation.
+    pub async fn get_as(&self, access: &dyn Access, id: MemoryId) -> Result<Memory, EngineError> {
+        let memory = self.get(id).await?.ok_or_else(|| no_memory(id))?;
+        access.check_read(memory.record.conversation_id.as_str())?;
+        Ok(Memory::of(&memory, self.store()))
+    }
+
+    /// Soft-deletes memory `id`, when `access` may write its conversation.
+    pub async fn delete_as(
+        &self,
+        access: &dyn Access,
+        id: MemoryId,
+    ) -> Result<Deleted, EngineError> {
+        if !access.is_unrestricted() {
+            let memory = self.get(id).await?.ok_or_else(|| no_memory(id))?;
+            // A memory never changes conversation (its folder decides it), so this still
+            // holds when the delete runs.
+            access.check_write(memory.record.conversation_id.as_str())?;
+        }
+        let tombstone = self.delete(id).await?.ok_or_else(|| no_memory(id))?;
+        Ok(Deleted {
+            deleted: id,
+            tombstone: self.store().relative(&tombstone).as_ref().into(),
+        })
+    }
+
+    /// Up to `limit` versions of memory `id` (newest first; [`DEFAULT_PAGE`] when unset)
+    /// that `access` may read; a deleted memory's are found in git.
+    pub async fn history_as(
+        &self,
+        access: &dyn Access,
+        id: MemoryId,
+        limit: Option<usize>,
+    ) -> Result<History, EngineError> {
+        let limit = mnemo_core::page_size(limit, DEFAULT_PAGE, "limit")
+            .map_err(EngineError::InvalidInput)?;
+        // A live memory is checked before git is walked for it.
+        if !access.is_unrestricted() {
+            if let Some(memory) = self.get(id).await? {
+                access.check_read(memory.record.conversation_id.as_str())?;
+            }
+        }
+        let mut versions = self.history(id, limit).await?;
+        if !access.is_unrestricted() {
+            versions = readable_versions(access, versions)?;
+        }
+        if versions.is_empty() {
+            return Err(EngineError::NotFound(self.no_history(id)));
+        }
+        Ok(History { id, versions })
+    }
+
+    /// Refused unless `access` may use session `id` as `how` says (the session's
+    /// conversation is looked up only for a restricted caller). An unknown session is not
+    /// found either way.
+    pub async fn check_session_as(
+        &self,
+        access: &dyn Access,
+        id: &SessionId,
+        how: SessionUse,
+    ) -> Result<(), EngineError> {
+        if access.is_unrestricted() {
+            return Ok(());
+        }
+        let conversation = self.session(id).await?.meta.conversation;
+        match how {
+            SessionUse::Read => access.check_read(&conversation),
+            SessionUse::Write => access.check_write(&conversation),
+        }
+    }
+
+    /// [`search_history`](Self::search_history) for `access`, with at most `limit`
+    /// excerpts (1 to [`MAX_EXCERPTS`], all of them when unset).
+    pub async fn search_history_as(
+        &self,
+        access: &dyn Access,
+        scope: HistoryScope,
+        query: &str,
+        limit: Option<usize>,
+    ) -> Result<Vec<Excerpt>, EngineError> {
+        let limit = limit.unwrap_or(MAX_EXCERPTS);
+        if !(1..=MAX_EXCERPTS).contains(&limit) {
+            return Err(EngineError::InvalidInput(format!(
+                "limit must be between 1 and {MAX_EXCERPTS}"
+            )));
+        }
+        match &scope {
+            HistoryScope::Session(id) => {
+                self.check_session_as(access, id, SessionUse::Read).await?
+            }
+            HistoryScope::Conversation(c) => access.check_read(c.as_str())?,
+        }
+        self.search_history(scope, query, limit).await
+    }
+
+    /// [`session_tool_output`](Self::session_tool_output) for `access`; `limit` as
+    /// [`output_read_limit`] takes it.
+    pub async fn session_tool_output_as(
+        &self,
+        access: &dyn Access,
+        id: &SessionId,
+        call_id: &str,
+        offset: usize,
+        limit: Option<usize>,
+    ) -> Result<ToolOutputSlice, EngineError> {
+        let limit = output_read_limit(limit)?;
+        self.check_session_as(access, id, SessionUse::Read).await?;
+        self.session_tool_output(id, call_id, offset, limit).await
+    }
+
+    /// [`conversation_tool_output`](Self::conversation_tool_output) for `access`; `limit` as
+    /// [`output_read_limit`] takes it.
+    pub async fn conversation_tool_output_as(
+        &self,
+        access: &dyn Access,
+        conversation: &ConversationId,
+        call_id: &str,
+        offset: usize,
+        limit: Option<usize>,
+    ) -> Result<ToolOutputSlice, EngineError> {
+        access.check_read(conversation.as_str())?;
+        let limit = output_read_limit(limit)?;
+        self.conversation_tool_output(conversation, call_id, offset, limit)
+            .await
+    }
+
+    /// `agent`'s notes, when `access` may use them.
+    pub async fn agent_memory_as(
+        &self,
+        access: &dyn Access,
+        agent: &str,
+    ) -> Result<AgentMemory, EngineError> {
+        access.check_agent(agent)?;
+        let content = self.agent_memory(agent).await?;
+        Ok(agent_answer(agent, content))
+    }
+
+    /// [`append_agent_memory`](Self::append_agent_memory) for `access`.
+    pub async fn append_agent_memory_as(
+        &self,
+        access: &dyn Access,
+        agent: &str,
+        text: &str,
+    ) -> Result<AgentMemory, EngineError> {
+        access.check_agent(agent)?;
+        let content = self.append_agent_memory(agent, text).await?;
+        Ok(agent_answer(agent, content))
+    }
+
+    /// [`update_agent_memory`](Self::update_agent_memory) for `access`.
+    pub async fn update_agent_memory_as(
+        &self,
+        access: &dyn Access,
+        agent: &str,
+        old: &str,
+        new: &str,
+    ) -> Result<AgentMemory, EngineError> {
+        access.check_agent(agent)?;
+        let content = self.update_agent_memory(agent, old, new).await?;
+        Ok(agent_answer(agent, content))
+    }
+}
+
+impl MemoryClient {
+    /// The conversations that have a rolling summary and that `access` may read, sorted.
+    pub fn summarised_conversations(&self, access: &dyn Access) -> Vec<ConversationId> {
+        let mut conversations: Vec<ConversationId> = {
+            let snapshot = self.inner.snapshot.lock();
+            snapshot
+                .files
+                .values()
+                .filter(|entry| entry.role == Role::Summary)
+                .filter(|entry| access.can_read(entry.conversation_id.as_str()))
+                .map(|entry| entry.conversation_id.clone())
+                .collect()
+        };
+        conversations.sort();
+        conversations.dedup();
+        conversations
+    }
+
+    /// `conversation`'s rolling summary, when `access` may read it; not found when it has
+    /// none yet.
+    pub async fn summary_as(
+        &self,
+        access: &dyn Access,
+        conversation: &ConversationId,
+    ) -> Result<String, EngineError> {
+        access.check_read(conversation.as_str())?;
+        let inner = self.inner.clone();
+        let conv = conversation.clone();
+        crate::client::blocking(move || Ok(inner.summary(&conv)))
+            .await?
+            .ok_or_else(|| {
+                EngineError::NotFound(format!(
+                    "conversation {conversation:?} has no summary yet: one is written after its first facts"
+                ))
+            })
+    }
+
+    /// The agents with notes whose notes `access` may use, sorted.
+    pub fn agents_with_notes(&self, access: &dyn Access) -> Vec<String> {
+        mnemo_session::AgentNotes::agents(self.store().root())
+            .into_iter()
+            .filter(|agent| access.can_use_agent(agent))
+            .collect()
+    }
+}
+
+fn agent_answer(agent: &str, content: String) -> AgentMemory {
+    AgentMemory {
+        path: format!(
+            "{}/{agent}/{}",
+            mnemo_session::agent::AGENTS_DIR,
+            mnemo_session::agent::AGENT_MEMORY_FILE
+        ),
+        agent: agent.to_owned(),
+        content,
+    }
+}
+
+/// The versions `access` may read. A deleted memory is found in git only, so its
+/// conversation is read off its versions' paths (`entries/<conversation>/...`: the folder
+/// decides). When none is readable but one is in a conversation the caller may not read,
+/// that is refused naming it; a version whose path names no conversation is shown to no
+/// restricted caller.
+fn readable_versions(
+    access: &dyn Access,
+    versions: Vec<FileVersion>,
+) -> Result<Vec<FileVersion>, EngineError> {
+    let mut refused = None;
+    let mut readable = Vec::with_capacity(versions.len());
+    for version in versions {
+        match mnemo_store::Location::parse(&version.path).map(|l| l.conversation) {
+            Some(c) if access.can_read(c.as_str()) => readable.push(version),
+            Some(c) => refused = refused.or(Some(c)),
+            None => {}
+        }
+    }
+    if let (true, Some(conversation)) = (readable.is_empty(), refused) {
+        access.check_read(conversation.as_str())?;
+    }
+    Ok(readable)
+}

@@ -1,0 +1,288 @@
+//! The tools: each parses what a client sent as the REST API does, then calls the engine's
+//! access-checked `_as` method and answers with the same type the REST API returns.
+
+use mnemo_core::{ConversationId, MemoryId, Role};
+use mnemo_engine::answers::{
+    AddResult, AgentMemory, Deleted, History, HistoryResults, Memory, MemoryPage, SearchResult,
+};
+use mnemo_engine::sessions::ToolOutputSlice;
+use mnemo_engine::{EngineError, HistoryScope, MemoryListing, SearchRequest, SessionId};
+use rmcp::handler::server::wrapper::{Json, Parameters};
+use rmcp::model::Extensions;
+use rmcp::{tool, tool_router};
+use tracing::warn;
+
+use crate::params::{
+    AddParams, AgentParams, AgentUpdateParams, AgentWriteParams, ArchiveSearchParams,
+    HistoryParams, ListParams, MemoryIdParams, OutputParams, SearchParams,
+};
+use crate::MemoryTools;
+
+/// A tool's refusal or failure: the text the model reads in an `isError` result.
+///
+/// Tools spell out `Result<Json<T>, ToolError>`: rmcp's `#[tool]` finds a tool's output
+/// schema by reading that return type as written, and would not see through an alias.
+pub(crate) type ToolError = String;
+
+#[tool_router(vis = "pub(crate)")]
+impl MemoryTools {
+    #[tool(
+        description = "Search long-term memory: the facts and past turns of a conversation (and shared `global` ones) that best answer a query, best first, with scores."
+    )]
+    async fn search_memories(
+        &self,
+        Parameters(params): Parameters<SearchParams>,
+        extensions: Extensions,
+    ) -> Result<Json<SearchResult>, ToolError> {
+        let access = self.access(&extensions)?;
+        let request = SearchRequest {
+            query: params.query,
+            conversation_id: conversation_or_default(params.conversation.as_deref())?,
+            top_k: params.top_k,
+            recency_weight: params.recency,
+            filter: params.filter,
+            ..SearchRequest::default()
+        };
+        answer(self.client.search_as(&*access, request).await)
+    }
+
+    #[tool(
+        description = "Remember a fact in long-term memory. It is reconciled with what the conversation already knows (an update replaces the old fact), then committed."
+    )]
+    async fn add_memory(
+        &self,
+        Parameters(params): Parameters<AddParams>,
+        extensions: Extensions,
+    ) -> Result<Json<AddResult>, ToolError> {
+        let access = self.access(&extensions)?;
+        let conversation = conversation_or_default(params.conversation.as_deref())?;
+        let metadata = params.metadata.unwrap_or_default();
+        answer(
+            self.client
+                .add_as(&*access, vec![params.content], &conversation, metadata)
+                .await,
+        )
+    }
+
+    #[tool(
+        description = "List live memories, oldest first, a page at a time (offset, limit), optionally of one conversation or one role."
+    )]
+    async fn list_memories(
+        &self,
+        Parameters(params): Parameters<ListParams>,
+        extensions: Extensions,
+    ) -> Result<Json<MemoryPage>, ToolError> {
+        let access = self.access(&extensions)?;
+        let listing = MemoryListing {
+            conversation: params
+                .conversation
+                .as_deref()
+                .map(conversation_id)
+                .transpose()?,
+            role: params
+                .role
+                .as_deref()
+                .map(|r| r.parse::<Role>().map_err(|e| e.to_string()))
+                .transpose()?,
+            offset: params.offset.unwrap_or(0),
+            limit: params.limit,
+        };
+        answer(self.client.list_as(&*access, listing).await)
+    }
+
+    #[tool(description = "Read one live memory by its id.")]
+    async fn get_memory(
+        &self,
+        Parameters(params): Parameters<MemoryIdParams>,
+        extensions: Extensions,
+    ) -> Result<Json<Memory>, ToolError> {
+        let access = self.access(&extensions)?;
+        let id = memory_id(&params.id)?;
+        answer(self.client.get_as(&*access, id).await)
+    }
+
+    #[tool(
+        description = "Delete a memory that no longer holds. The delete is soft: the file moves to its conversation's deleted/ folder and a commit records it, so memory_history still shows it."
+    )]
+    async fn delete_memory(
+        &self,
+        Parameters(params): Parameters<MemoryIdParams>,
+        extensions: Extensions,
+    ) -> Result<Json<Deleted>, ToolError> {
+        let access = self.access(&extensions)?;
+        let id = memory_id(&params.id)?;
+        answer(self.client.delete_as(&*access, id).await)
+    }
+
+    #[tool(
+        description = "Show every version of a memory in git, newest first (who changed it, when, and its full text then), including deleted memories."
+    )]
+    async fn memory_history(
+        &self,
+        Parameters(params): Parameters<HistoryParams>,
+        extensions: Extensions,
+    ) -> Result<Json<History>, ToolError> {
+        let access = self.access(&extensions)?;
+        let id = memory_id(&params.id)?;
+        answer(self.client.history_as(&*access, id, params.limit).await)
+    }
+
+    #[tool(
+        description = "Search the full logs of past chat sessions (every message, including compacted and abandoned ones) for words, and get labelled excerpts with context, best first."
+    )]
+    async fn search_conversation_history(
+        &self,
+        Parameters(params): Parameters<ArchiveSearchParams>,
+        extensions: Extensions,
+    ) -> Result<Json<HistoryResults>, ToolError> {
+        let access = self.access(&extensions)?;
+        let scope = HistoryScope::named(params.session.as_deref(), params.conversation.as_deref())
+            .map_err(engine_error)?;
+        let excerpts = self
+            .client
+            .search_history_as(&*access, scope, &params.query, params.limit)
+            .await
+            .map_err(engine_error)?;
+        Ok(Json(HistoryResults { excerpts }))
+    }
+
+    #[tool(
+        description = "Read an agent's own notes (its MEMORY.md): what it wrote down to remember across sessions."
+    )]
+    async fn read_agent_memory(
+        &self,
+        Parameters(params): Parameters<AgentParams>,
+        extensions: Extensions,
+    ) -> Result<Json<AgentMemory>, ToolError> {
+        let access = self.access(&extensions)?;
+        answer(self.client.agent_memory_as(&*access, &params.agent).await)
+    }
+
+    #[tool(
+        description = "Append a note to an agent's own notes (its MEMORY.md), on a line of its own; the change is committed."
+    )]
+    async fn write_agent_memory(
+        &self,
+        Parameters(params): Parameters<AgentWriteParams>,
+        extensions: Extensions,
+    ) -> Result<Json<AgentMemory>, ToolError> {
+        let access = self.access(&extensions)?;
+        answer(
+            self.client
+                .append_agent_memory_as(&*access, &params.agent, &params.text)
+                .await,
+        )
+    }
+
+    #[tool(
+        description = "Replace one exact passage of an agent's notes (its MEMORY.md) with new text; the passage must occur exactly once. The change is committed."
+    )]
+    async fn update_agent_memory(
+        &self,
+        Parameters(params): Parameters<AgentUpdateParams>,
+        extensions: Extensions,
+    ) -> Result<Json<AgentMemory>, ToolError> {
+        let access = self.access(&extensions)?;
+        answer(
+            self.client
+                .update_agent_memory_as(&*access, &params.agent, &params.old_text, &params.new_text)
+                .await,
+        )
+    }
+
+    #[tool(
+        description = "Read a tool output that was offloaded from the context (its placeholder names the call id), a slice at a time by character offset and limit."
+    )]
+    async fn read_offloaded_output(
+        &self,
+        Parameters(params): Parameters<OutputParams>,
+        extensions: Extensions,
+    ) -> Result<Json<ToolOutputSlice>, ToolError> {
+        let access = self.access(&extensions)?;
+        let offset = params.offset.unwrap_or(0);
+        let slice = match (params.session.as_deref(), params.conversation.as_deref()) {
+            (Some(_), Some(_)) => return Err("give a session or a conversation, not both".into()),
+            (Some(session), None) => {
+                let session = SessionId::new(session).map_err(|e| e.to_string())?;
+                self.client
+                    .session_tool_output_as(
+                        &*access,
+                        &session,
+                        &params.call_id,
+                        offset,
+                        params.limit,
+                    )
+                    .await
+            }
+            (None, conversation) => {
+                let conversation = conversation_or_default(conversation)?;
+                self.client
+                    .conversation_tool_output_as(
+                        &*access,
+                        &conversation,
+                        &params.call_id,
+                        offset,
+                        params.limit,
+                    )
+                    .await
+            }
+        };
+        answer(slice)
+    }
+}
+
+/// An engine answer as a tool result.
+fn answer<T>(result: Result<T, EngineError>) -> Result<Json<T>, ToolError> {
+    result.map(Json).map_err(engine_error)
+}
+
+/// `raw` as a conversation id, refused with the id checker's message (no `..`, no slashes).
+pub(crate) fn conversation_id(raw: &str) -> Result<ConversationId, ToolError> {
+    ConversationId::new(raw).map_err(|e| e.to_string())
+}
+
+/// The named conversation, or `default`.
+fn conversation_or_default(raw: Option<&str>) -> Result<ConversationId, ToolError> {
+    raw.map(conversation_id)
+        .transpose()
+        .map(Option::unwrap_or_default)
+}
+
+fn memory_id(raw: &str) -> Result<MemoryId, ToolError> {
+    raw.parse::<MemoryId>().map_err(|e| e.to_string())
+}
+
+/// The engine's message for a failed call. Failures that are not the caller's (I/O, index)
+/// are logged too, as the REST API logs them.
+pub(crate) fn engine_error(error: EngineError) -> ToolError {
+    if !(error.is_invalid_input()
+        || error.is_not_found()
+        || error.is_forbidden()
+        || error.is_conflict())
+    {
+        warn!("MCP tool call failed: {error}");
+    }
+    error.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hostile_conversation_ids_are_refused() {
+        for raw in ["../x", "a/b", "", ".."] {
+            assert!(conversation_id(raw).is_err(), "{raw:?} was accepted");
+        }
+        assert_eq!(
+            conversation_or_default(None).unwrap(),
+            ConversationId::default()
+        );
+    }
+
+    #[test]
+    fn memory_ids_are_uuids() {
+        assert!(memory_id("not-a-uuid").is_err());
+        assert!(memory_id("6f1c2d1e-8f8a-4c53-9a0e-2b7c1d9e4f00").is_ok());
+    }
+}

@@ -1,0 +1,364 @@
+"""The official MCP Python SDK against mnemo, as an MCP host uses it. Run by tests/mcp.rs:
+
+    python mcp_client.py stdio MNEMO_BINARY STORE
+    python mcp_client.py http URL TOKEN SCOPED_TOKEN
+
+`stdio` starts `MNEMO_BINARY mcp --memory-path STORE` (the SDK's stdio client); the store
+holds "The user's dog is called Rex." in conversation `mcp`. `http` talks to a running
+`mnemo serve` at URL/mcp with bearer TOKEN (full access); SCOPED_TOKEN may only touch
+conversation `other`. There, the proxy has already run a chat session `s1` in conversation
+`mcp`: the user said "My cat is called Miso." (learnt as a fact and summarised) and a tool
+output `call_9` was offloaded.
+
+Both initialize, list the tools and resources, call every tool, read the resources, and check
+that a bad call of each tool is a tool error with a clear message. Both leave "The user
+drinks tea, not coffee." in conversation `mcp` for the caller to find. Exits non-zero (with
+the assertion that failed) when mnemo does not behave as an MCP server should.
+"""
+
+import json
+import os
+import sys
+
+import anyio
+import httpx2
+from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+
+TOOLS = {
+    "search_memories",
+    "add_memory",
+    "list_memories",
+    "get_memory",
+    "delete_memory",
+    "memory_history",
+    "search_conversation_history",
+    "read_agent_memory",
+    "write_agent_memory",
+    "update_agent_memory",
+    "read_offloaded_output",
+}
+UNKNOWN_ID = "6f1c2d1e-8f8a-4c53-9a0e-2b7c1d9e4f00"
+
+
+def text_of(result) -> str:
+    return "".join(getattr(c, "text", "") for c in result.content)
+
+
+async def call(session: ClientSession, tool: str, arguments: dict) -> dict:
+    """A successful call's structured answer (the same JSON as its text)."""
+    result = await session.call_tool(tool, arguments)
+    assert not result.is_error, f"{tool} {arguments} failed: {text_of(result)}"
+    assert result.structured_content is not None, f"{tool} gave no structured content"
+    assert json.loads(text_of(result)) == result.structured_content, tool
+    return result.structured_content
+
+
+async def refused(session: ClientSession, tool: str, arguments: dict, words: str) -> None:
+    """A call mnemo must refuse as a tool error whose message says `words`."""
+    result = await session.call_tool(tool, arguments)
+    message = text_of(result)
+    assert result.is_error, f"{tool} {arguments} was accepted: {message}"
+    assert words in message, f"{tool} {arguments}: {message!r} does not say {words!r}"
+
+
+async def tools_are_described(session: ClientSession) -> None:
+    init = await session.initialize()
+    assert init.server_info.name == "mnemo", init.server_info
+    assert init.capabilities.tools is not None, init.capabilities
+    assert init.capabilities.resources is not None, init.capabilities
+    tools = {t.name: t for t in (await session.list_tools()).tools}
+    assert set(tools) == TOOLS, sorted(tools)
+    for tool in tools.values():
+        assert tool.description, f"{tool.name} has no description"
+        assert tool.input_schema.get("type") == "object", tool.input_schema
+        assert tool.output_schema, f"{tool.name} has no output schema"
+        for name, prop in tool.input_schema.get("properties", {}).items():
+            assert prop.get("description"), f"{tool.name}.{name} is not described"
+    search_props = tools["search_memories"].input_schema["properties"]
+    for name in ("query", "conversation", "top_k", "filter", "recency"):
+        assert name in search_props, f"search_memories lacks {name}"
+    assert "metadata" in tools["add_memory"].input_schema["properties"]
+
+
+async def memory_tools(session: ClientSession, store_dir: str | None) -> None:
+    """Every long-term memory tool, good calls and bad."""
+    added = await call(
+        session,
+        "add_memory",
+        {
+            "content": "The user's sister lives in Oslo.",
+            "conversation": "mcp",
+            "metadata": {"topic": "family"},
+        },
+    )
+    assert added["conversation_id"] == "mcp", added
+    assert len(added["added"]) == 1, added
+    memory = added["added"][0]
+    memory_id = memory["id"]
+    assert memory["metadata"] == {"topic": "family"}, memory
+    assert not os.path.isabs(memory["path"]), memory["path"]
+    assert isinstance(added["updated"], list), added
+
+    found = await call(
+        session,
+        "search_memories",
+        {"query": "Where does the user's sister live?", "conversation": "mcp", "top_k": 5},
+    )
+    assert found["hits"], found
+    assert found["hits"][0]["id"] == memory_id, found
+    assert not os.path.isabs(found["hits"][0]["path"]), found["hits"][0]["path"]
+    # The metadata is a filter.
+    filtered = await call(
+        session,
+        "search_memories",
+        {"query": "pets", "conversation": "mcp", "filter": {"topic": "family"}},
+    )
+    assert [h["id"] for h in filtered["hits"]] == [memory_id], filtered
+
+    got = await call(session, "get_memory", {"id": memory_id})
+    assert got["content"] == "The user's sister lives in Oslo.", got
+
+    page = await call(
+        session, "list_memories", {"conversation": "mcp", "role": "memory", "limit": 10}
+    )
+    total = page["total"]
+    assert total >= 2, page
+    assert memory_id in [m["id"] for m in page["items"]], page
+    one = await call(
+        session, "list_memories", {"conversation": "mcp", "role": "memory", "offset": 1, "limit": 1}
+    )
+    assert one["total"] == total and len(one["items"]) == 1, one
+    assert one["items"][0]["id"] == page["items"][1]["id"], one
+
+    history = await call(session, "memory_history", {"id": memory_id, "limit": 5})
+    assert history["versions"], history
+    assert "Oslo" in history["versions"][0]["content"], history
+
+    deleted = await call(session, "delete_memory", {"id": memory_id})
+    assert deleted["deleted"] == memory_id, deleted
+    assert deleted["tombstone"].startswith("entries/mcp/deleted/"), deleted
+    page = await call(session, "list_memories", {"conversation": "mcp", "role": "memory"})
+    assert page["total"] == total - 1, page
+    # A deleted memory's history is still in git.
+    history = await call(session, "memory_history", {"id": memory_id})
+    assert len(history["versions"]) >= 2, history
+
+    # One bad call per tool: a tool error the model can read, nothing written.
+    await refused(session, "search_memories", {"query": "x", "conversation": "../x"}, "../x")
+    await refused(session, "search_memories", {"query": "x", "top_k": 1000}, "top_k")
+    await refused(
+        session, "search_memories", {"query": "x", "filter": "topic"}, "a filter must be a JSON object"
+    )
+    await refused(session, "add_memory", {"content": "escape", "conversation": "../x"}, "../x")
+    await refused(session, "add_memory", {"content": "   "}, "empty")
+    deep: dict = {}
+    for _ in range(40):
+        deep = {"d": deep}
+    await refused(session, "add_memory", {"content": "deep", "metadata": deep}, "levels")
+    await refused(session, "list_memories", {"conversation": "../x"}, "../x")
+    await refused(session, "list_memories", {"limit": 1000000}, "limit")
+    await refused(session, "get_memory", {"id": UNKNOWN_ID}, f"no memory {UNKNOWN_ID}")
+    await refused(session, "get_memory", {"id": "../x"}, "../x")
+    await refused(session, "delete_memory", {"id": UNKNOWN_ID}, f"no memory {UNKNOWN_ID}")
+    await refused(session, "memory_history", {"id": UNKNOWN_ID}, "no history")
+    # Arguments that do not fit the schema are a tool error too, naming the field.
+    await refused(session, "search_memories", {"query": "x", "unknown": 1}, "unknown field `unknown`")
+    await refused(session, "get_memory", {}, "missing field `id`")
+    if store_dir is not None:
+        assert not os.path.exists(os.path.join(os.path.dirname(store_dir), "x")), "wrote outside"
+
+
+async def agent_tools(session: ClientSession) -> None:
+    empty = await call(session, "read_agent_memory", {"agent": "coder"})
+    assert empty["content"] == "", empty
+    notes = await call(
+        session, "write_agent_memory", {"agent": "coder", "text": "The build uses cargo."}
+    )
+    assert notes["path"] == "agents/coder/MEMORY.md", notes
+    assert "The build uses cargo." in notes["content"], notes
+    notes = await call(
+        session,
+        "update_agent_memory",
+        {"agent": "coder", "old_text": "cargo", "new_text": "cargo and make"},
+    )
+    assert "The build uses cargo and make." in notes["content"], notes
+    assert (await call(session, "read_agent_memory", {"agent": "coder"}))["content"] == notes["content"]
+    await refused(session, "read_agent_memory", {"agent": "../etc"}, "agent name")
+    await refused(session, "write_agent_memory", {"agent": "coder", "text": "  "}, "empty")
+    await refused(
+        session,
+        "update_agent_memory",
+        {"agent": "coder", "old_text": "not there", "new_text": "x"},
+        "is not in agents/coder/MEMORY.md",
+    )
+
+
+async def resources(session: ClientSession, summary_of: str | None) -> None:
+    listed = {str(r.uri): r for r in (await session.list_resources()).resources}
+    assert "mnemo://agents/coder/MEMORY.md" in listed, sorted(listed)
+    templates = {t.uri_template for t in (await session.list_resource_templates()).resource_templates}
+    assert templates == {
+        "mnemo://conversations/{conversation}/summary",
+        "mnemo://agents/{agent}/MEMORY.md",
+    }, templates
+    notes = await session.read_resource("mnemo://agents/coder/MEMORY.md")
+    assert "cargo and make" in notes.contents[0].text, notes
+    assert notes.contents[0].mime_type == "text/markdown", notes
+    if summary_of is not None:
+        uri = "mnemo://conversations/mcp/summary"
+        assert uri in listed, sorted(listed)
+        summary = await session.read_resource(uri)
+        assert summary_of in summary.contents[0].text, summary
+    for uri, words in [
+        ("mnemo://conversations/nothing-here/summary", "no summary"),
+        ("mnemo://conversations/../x/summary", "../x"),
+        ("file:///etc/passwd", "unknown resource"),
+    ]:
+        try:
+            await session.read_resource(uri)
+        except Exception as error:  # the SDK raises the server's JSON-RPC error
+            assert words in str(error), f"{uri}: {error}"
+        else:
+            raise AssertionError(f"{uri} was read")
+
+
+async def stdio_mode(binary: str, store: str) -> None:
+    # mnemo's settings (MNEMO_*) and the log filter pass through; the SDK's default
+    # environment for a server holds little else.
+    env = {k: v for k, v in os.environ.items() if k.startswith("MNEMO_") or k == "RUST_LOG"}
+    server = StdioServerParameters(
+        command=binary, args=["mcp", "--memory-path", store], env=env, cwd=os.getcwd()
+    )
+    async with stdio_client(server) as (read, write):
+        async with ClientSession(read, write) as session:
+            await tools_are_described(session)
+            # What the command line added is found over MCP.
+            found = await call(
+                session, "search_memories", {"query": "What is the dog called?", "conversation": "mcp"}
+            )
+            assert "Rex" in found["hits"][0]["content"], found
+            await memory_tools(session, store)
+            await agent_tools(session)
+            await resources(session, None)
+            # No session was ever logged in this store: nothing found, and said so.
+            excerpts = await call(
+                session, "search_conversation_history", {"query": "cat", "conversation": "mcp"}
+            )
+            assert excerpts["excerpts"] == [], excerpts
+            await refused(
+                session, "search_conversation_history", {"query": "cat", "session": "nope"}, "nope"
+            )
+            await refused(
+                session, "read_offloaded_output", {"call_id": "call_1"}, "no offloaded output"
+            )
+            await call(
+                session,
+                "add_memory",
+                {"content": "The user drinks tea, not coffee.", "conversation": "mcp"},
+            )
+
+
+def client(url: str, token: str | None):
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    return streamable_http_client(
+        f"{url}/mcp", http_client=httpx2.AsyncClient(headers=headers, timeout=60, trust_env=False)
+    )
+
+
+async def http_mode(url: str, token: str, scoped: str) -> None:
+    async with client(url, token) as (read, write):
+        async with ClientSession(read, write) as session:
+            await tools_are_described(session)
+            # What the proxy learnt from the chat is found over MCP.
+            found = await call(
+                session, "search_memories", {"query": "What is the cat called?", "conversation": "mcp"}
+            )
+            assert "Miso" in found["hits"][0]["content"], found
+            await memory_tools(session, None)
+            await agent_tools(session)
+            await resources(session, "Miso")
+
+            excerpts = await call(
+                session, "search_conversation_history", {"query": "Miso", "session": "s1"}
+            )
+            assert excerpts["excerpts"], excerpts
+            assert "Miso" in excerpts["excerpts"][0]["text"], excerpts
+            assert excerpts["excerpts"][0]["session"] == "s1", excerpts
+            await refused(
+                session,
+                "search_conversation_history",
+                {"query": "Miso", "session": "s1", "conversation": "mcp"},
+                "not both",
+            )
+            part = await call(
+                session,
+                "read_offloaded_output",
+                {"call_id": "call_9", "session": "s1", "offset": 7, "limit": 6},
+            )
+            assert part["text"] == "line 1", part
+            assert part["total_chars"] > 1000, part
+            await refused(
+                session,
+                "read_offloaded_output",
+                {"call_id": "call_9", "session": "s1", "limit": 0},
+                "limit must be between",
+            )
+            await call(
+                session,
+                "add_memory",
+                {"content": "The user drinks tea, not coffee.", "conversation": "mcp"},
+            )
+
+    # A token scoped to conversation `other` is refused everything of `mcp`, with the REST
+    # API's words, and sees none of it.
+    async with client(url, scoped) as (read, write):
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            words = 'this token may not read conversation "mcp"'
+            await refused(session, "search_memories", {"query": "cat", "conversation": "mcp"}, words)
+            await refused(session, "list_memories", {"conversation": "mcp"}, words)
+            await refused(
+                session, "add_memory", {"content": "x", "conversation": "mcp"},
+                'this token may not write conversation "mcp"',
+            )
+            await refused(session, "search_conversation_history", {"query": "Miso", "session": "s1"}, words)
+            await refused(
+                session, "read_offloaded_output", {"call_id": "call_9", "session": "s1"}, words
+            )
+            await refused(session, "read_agent_memory", {"agent": "coder"}, "may not use the notes")
+            page = await call(session, "list_memories", {})
+            assert page["total"] == 0, page
+            listed = [str(r.uri) for r in (await session.list_resources()).resources]
+            assert listed == [], listed
+            try:
+                await session.read_resource("mnemo://conversations/mcp/summary")
+            except Exception as error:
+                assert words in str(error), error
+            else:
+                raise AssertionError("a scoped token read another conversation's summary")
+            mine = await call(session, "add_memory", {"content": "Other's fact.", "conversation": "other"})
+            assert mine["added"], mine
+
+    # Without a token, the endpoint answers 401 before any MCP.
+    async with httpx2.AsyncClient(trust_env=False) as http:
+        response = await http.post(
+            f"{url}/mcp",
+            json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+            headers={"Accept": "application/json, text/event-stream"},
+        )
+        assert response.status_code == 401, response.text
+
+
+def main() -> None:
+    mode = sys.argv[1]
+    if mode == "stdio":
+        anyio.run(stdio_mode, sys.argv[2], sys.argv[3])
+    elif mode == "http":
+        anyio.run(http_mode, sys.argv[2], sys.argv[3], sys.argv[4])
+    else:
+        raise SystemExit(f"unknown mode {mode!r}")
+    print(f"mcp {mode}: ok")
+
+
+main()
