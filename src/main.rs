@@ -70,7 +70,7 @@ enum Command {
     /// An agent's own notes (agents/AGENT/MEMORY.md): read, write (append), update
     AgentMemory(sessions::AgentMemoryArgs),
     /// Serve the memory tools over the Model Context Protocol on stdin/stdout, for an MCP host
-    Mcp,
+    Mcp(mcp::McpArgs),
     /// Which models are installed; --fetch-reranker downloads the cross-encoder from the hub
     Models(models::ModelsArgs),
 }
@@ -104,7 +104,7 @@ fn main() -> ExitCode {
             Command::Serve(args) => serve::serve(&global, args).await,
             Command::Log(args) => history::log(&global, args).await,
             Command::Show(args) => history::show(&global, args).await,
-            Command::Mcp => mcp::mcp(&global).await,
+            Command::Mcp(args) => mcp::mcp(&global, args).await,
             Command::Models(args) => models::models(&global, args).await,
             Command::Chat(args) => chat::chat(&global, args).await,
             Command::Sessions(args) => sessions::sessions(&global, args).await,

@@ -101,6 +101,7 @@ pub async fn serve(global: &GlobalArgs, args: ServeArgs) -> CommandResult {
         println!("  resuming {resumed} memory writes queued by the last run");
     }
     let stop_local = local.as_ref().map(|llm| llm.stopper());
+    let _announced = crate::mcp::Announcement::write(client.store().root(), bound);
     mnemo_server::serve(listener, client, options, shutdown_signal(stop_local))
         .await
         .context("the server stopped")?;

@@ -225,6 +225,31 @@ async fn the_mcp_sdk_works_against_mnemo_serve_over_http() {
         String::from_utf8_lossy(&sdk.stderr)
     );
 
+    // `mnemo mcp` on the store the server holds forwards to the server's /mcp.
+    assert!(
+        store.join(".mnemo.serve").is_file(),
+        "the server announces itself"
+    );
+    let answers = through_mnemo_mcp(
+        &store,
+        &[
+            json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-06-18", "capabilities": {},
+                "clientInfo": {"name": "test", "version": "1"}}}),
+            json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+            json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+                "name": "search_memories",
+                "arguments": {"query": "tea or coffee", "conversation": "mcp"}}}),
+        ],
+    );
+    assert_eq!(answers.len(), 2, "{answers:?}");
+    let found = answers.iter().find(|a| a["id"] == 2).unwrap();
+    assert_eq!(
+        found["result"]["structuredContent"]["hits"][0]["content"],
+        "The user drinks tea, not coffee.",
+        "{found}"
+    );
+
     // What MCP added is injected by the proxy's retrieval.
     let answer = chat(
         &url,
@@ -246,4 +271,37 @@ async fn the_mcp_sdk_works_against_mnemo_serve_over_http() {
         "{injected:?}"
     );
     assert!(server.stop(), "the server exits cleanly");
+    assert!(
+        !store.join(".mnemo.serve").exists(),
+        "the announcement goes with the server"
+    );
+}
+
+/// Runs `mnemo mcp` on `store` (held by a server) with `messages` on its stdin; returns the
+/// JSON-RPC messages it wrote to stdout.
+fn through_mnemo_mcp(store: &Path, messages: &[Value]) -> Vec<Value> {
+    use std::io::Write;
+    let mut bridge = Command::new(env!("CARGO_BIN_EXE_mnemo"))
+        .args(["mcp", "--memory-path"])
+        .arg(store)
+        .env("MNEMO_API_TOKEN", TOKEN)
+        .env("MNEMO_START_WATCHER", "false")
+        .env_remove("MNEMO_CONFIG")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut stdin = bridge.stdin.take().unwrap();
+    for message in messages {
+        writeln!(stdin, "{message}").unwrap();
+    }
+    drop(stdin);
+    let output = bridge.wait_with_output().unwrap();
+    assert!(output.status.success(), "{:?}", output.status);
+    String::from_utf8(output.stdout)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect()
 }

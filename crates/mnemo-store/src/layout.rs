@@ -9,6 +9,7 @@
 //! index/                 the embedded vector index (rebuildable)
 //! .mnemo.lock            held by the process that owns the store (and index/.lock, its old
 //!                        place, so an older mnemo cannot open the store beside it)
+//! .mnemo.serve           the base URL of the `mnemo serve` holding the store, while it runs
 //! pending/               write-path passes queued and not yet done
 //! memory_index.json      what the index holds, per file (rebuildable)
 //! conversations/<conversation>/strategy.yaml   its context strategy (hand-editable)
@@ -48,6 +49,9 @@ pub const TOOL_OUTPUTS_DIR: &str = "tool_outputs";
 pub const SESSIONS_DIR: &str = "sessions";
 /// The advisory lock file, at the store's root, that one process at a time holds.
 pub const LOCK_FILE: &str = ".mnemo.lock";
+/// Where a running `mnemo serve` writes its base URL (and removes it on exit), so that
+/// `mnemo mcp` can talk to it instead of opening the held store.
+pub const SERVE_FILE: &str = ".mnemo.serve";
 /// The folder of write-path passes queued and not yet done (journaled, resumed on start).
 pub const PENDING_DIR: &str = "pending";
 const TIMESTAMP_FORMAT: &str = "%Y%m%dT%H%M%S%3fZ";
@@ -190,6 +194,7 @@ pub fn unversioned() -> Vec<String> {
         "*~".to_owned(),
         "*.tmp".to_owned(),
         format!("/{LOCK_FILE}"),
+        format!("/{SERVE_FILE}"),
     ]
 }
 
