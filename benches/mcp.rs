@@ -13,6 +13,8 @@
 //!
 //! `cargo bench --workspace --bench mcp [-- --json] [-- --quick]`.
 
+mod support;
+
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
@@ -21,6 +23,7 @@ use std::time::Instant;
 use mnemo_core::{Config, ConversationId, MemoryRecord, Role};
 use mnemo_engine::{MemoryClient, OpenOptions};
 use serde_json::{json, Value};
+use support::{memory_text, models_dir};
 
 const MEMORIES: usize = 10_000;
 const CONVERSATIONS: usize = 50;
@@ -73,36 +76,6 @@ fn main() {
     }
 }
 
-fn text(i: usize) -> String {
-    let who = [
-        "My sister",
-        "The landlord",
-        "Our team lead",
-        "Grandpa",
-        "The dog",
-    ];
-    let did = [
-        "moved to",
-        "talks about",
-        "bought tickets to",
-        "is allergic to",
-        "loves",
-    ];
-    let what = [
-        "Lisbon",
-        "sourdough",
-        "the jazz festival",
-        "peanuts",
-        "the bike lane",
-    ];
-    format!(
-        "{} {} {} (note {i}).",
-        who[i % 5],
-        did[(i / 5) % 5],
-        what[(i / 25) % 5]
-    )
-}
-
 fn conversation(i: usize) -> String {
     format!("c{}", i % CONVERSATIONS)
 }
@@ -127,7 +100,7 @@ fn build_store(root: &Path) {
         let records: Vec<MemoryRecord> = (0..MEMORIES)
             .map(|i| {
                 let conversation = ConversationId::new(&conversation(i)).unwrap();
-                MemoryRecord::new(conversation, Role::Memory, text(i))
+                MemoryRecord::new(conversation, Role::Memory, memory_text(i))
             })
             .collect();
         for chunk in records.chunks(500) {
@@ -135,10 +108,6 @@ fn build_store(root: &Path) {
         }
         client.wait_idle().await;
     });
-}
-
-fn models_dir() -> std::path::PathBuf {
-    std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("models")
 }
 
 /// `mnemo ARGS --memory-path ROOT`, cross-encoder off, no upstream, no watcher.

@@ -10,6 +10,8 @@
 //!
 //! `cargo bench --workspace --bench proxy [-- --json] [-- --quick]`. The cross-encoder is off.
 
+mod support;
+
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
@@ -18,6 +20,7 @@ use mnemo_engine::{MemoryClient, OpenOptions};
 use mnemo_scripted_llm::{echo, ChatRequest, Reply, ScriptedLlm};
 use mnemo_server::ServerOptions;
 use serde_json::{json, Value};
+use support::{memory_text, models_dir};
 
 const MEMORIES: usize = 10_000;
 const CONVERSATIONS: usize = 50;
@@ -45,36 +48,6 @@ fn main() {
     } else {
         println!("{report:#}");
     }
-}
-
-fn topics(i: usize) -> String {
-    let subjects = [
-        "My sister",
-        "The landlord",
-        "Our team lead",
-        "Grandpa",
-        "The dog",
-    ];
-    let verbs = [
-        "moved to",
-        "talks about",
-        "bought tickets to",
-        "is allergic to",
-        "loves",
-    ];
-    let objects = [
-        "Lisbon",
-        "sourdough",
-        "the jazz festival",
-        "peanuts",
-        "the bike lane",
-    ];
-    format!(
-        "{} {} {} (note {i}).",
-        subjects[i % 5],
-        verbs[(i / 5) % 5],
-        objects[(i / 25) % 5]
-    )
 }
 
 /// Echoes chats; turns each message into one fact, adds every new fact, and answers a new
@@ -107,7 +80,7 @@ async fn run(quick: bool) -> (Value, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let mut config = Config {
         memory_path: dir.path().to_owned(),
-        models_dir: std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("models"),
+        models_dir: models_dir(),
         openai_base_url: Some(upstream.base_url()),
         start_watcher: false,
         ..Config::default()
@@ -120,7 +93,7 @@ async fn run(quick: bool) -> (Value, tempfile::TempDir) {
     let records: Vec<MemoryRecord> = (0..MEMORIES)
         .map(|i| {
             let conversation = ConversationId::new(&format!("c{}", i % CONVERSATIONS)).unwrap();
-            MemoryRecord::new(conversation, Role::Memory, topics(i))
+            MemoryRecord::new(conversation, Role::Memory, memory_text(i))
         })
         .collect();
     for chunk in records.chunks(500) {
@@ -152,7 +125,7 @@ async fn run(quick: bool) -> (Value, tempfile::TempDir) {
             "model": "scripted",
             "stream": stream,
             "memory_id": format!("c{}", i % CONVERSATIONS),
-            "messages": [{"role": "user", "content": format!("My sister loves {}", topics(i))}]
+            "messages": [{"role": "user", "content": format!("My sister loves {}", memory_text(i))}]
         })
     };
     // Warm-up.

@@ -5,11 +5,14 @@
 //!
 //! `cargo bench --bench search_depth [-- --json] [-- --quick]`.
 
+mod support;
+
 use std::time::Instant;
 
 use mnemo_core::{Config, ConversationId, MemoryRecord, Role};
 use mnemo_engine::{MemoryClient, OpenOptions, SearchRequest};
 use serde_json::json;
+use support::{memory_text, models_dir};
 
 const MEMORIES: usize = 2_000;
 
@@ -30,41 +33,11 @@ fn main() {
     }
 }
 
-fn text(i: usize) -> String {
-    let who = [
-        "My sister",
-        "The landlord",
-        "Our team lead",
-        "Grandpa",
-        "The dog",
-    ];
-    let did = [
-        "moved to",
-        "talks about",
-        "bought tickets to",
-        "is allergic to",
-        "loves",
-    ];
-    let what = [
-        "Lisbon",
-        "sourdough",
-        "the jazz festival",
-        "peanuts",
-        "the bike lane",
-    ];
-    format!(
-        "{} {} {} (note {i}).",
-        who[i % 5],
-        did[(i / 5) % 5],
-        what[(i / 25) % 5]
-    )
-}
-
 async fn run(rounds: usize) -> serde_json::Value {
     let dir = tempfile::tempdir().unwrap();
     let mut config = Config {
         memory_path: dir.path().to_owned(),
-        models_dir: std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("models"),
+        models_dir: models_dir(),
         start_watcher: false,
         enable_git_versioning: false,
         max_entries: MEMORIES * 2,
@@ -76,7 +49,7 @@ async fn run(rounds: usize) -> serde_json::Value {
         .unwrap();
     let conversation = ConversationId::new("bench").unwrap();
     let records: Vec<MemoryRecord> = (0..MEMORIES)
-        .map(|i| MemoryRecord::new(conversation.clone(), Role::Memory, text(i)))
+        .map(|i| MemoryRecord::new(conversation.clone(), Role::Memory, memory_text(i)))
         .collect();
     for chunk in records.chunks(500) {
         client.add_records(chunk.to_vec()).await.unwrap();

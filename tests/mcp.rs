@@ -4,13 +4,14 @@
 //! `tests/python/mcp_client.py`. Around them, the other front ends and MCP see each other's
 //! memories: the command line over stdio, the proxy's retrieval over HTTP.
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use mnemo_scripted_llm::{ChatRequest, Reply, ScriptedLlm};
 use serde_json::{json, Value};
+
+mod support;
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -127,28 +128,19 @@ impl Drop for Server {
 /// `mnemo serve` on a free port with the scripted upstream and two tokens: TOKEN (full
 /// access) and SCOPED (conversation `other` only). Returns the process and its URL.
 fn serve(store: &Path, config: &Path, upstream: &str) -> (Server, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_mnemo"))
-        .args(["serve", "--port", "0", "--memory-path"])
-        .arg(store)
-        .arg("--config")
-        .arg(config)
-        .env("MNEMO_START_WATCHER", "false")
-        .env("MNEMO_OPENAI_BASE_URL", upstream)
-        .env("MNEMO_API_TOKEN", TOKEN)
-        .env("MNEMO_TEST_SCOPED_TOKEN", SCOPED)
-        .env_remove("MNEMO_CONFIG")
-        .env_remove("RUST_LOG")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let banner = lines.next().expect("a banner").expect("the banner is text");
-    std::thread::spawn(move || lines.for_each(drop));
-    let url = banner
-        .strip_prefix("mnemo listening on ")
-        .unwrap_or_else(|| panic!("the banner names the address: {banner}"))
-        .to_owned();
+    let (child, url) = support::spawn_server(
+        Command::new(env!("CARGO_BIN_EXE_mnemo"))
+            .args(["serve", "--port", "0", "--memory-path"])
+            .arg(store)
+            .arg("--config")
+            .arg(config)
+            .env("MNEMO_START_WATCHER", "false")
+            .env("MNEMO_OPENAI_BASE_URL", upstream)
+            .env("MNEMO_API_TOKEN", TOKEN)
+            .env("MNEMO_TEST_SCOPED_TOKEN", SCOPED)
+            .env_remove("MNEMO_CONFIG")
+            .env_remove("RUST_LOG"),
+    );
     (Server(child), url)
 }
 

@@ -2,12 +2,13 @@
 //! `mnemo serve` binary, in front of a scripted upstream. mnemo requires a bearer token
 //! (`MNEMO_API_TOKEN`), which the SDK sends as its `api_key`.
 
-use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use mnemo_scripted_llm::{echo, ChatRequest, Reply, ScriptedLlm};
 use serde_json::json;
+
+mod support;
 
 /// mnemo's token: the SDK's `api_key`, never seen by the upstream.
 const TOKEN: &str = "sdk-token-0123456789";
@@ -160,30 +161,15 @@ async fn the_openai_sdk_works_against_mnemo_serve() {
     );
     let upstream = ScriptedLlm::with_handler(model).await;
     let store = tempfile::tempdir().unwrap();
-    let mut server = Command::new(env!("CARGO_BIN_EXE_mnemo"))
-        .args(["serve", "--port", "0", "--memory-path"])
-        .arg(store.path())
-        .env("MNEMO_OPENAI_BASE_URL", upstream.base_url())
-        .env("MNEMO_START_WATCHER", "false")
-        .env("MNEMO_API_TOKEN", TOKEN)
-        .env_remove("MNEMO_CONFIG")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let stdout = server.stdout.take().unwrap();
-    let url = tokio::task::spawn_blocking(move || {
-        let mut lines = BufReader::new(stdout).lines();
-        let first = lines.next().expect("a banner").unwrap();
-        // Keep draining, so the server never blocks on a full pipe.
-        std::thread::spawn(move || lines.for_each(drop));
-        first
-            .strip_prefix("mnemo listening on ")
-            .expect("the banner names the address")
-            .to_owned()
-    })
-    .await
-    .unwrap();
+    let (mut server, url) = support::spawn_server(
+        Command::new(env!("CARGO_BIN_EXE_mnemo"))
+            .args(["serve", "--port", "0", "--memory-path"])
+            .arg(store.path())
+            .env("MNEMO_OPENAI_BASE_URL", upstream.base_url())
+            .env("MNEMO_START_WATCHER", "false")
+            .env("MNEMO_API_TOKEN", TOKEN)
+            .env_remove("MNEMO_CONFIG"),
+    );
 
     let sdk = tokio::task::spawn_blocking(move || {
         Command::new(python)

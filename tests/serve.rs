@@ -1,12 +1,13 @@
 //! `mnemo serve` as a person starts it, without an upstream: the real binary brings up the
 //! local LLM and takes it down on exit; with `--no-local-llm` chat answers 503.
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
+
+mod support;
 
 /// `mnemo serve` on a free port with no upstream and no tokens configured, plus `extra`
 /// arguments and `env` variables.
@@ -32,20 +33,7 @@ fn serve(store: &Path, extra: &[&str]) -> (Child, String) {
 }
 
 fn serve_with(store: &Path, extra: &[&str], env: &[(&str, &str)]) -> (Child, String) {
-    let mut child = command(store, extra, env)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let banner = lines.next().expect("a banner").expect("the banner is text");
-    // Keep draining, so the server never blocks on a full pipe.
-    std::thread::spawn(move || lines.for_each(drop));
-    let url = banner
-        .strip_prefix("mnemo listening on ")
-        .unwrap_or_else(|| panic!("the banner names the address: {banner}"))
-        .to_owned();
-    (child, url)
+    support::spawn_server(&mut command(store, extra, env))
 }
 
 fn http() -> reqwest::Client {
