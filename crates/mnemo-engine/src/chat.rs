@@ -23,7 +23,7 @@
 //! `incomplete: true`, and the write path still runs for the user's message.
 //!
 //! A front end that checks who may touch what (the HTTP server with bearer tokens) passes a
-//! [`Access`](crate::access::Access): it is asked once the request's conversation and agent are known — after
+//! [`Access`]: it is asked once the request's conversation and agent are known — after
 //! step 1, since a session decides both — and before anything is searched, logged or
 //! written.
 

@@ -1,7 +1,7 @@
 //! `/mcp`: mnemo's MCP server ([`mnemo_mcp`]) over streamable HTTP, beside the REST API.
 //!
 //! It sits behind the same guard (Host, Origin, JSON bodies) and the same bearer tokens as
-//! every other route. Before a request reaches the MCP service, [`admit`] reads its body
+//! every other route. Before a request reaches the MCP service, `admit` reads its body
 //! within the server's limit (a 413 in mnemo's error shape, where the MCP service would
 //! answer a bare 500) and hands the service the token's scope as a [`Caller`], which every
 //! tool and resource checks through the engine.
