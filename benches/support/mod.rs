@@ -1,4 +1,7 @@
-//! What several benchmarks share: the memories they fill a store with.
+//! What several benchmarks share: the memories they fill a store with, where the models are.
+
+// Each bench is its own crate and uses part of this module.
+#![allow(dead_code)]
 
 /// The `i`th memory of a synthetic store: 125 distinct sentences (a subject, a verb, an
 /// object), each numbered, so searches have near-duplicates to rank and MMR to thin out.

@@ -75,6 +75,9 @@ pub struct Config {
     /// Keep a rolling summary per conversation, rewritten by the LLM whenever a message changes
     /// its facts.
     pub enable_summarization: bool,
+    /// Keep an extracted fact only when the user's own words support it (names, numbers and
+    /// most content words in the message); off stores whatever the extractor returns.
+    pub fact_grounding: bool,
     /// The upstream LLM (`http://host:port/v1`); unset: the local LLM.
     pub openai_base_url: Option<String>,
     /// Bearer key for the upstream LLM (`MNEMO_OPENAI_API_KEY`).
@@ -264,6 +267,7 @@ impl Default for Config {
             recency_weight: 0.2,
             score_threshold: None,
             enable_summarization: true,
+            fact_grounding: true,
             openai_base_url: None,
             openai_api_key: None,
             llm_model: LOCAL_LLM_ALIAS.into(),

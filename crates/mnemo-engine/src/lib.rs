@@ -17,8 +17,9 @@
 //!   `memory_session` is logged in full and continues the session's history; agents' notes
 //!   (`MEMORY.md`) go into their requests' system prompts.
 //! - Write path (`write`, through `MemoryClient::add` and after every chat turn): fact
-//!   extraction, ADD/UPDATE/DELETE reconciliation ([`prompts`]), the rolling summary,
-//!   eviction and one git commit per pass.
+//!   extraction, kept only where the user's words support it ([`grounding`]),
+//!   ADD/UPDATE/DELETE reconciliation ([`prompts`]), the rolling summary, eviction and one
+//!   git commit per pass.
 
 pub mod access;
 pub mod answers;
@@ -28,6 +29,7 @@ pub mod context;
 mod error;
 mod files;
 pub mod filter;
+pub mod grounding;
 pub mod inject;
 pub mod keys;
 mod locks;

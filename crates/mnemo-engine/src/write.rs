@@ -28,6 +28,7 @@ use mnemo_store::StoredMemory;
 use tracing::{info, warn};
 
 use crate::client::{blocking, Inner};
+use crate::grounding;
 use crate::prompts::{self, Operation};
 use crate::{EngineError, MemoryClient};
 
@@ -64,6 +65,9 @@ pub struct WriteReport {
     /// it answered with a deletion retracts what is in `deleted`; every other new fact is
     /// written.
     pub not_stored: Vec<String>,
+    /// Extracted facts not stored because the user's message does not support them, each
+    /// with the reason ([`crate::grounding`]).
+    pub ungrounded: Vec<(String, String)>,
     /// Why the LLM's answer was not used (or not wholly), when it was not.
     pub fallback: Option<String>,
     /// The git commit, when one was made.
@@ -85,6 +89,7 @@ impl WriteReport {
             evicted: 0,
             summary_updated: false,
             not_stored: Vec::new(),
+            ungrounded: Vec::new(),
             fallback: None,
             commit: None,
             llm_time: Duration::ZERO,
@@ -135,6 +140,19 @@ struct ExistingFact {
     content: String,
 }
 
+/// The metadata key, on a fact extracted from a turn, of the user's words it stands on.
+pub const GROUNDED_ON: &str = "grounded_on";
+/// Most words recorded under [`GROUNDED_ON`]: a fact is a sentence, and metadata is bounded.
+const MAX_GROUNDED_WORDS: usize = 32;
+
+/// Where a pass's new facts come from: the user's turn (its id and words) for facts
+/// extracted from it, and metadata every fact gets.
+#[derive(Debug, Clone)]
+struct Origin {
+    source: Option<(MemoryId, String)>,
+    metadata: Metadata,
+}
+
 impl MemoryClient {
     /// Runs the write path for a turn whose messages are already on disk: extraction from
     /// the user's message, then reconciliation, summary, eviction and a commit.
@@ -165,9 +183,27 @@ impl MemoryClient {
                 Err(e) => warn!(conversation = %conversation, "fact extraction failed: {e}"),
             }
         }
-        let facts = report.extracted.clone();
-        let source = user_turn.map(|t| t.record.id);
-        self.reconcile_and_apply(conversation, facts, source, &Metadata::new(), &mut report)
+        let mut facts = Vec::new();
+        for fact in report.extracted.clone() {
+            let message = user_turn.map_or("", |t| t.record.content.as_str());
+            let verdict = if self.inner.config.fact_grounding {
+                grounding::ground(&fact, message).verdict()
+            } else {
+                Ok(())
+            };
+            match verdict {
+                Ok(()) => facts.push(fact),
+                Err(why) => {
+                    info!(conversation = %conversation, fact = %fact, "not stored, not the user's words: {why}");
+                    report.ungrounded.push((fact, why));
+                }
+            }
+        }
+        let origin = Origin {
+            source: user_turn.map(|t| (t.record.id, t.record.content.clone())),
+            metadata: Metadata::new(),
+        };
+        self.reconcile_and_apply(conversation, facts, &origin, &mut report)
             .await?;
         self.finish_pass(conversation, turns_written, &mut report, started)
             .await?;
@@ -207,7 +243,11 @@ impl MemoryClient {
             ..WriteReport::new(conversation)
         };
         let started = Instant::now();
-        self.reconcile_and_apply(conversation, facts, None, &metadata, &mut report)
+        let origin = Origin {
+            source: None,
+            metadata,
+        };
+        self.reconcile_and_apply(conversation, facts, &origin, &mut report)
             .await?;
         self.finish_pass(conversation, 0, &mut report, started)
             .await?;
@@ -244,8 +284,7 @@ impl MemoryClient {
         &self,
         conversation: &ConversationId,
         facts: Vec<String>,
-        source: Option<MemoryId>,
-        metadata: &Metadata,
+        origin: &Origin,
         report: &mut WriteReport,
     ) -> Result<(), EngineError> {
         if facts.is_empty() {
@@ -281,10 +320,9 @@ impl MemoryClient {
         };
         let inner = self.inner.clone();
         let conversation = conversation.clone();
-        let metadata = metadata.clone();
+        let origin = origin.clone();
         let applied =
-            blocking(move || inner.apply(&conversation, &existing, operations, source, &metadata))
-                .await?;
+            blocking(move || inner.apply(&conversation, &existing, operations, &origin)).await?;
         report.added.extend(applied.added);
         report.updated.extend(applied.updated);
         report.deleted.extend(applied.deleted);
@@ -542,15 +580,22 @@ impl Inner {
         conversation: &ConversationId,
         existing: &[ExistingFact],
         operations: Vec<Operation>,
-        source: Option<MemoryId>,
-        metadata: &Metadata,
+        origin: &Origin,
     ) -> Result<Applied, EngineError> {
         let new_fact = |text: &str| {
             // A text the reconciler wrote is bounded by its answer only.
             let text = crate::chat::stored_turn(text.to_owned());
             let mut record = MemoryRecord::new(conversation.clone(), Role::Memory, text);
-            record.source_id = source;
-            record.metadata = metadata.clone();
+            record.metadata = origin.metadata.clone();
+            if let Some((id, message)) = &origin.source {
+                record.source_id = Some(*id);
+                // What in the user's words the fact stands on, for whoever reads the file.
+                let mut matched = grounding::ground(&record.content, message).matched;
+                matched.truncate(MAX_GROUNDED_WORDS);
+                record
+                    .metadata
+                    .insert(GROUNDED_ON.into(), serde_json::json!(matched));
+            }
             record
         };
         let mut records = Vec::new();

@@ -795,3 +795,91 @@ async fn a_reconciler_cannot_write_more_facts_than_it_was_given() {
     assert_eq!(report.added.len(), 1, "one fact given, one written");
     assert_eq!(files(dir.path(), "c1", "facts").len(), 2);
 }
+
+/// Extraction returns what the user said and two things nobody said; every fact is added.
+fn inventive_model(request: &ChatRequest) -> Reply {
+    match request.schema_name() {
+        Some("facts") => Reply::Json(json!({"facts": [
+            "The user is planning a trip to Japan in April.",
+            "We are planning to travel next spring to Europe.",
+            "We should avoid hot weather and high pollution levels.",
+        ]})),
+        Some("memory_operations") => add_all(request),
+        Some("summary") => Reply::Json(json!({"summary": "A trip is planned."})),
+        _ => Reply::text("Noted."),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn facts_the_user_did_not_say_are_not_stored() {
+    let llm = ScriptedLlm::with_handler(inventive_model).await;
+    let dir = tempfile::tempdir().unwrap();
+    let client = open(dir.path(), &llm).await;
+    let conversation = conv("trip");
+    let turn = mnemo_core::MemoryRecord::new(
+        conversation.clone(),
+        mnemo_core::Role::User,
+        "We are planning a trip to Japan in April.",
+    );
+    let turn = client.add_records(vec![turn]).await.unwrap().pop().unwrap();
+    let report = client
+        .learn_from_turn(&conversation, Some(&turn), 1)
+        .await
+        .unwrap();
+    let stored: Vec<&str> = report
+        .added
+        .iter()
+        .map(|m| m.record.content.as_str())
+        .collect();
+    assert_eq!(stored, ["The user is planning a trip to Japan in April."]);
+    let refused: Vec<&str> = report.ungrounded.iter().map(|(f, _)| f.as_str()).collect();
+    assert_eq!(
+        refused,
+        [
+            "We are planning to travel next spring to Europe.",
+            "We should avoid hot weather and high pollution levels."
+        ]
+    );
+    assert!(
+        report.ungrounded[0].1.contains("europe"),
+        "{:?}",
+        report.ungrounded
+    );
+    // What the fact stands on is in its front matter.
+    let fact = &report.added[0];
+    assert_eq!(fact.record.source_id, Some(turn.record.id));
+    let grounded_on = &fact.record.metadata[mnemo_engine::write::GROUNDED_ON];
+    for word in ["planning", "trip", "japan", "april"] {
+        assert!(
+            grounded_on.as_array().unwrap().iter().any(|w| w == word),
+            "{grounded_on}"
+        );
+    }
+    let file = std::fs::read_to_string(&fact.path).unwrap();
+    assert!(file.contains("grounded_on"), "{file}");
+
+    // With grounding off, whatever the extractor returns is stored.
+    drop(client);
+    let other = tempfile::tempdir().unwrap();
+    let client = MemoryClient::open(
+        Config {
+            fact_grounding: false,
+            ..config(other.path(), &llm)
+        },
+        OpenOptions::default(),
+    )
+    .await
+    .unwrap();
+    let turn = mnemo_core::MemoryRecord::new(
+        conversation.clone(),
+        mnemo_core::Role::User,
+        "We are planning a trip to Japan in April.",
+    );
+    let turn = client.add_records(vec![turn]).await.unwrap().pop().unwrap();
+    let report = client
+        .learn_from_turn(&conversation, Some(&turn), 1)
+        .await
+        .unwrap();
+    assert_eq!(report.added.len(), 3);
+    assert!(report.ungrounded.is_empty());
+}
