@@ -183,22 +183,8 @@ impl MemoryClient {
                 Err(e) => warn!(conversation = %conversation, "fact extraction failed: {e}"),
             }
         }
-        let mut facts = Vec::new();
-        for fact in report.extracted.clone() {
-            let message = user_turn.map_or("", |t| t.record.content.as_str());
-            let verdict = if self.inner.config.fact_grounding {
-                grounding::ground(&fact, message).verdict()
-            } else {
-                Ok(())
-            };
-            match verdict {
-                Ok(()) => facts.push(fact),
-                Err(why) => {
-                    info!(conversation = %conversation, fact = %fact, "not stored, not the user's words: {why}");
-                    report.ungrounded.push((fact, why));
-                }
-            }
-        }
+        let message = user_turn.map_or("", |t| t.record.content.as_str());
+        let facts = self.grounded(message, &mut report);
         let origin = Origin {
             source: user_turn.map(|t| (t.record.id, t.record.content.clone())),
             metadata: Metadata::new(),
@@ -208,6 +194,26 @@ impl MemoryClient {
         self.finish_pass(conversation, turns_written, &mut report, started)
             .await?;
         Ok(report)
+    }
+
+    /// The extracted facts `message` supports (all of them with `fact_grounding` off); the
+    /// others are logged and listed in `report.ungrounded`.
+    fn grounded(&self, message: &str, report: &mut WriteReport) -> Vec<String> {
+        let mut facts = Vec::new();
+        for fact in report.extracted.clone() {
+            if !self.inner.config.fact_grounding {
+                facts.push(fact);
+                continue;
+            }
+            match grounding::ground(&fact, message).verdict() {
+                Ok(()) => facts.push(fact),
+                Err(why) => {
+                    info!(conversation = %report.conversation, fact = %fact, "not stored, not the user's words: {why}");
+                    report.ungrounded.push((fact, why));
+                }
+            }
+        }
+        facts
     }
 
     /// Remembers each text as a fact of `conversation`: reconciled with what is already
