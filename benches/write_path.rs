@@ -5,12 +5,11 @@
 //! written, then the write path runs on it (extraction, reconciliation, summary, eviction,
 //! commit), as after a chat request.
 
-use std::path::PathBuf;
-
 use mnemo_core::{Config, ConversationId, MemoryRecord, Role, LOCAL_LLM_ALIAS};
 use mnemo_engine::{MemoryClient, OpenOptions};
-use mnemo_llm::{LocalLlm, LocalLlmOptions};
 use serde_json::json;
+
+mod support;
 
 const MESSAGES: [&str; 12] = [
     "My wife is Jane and we live in Lyon.",
@@ -39,19 +38,7 @@ fn main() {
 }
 
 async fn run() -> serde_json::Value {
-    let models = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("models");
-    let base = Config {
-        models_dir: models.clone(),
-        ..Config::default()
-    };
-    let paths = base.model_paths();
-    let llm = LocalLlm::start(&LocalLlmOptions::new(
-        paths.python,
-        paths.local_llm_model,
-        LOCAL_LLM_ALIAS,
-    ))
-    .await
-    .expect("the local LLM starts (scripts/setup llm)");
+    let (llm, base) = support::local_llm().await;
     let dir = tempfile::tempdir().unwrap();
     let config = Config {
         memory_path: dir.path().to_owned(),

@@ -30,10 +30,8 @@ mod support;
 
 use mnemo_core::{Config, ConversationId, MemoryRecord, Role, LOCAL_LLM_ALIAS};
 use mnemo_engine::{MemoryClient, OpenOptions, Unrestricted};
-use mnemo_llm::{LocalLlm, LocalLlmOptions};
 use serde::Deserialize;
 use serde_json::{json, Value};
-use support::models_dir;
 
 #[derive(Deserialize)]
 struct Dialogue {
@@ -103,18 +101,7 @@ fn main() {
 }
 
 async fn run(dialogues: &[Dialogue], verbose: bool) -> Value {
-    let base = Config {
-        models_dir: models_dir(),
-        ..Config::default()
-    };
-    let paths = base.model_paths();
-    let llm = LocalLlm::start(&LocalLlmOptions::new(
-        paths.python,
-        paths.local_llm_model,
-        LOCAL_LLM_ALIAS,
-    ))
-    .await
-    .expect("the local LLM starts (scripts/setup llm)");
+    let (llm, base) = support::local_llm().await;
     let mut report = json!({"llm": LOCAL_LLM_ALIAS});
     for (mode, grounding) in [("grounding_off", false), ("grounding_on", true)] {
         let dir = tempfile::tempdir().unwrap();

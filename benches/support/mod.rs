@@ -39,3 +39,21 @@ pub fn memory_text(i: usize) -> String {
 pub fn models_dir() -> std::path::PathBuf {
     std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("models")
 }
+
+/// Starts the local LLM set-up installed (`scripts/setup llm`); returns it and a config
+/// with the models' folder set, for the bench to complete.
+pub async fn local_llm() -> (mnemo_llm::LocalLlm, mnemo_core::Config) {
+    let base = mnemo_core::Config {
+        models_dir: models_dir(),
+        ..mnemo_core::Config::default()
+    };
+    let paths = base.model_paths();
+    let llm = mnemo_llm::LocalLlm::start(&mnemo_llm::LocalLlmOptions::new(
+        paths.python,
+        paths.local_llm_model,
+        mnemo_core::LOCAL_LLM_ALIAS,
+    ))
+    .await
+    .expect("the local LLM starts (scripts/setup llm)");
+    (llm, base)
+}

@@ -810,22 +810,33 @@ fn inventive_model(request: &ChatRequest) -> Reply {
     }
 }
 
+/// Writes `message` as the user's turn and runs the write path on it.
+async fn learn_from(
+    client: &MemoryClient,
+    conversation: &ConversationId,
+    message: &str,
+) -> (mnemo_store::StoredMemory, mnemo_engine::WriteReport) {
+    let turn = mnemo_core::MemoryRecord::new(conversation.clone(), mnemo_core::Role::User, message);
+    let turn = client.add_records(vec![turn]).await.unwrap().pop().unwrap();
+    let report = client
+        .learn_from_turn(conversation, Some(&turn), 1)
+        .await
+        .unwrap();
+    (turn, report)
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn facts_the_user_did_not_say_are_not_stored() {
     let llm = ScriptedLlm::with_handler(inventive_model).await;
     let dir = tempfile::tempdir().unwrap();
     let client = open(dir.path(), &llm).await;
     let conversation = conv("trip");
-    let turn = mnemo_core::MemoryRecord::new(
-        conversation.clone(),
-        mnemo_core::Role::User,
+    let (turn, report) = learn_from(
+        &client,
+        &conversation,
         "We are planning a trip to Japan in April.",
-    );
-    let turn = client.add_records(vec![turn]).await.unwrap().pop().unwrap();
-    let report = client
-        .learn_from_turn(&conversation, Some(&turn), 1)
-        .await
-        .unwrap();
+    )
+    .await;
     let stored: Vec<&str> = report
         .added
         .iter()
@@ -870,16 +881,12 @@ async fn facts_the_user_did_not_say_are_not_stored() {
     )
     .await
     .unwrap();
-    let turn = mnemo_core::MemoryRecord::new(
-        conversation.clone(),
-        mnemo_core::Role::User,
+    let (_, report) = learn_from(
+        &client,
+        &conversation,
         "We are planning a trip to Japan in April.",
-    );
-    let turn = client.add_records(vec![turn]).await.unwrap().pop().unwrap();
-    let report = client
-        .learn_from_turn(&conversation, Some(&turn), 1)
-        .await
-        .unwrap();
+    )
+    .await;
     assert_eq!(report.added.len(), 3);
     assert!(report.ungrounded.is_empty());
 }
