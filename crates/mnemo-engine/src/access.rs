@@ -12,9 +12,11 @@ use mnemo_core::{ConversationId, MemoryId, Metadata, Role};
 use mnemo_git::FileVersion;
 use mnemo_session::SessionId;
 
-use crate::answers::{AddResult, AgentMemory, Deleted, History, Memory, MemoryPage, SearchResult};
+use crate::answers::{
+    AddResult, AgentMemory, Deleted, History, HistoryResults, Memory, MemoryPage, SearchResult,
+};
 use crate::sessions::{HistoryScope, ToolOutputSlice, MAX_OUTPUT_READ};
-use crate::{EngineError, Excerpt, MemoryClient, SearchHit, SearchRequest};
+use crate::{EngineError, MemoryClient, SearchHit, SearchRequest};
 
 /// A page's size when a call does not say.
 pub const DEFAULT_PAGE: usize = 50;
@@ -152,8 +154,8 @@ pub fn output_read_limit(asked: Option<usize>) -> Result<usize, EngineError> {
 }
 
 impl HistoryScope {
-    /// The scope an archive search names: a session, or a conversation (`default` when
-    /// neither is given); both is refused.
+    /// The scope a call names (an archive search, an offloaded output): a session, or a
+    /// conversation (`default` when neither is given); both is refused.
     pub fn named(session: Option<&str>, conversation: Option<&str>) -> Result<Self, EngineError> {
         match (session, conversation) {
             (Some(_), Some(_)) => Err(EngineError::InvalidInput(
@@ -331,7 +333,7 @@ impl MemoryClient {
         scope: HistoryScope,
         query: &str,
         limit: Option<usize>,
-    ) -> Result<Vec<Excerpt>, EngineError> {
+    ) -> Result<HistoryResults, EngineError> {
         let limit = limit.unwrap_or(MAX_EXCERPTS);
         if !(1..=MAX_EXCERPTS).contains(&limit) {
             return Err(EngineError::InvalidInput(format!(
@@ -344,38 +346,33 @@ impl MemoryClient {
             }
             HistoryScope::Conversation(c) => access.check_read(c.as_str())?,
         }
-        self.search_history(scope, query, limit).await
+        let excerpts = self.search_history(scope, query, limit).await?;
+        Ok(HistoryResults { excerpts })
     }
 
-    /// [`session_tool_output`](Self::session_tool_output) for `access`; `limit` as
-    /// [`output_read_limit`] takes it.
-    pub async fn session_tool_output_as(
+    /// A slice of a tool output governance offloaded in `scope` (a session, or a
+    /// conversation outside any session), for `access`; `limit` as [`output_read_limit`]
+    /// takes it.
+    pub async fn tool_output_as(
         &self,
         access: &dyn Access,
-        id: &SessionId,
+        scope: &HistoryScope,
         call_id: &str,
         offset: usize,
         limit: Option<usize>,
     ) -> Result<ToolOutputSlice, EngineError> {
         let limit = output_read_limit(limit)?;
-        self.check_session_as(access, id, SessionUse::Read).await?;
-        self.session_tool_output(id, call_id, offset, limit).await
-    }
-
-    /// [`conversation_tool_output`](Self::conversation_tool_output) for `access`; `limit` as
-    /// [`output_read_limit`] takes it.
-    pub async fn conversation_tool_output_as(
-        &self,
-        access: &dyn Access,
-        conversation: &ConversationId,
-        call_id: &str,
-        offset: usize,
-        limit: Option<usize>,
-    ) -> Result<ToolOutputSlice, EngineError> {
-        access.check_read(conversation.as_str())?;
-        let limit = output_read_limit(limit)?;
-        self.conversation_tool_output(conversation, call_id, offset, limit)
-            .await
+        match scope {
+            HistoryScope::Session(id) => {
+                self.check_session_as(access, id, SessionUse::Read).await?;
+                self.session_tool_output(id, call_id, offset, limit).await
+            }
+            HistoryScope::Conversation(conversation) => {
+                access.check_read(conversation.as_str())?;
+                self.conversation_tool_output(conversation, call_id, offset, limit)
+                    .await
+            }
+        }
     }
 
     /// `agent`'s notes, when `access` may use them.

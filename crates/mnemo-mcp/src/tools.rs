@@ -6,7 +6,7 @@ use mnemo_engine::answers::{
     AddResult, AgentMemory, Deleted, History, HistoryResults, Memory, MemoryPage, SearchResult,
 };
 use mnemo_engine::sessions::ToolOutputSlice;
-use mnemo_engine::{EngineError, HistoryScope, MemoryListing, SearchRequest, SessionId};
+use mnemo_engine::{EngineError, HistoryScope, MemoryListing, SearchRequest};
 use rmcp::handler::server::wrapper::{Json, Parameters};
 use rmcp::model::Extensions;
 use rmcp::{tool, tool_router};
@@ -138,12 +138,11 @@ impl MemoryTools {
         let access = self.access(&extensions)?;
         let scope = HistoryScope::named(params.session.as_deref(), params.conversation.as_deref())
             .map_err(engine_error)?;
-        let excerpts = self
-            .client
-            .search_history_as(&*access, scope, &params.query, params.limit)
-            .await
-            .map_err(engine_error)?;
-        Ok(Json(HistoryResults { excerpts }))
+        answer(
+            self.client
+                .search_history_as(&*access, scope, &params.query, params.limit)
+                .await,
+        )
     }
 
     #[tool(
@@ -199,34 +198,18 @@ impl MemoryTools {
         extensions: Extensions,
     ) -> Result<Json<ToolOutputSlice>, ToolError> {
         let access = self.access(&extensions)?;
-        let offset = params.offset.unwrap_or(0);
-        let slice = match (params.session.as_deref(), params.conversation.as_deref()) {
-            (Some(_), Some(_)) => return Err("give a session or a conversation, not both".into()),
-            (Some(session), None) => {
-                let session = SessionId::new(session).map_err(|e| e.to_string())?;
-                self.client
-                    .session_tool_output_as(
-                        &*access,
-                        &session,
-                        &params.call_id,
-                        offset,
-                        params.limit,
-                    )
-                    .await
-            }
-            (None, conversation) => {
-                let conversation = conversation_or_default(conversation)?;
-                self.client
-                    .conversation_tool_output_as(
-                        &*access,
-                        &conversation,
-                        &params.call_id,
-                        offset,
-                        params.limit,
-                    )
-                    .await
-            }
-        };
+        let scope = HistoryScope::named(params.session.as_deref(), params.conversation.as_deref())
+            .map_err(engine_error)?;
+        let slice = self
+            .client
+            .tool_output_as(
+                &*access,
+                &scope,
+                &params.call_id,
+                params.offset.unwrap_or(0),
+                params.limit,
+            )
+            .await;
         answer(slice)
     }
 }

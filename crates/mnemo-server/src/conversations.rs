@@ -10,7 +10,7 @@ use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::Json;
 use mnemo_core::ConversationId;
-use mnemo_engine::{Access as _, Strategy};
+use mnemo_engine::{Access as _, HistoryScope, Strategy};
 use serde::Serialize;
 use utoipa::ToSchema;
 
@@ -125,9 +125,9 @@ pub(crate) async fn tool_output(
     let conversation_id = conversation(&id)?;
     let slice = state
         .client
-        .conversation_tool_output_as(
+        .tool_output_as(
             grant.access(),
-            &conversation_id,
+            &HistoryScope::Conversation(conversation_id),
             &call_id,
             query.offset,
             query.limit,

@@ -370,10 +370,10 @@ pub(crate) async fn tool_output(
     Path((id, call_id)): Path<(String, String)>,
     QueryParams(q): QueryParams<OutputQuery>,
 ) -> Result<Json<ToolOutputSlice>, ApiError> {
-    let id = session_id(&id)?;
+    let scope = HistoryScope::Session(session_id(&id)?);
     let slice = state
         .client
-        .session_tool_output_as(grant.access(), &id, &call_id, q.offset, q.limit)
+        .tool_output_as(grant.access(), &scope, &call_id, q.offset, q.limit)
         .await?;
     Ok(Json(slice))
 }
@@ -413,9 +413,10 @@ pub(crate) async fn search_history(
     QueryParams(q): QueryParams<HistoryQuery>,
 ) -> Result<Json<HistoryResults>, ApiError> {
     let scope = HistoryScope::named(q.session.as_deref(), q.conversation.as_deref())?;
-    let excerpts = state
-        .client
-        .search_history_as(grant.access(), scope, &q.q, q.limit)
-        .await?;
-    Ok(Json(HistoryResults { excerpts }))
+    Ok(Json(
+        state
+            .client
+            .search_history_as(grant.access(), scope, &q.q, q.limit)
+            .await?,
+    ))
 }
