@@ -89,14 +89,15 @@ impl Announcement {
     /// serves anyway, and `mnemo mcp` then says the store is held.
     pub fn write(root: &Path, bound: SocketAddr) -> Option<Self> {
         let path = root.join(SERVE_FILE);
+        let mut address = bound;
         // A server on every interface is reached through loopback from this machine.
-        let host = match bound.ip() {
-            ip if ip.is_unspecified() && ip.is_ipv4() => "127.0.0.1".to_owned(),
-            ip if ip.is_unspecified() => "[::1]".to_owned(),
-            std::net::IpAddr::V6(ip) => format!("[{ip}]"),
-            ip => ip.to_string(),
-        };
-        let url = format!("http://{host}:{}\n", bound.port());
+        if address.ip().is_unspecified() {
+            address.set_ip(match address {
+                SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
+                SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
+            });
+        }
+        let url = format!("http://{address}\n");
         // Atomic: a link planted at that name is replaced, never followed.
         match mnemo_store::atomic::write_atomic(&path, url.as_bytes()) {
             Ok(()) => Some(Self { path }),
@@ -220,6 +221,7 @@ impl Exchange {
             .http
             .post(&self.endpoint)
             .header("content-type", "application/json")
+            // The protocol asks clients to accept both; mnemo answers JSON.
             .header("accept", "application/json, text/event-stream")
             .body(message);
         if let Some(token) = &self.token {
@@ -230,11 +232,6 @@ impl Exchange {
             .await
             .with_context(|| format!("cannot reach {}", self.endpoint))?;
         let status = response.status();
-        let sse = response
-            .headers()
-            .get("content-type")
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.starts_with("text/event-stream"));
         let body = response.text().await.context("cannot read the answer")?;
         if status == reqwest::StatusCode::ACCEPTED {
             return Ok(None);
@@ -252,17 +249,8 @@ impl Exchange {
                 body.len()
             );
         }
-        if !sse {
-            return Ok(Some(body));
-        }
-        // An event stream: the answer is its `data:` lines.
-        let data: Vec<&str> = body
-            .lines()
-            .filter_map(|l| l.strip_prefix("data:"))
-            .map(str::trim)
-            .filter(|d| !d.is_empty())
-            .collect();
-        Ok((!data.is_empty()).then(|| data.join("\n")))
+        // mnemo's /mcp answers each message with one JSON body (no event streams).
+        Ok(Some(body))
     }
 }
 
