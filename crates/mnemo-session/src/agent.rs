@@ -43,9 +43,9 @@ impl AgentNotes {
     /// The agents that have notes in the store at `root`, sorted: each folder under
     /// `agents/` with a valid agent name holding a `MEMORY.md`. Links are not followed.
     pub fn agents(root: &Path) -> Vec<String> {
-        let real_folder = |path: &Path| std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir());
+        use mnemo_store::untrusted::is_real_folder;
         let dir = root.join(AGENTS_DIR);
-        if !real_folder(&dir) {
+        if crate::store::no_link(&dir).is_err() {
             return Vec::new();
         }
         let Ok(entries) = std::fs::read_dir(&dir) else {
@@ -53,13 +53,13 @@ impl AgentNotes {
         };
         let mut agents: Vec<String> = entries
             .filter_map(Result::ok)
+            .filter(is_real_folder)
+            .filter(|entry| {
+                std::fs::symlink_metadata(entry.path().join(AGENT_MEMORY_FILE))
+                    .is_ok_and(|m| m.is_file())
+            })
             .filter_map(|entry| entry.file_name().into_string().ok())
             .filter(|name| ConversationId::new(name).is_ok())
-            .filter(|name| {
-                let notes = dir.join(name).join(AGENT_MEMORY_FILE);
-                real_folder(&dir.join(name))
-                    && std::fs::symlink_metadata(notes).is_ok_and(|m| m.is_file())
-            })
             .collect();
         agents.sort();
         agents
@@ -180,6 +180,22 @@ impl AgentNotes {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn agents_with_notes_are_listed_and_links_are_not() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(AgentNotes::agents(dir.path()).is_empty());
+        for agent in ["writer", "coder"] {
+            AgentNotes::new(dir.path(), agent)
+                .unwrap()
+                .append("- a note")
+                .unwrap();
+        }
+        let agents = dir.path().join(AGENTS_DIR);
+        std::fs::create_dir(agents.join("empty")).unwrap();
+        std::os::unix::fs::symlink(agents.join("coder"), agents.join("linked")).unwrap();
+        assert_eq!(AgentNotes::agents(dir.path()), ["coder", "writer"]);
+    }
 
     #[test]
     fn append_update_and_their_errors() {
