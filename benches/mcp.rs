@@ -173,31 +173,12 @@ async fn serve_phase(root: &Path, rounds: usize) -> (Vec<f64>, Vec<f64>) {
     let http = reqwest::Client::builder().no_proxy().build().unwrap();
     let (mut rest, mut mcp) = (Vec::new(), Vec::new());
     for round in 0..rounds + 5 {
-        let started = Instant::now();
-        let found: Value = http
-            .post(format!("{url}/v1/memories/search"))
-            .json(&json!({"query": QUERIES[round % QUERIES.len()], "conversation_id": conversation(round), "top_k": 10}))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        let rest_ms = started.elapsed().as_secs_f64() * 1e3;
+        let search = json!({"query": QUERIES[round % QUERIES.len()], "conversation_id": conversation(round), "top_k": 10});
+        let (found, rest_ms) =
+            timed_post(&http, &format!("{url}/v1/memories/search"), &search).await;
         assert_eq!(found["hits"].as_array().map(Vec::len), Some(10), "{found}");
-
-        let started = Instant::now();
-        let answer: Value = http
-            .post(format!("{url}/mcp"))
-            .header("accept", "application/json, text/event-stream")
-            .json(&search_call(round, round))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        let mcp_ms = started.elapsed().as_secs_f64() * 1e3;
+        let (answer, mcp_ms) =
+            timed_post(&http, &format!("{url}/mcp"), &search_call(round, round)).await;
         check_hits(&answer);
         if round >= 5 {
             rest.push(rest_ms);
@@ -206,6 +187,23 @@ async fn serve_phase(root: &Path, rounds: usize) -> (Vec<f64>, Vec<f64>) {
     }
     drop(server);
     (rest, mcp)
+}
+
+/// POSTs `body` to `url`; the JSON answer and the round trip in ms.
+async fn timed_post(http: &reqwest::Client, url: &str, body: &Value) -> (Value, f64) {
+    let started = Instant::now();
+    let answer = http
+        .post(url)
+        // What an MCP client sends; the REST API ignores it.
+        .header("accept", "application/json, text/event-stream")
+        .json(body)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    (answer, started.elapsed().as_secs_f64() * 1e3)
 }
 
 /// `mnemo mcp` over its pipes: `rounds` tool calls (after a few untimed ones), each timed
