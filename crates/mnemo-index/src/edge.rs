@@ -31,10 +31,7 @@ use crate::{
     Filter, Hit, IndexError, Point, PointPayload, Query, QueryVector, SparseVector, VectorIndex,
 };
 
-/// Name of the dense vector in the shard.
-pub const DENSE: &str = "dense";
-/// Name of the sparse (lexical) vector in the shard, with IDF weighting.
-pub const SPARSE: &str = "lexical";
+use crate::{DENSE_VECTOR as DENSE, LEXICAL_VECTOR as SPARSE};
 
 /// How to create a new embedded index.
 #[derive(Debug, Clone)]

@@ -3,8 +3,8 @@
 //! [`VectorIndex`] is the narrow interface the engine uses: upsert points (id, dense vector,
 //! lexical sparse vector, payload mirroring the front matter), delete, filtered top-k by
 //! either vector that can return the dense vectors, retrieve by id, count. [`EdgeIndex`]
-//! implements it in-process on `qdrant-edge`; a Qdrant server backend can implement the same
-//! trait.
+//! implements it in-process on `qdrant-edge`; `mnemo-qdrant` implements it on a Qdrant server
+//! or cluster, with the same vectors ([`DENSE_VECTOR`], [`LEXICAL_VECTOR`]) and payload.
 //!
 //! Lexical search is BM25 split in two: [`LexicalEncoder`] turns text into term weights
 //! (tokenising, stemming, term-frequency saturation), and the index multiplies them by each
@@ -22,6 +22,11 @@ mod payload;
 use mnemo_core::MemoryId;
 
 pub use edge::{EdgeIndex, EdgeIndexOptions};
+
+/// Name of the dense vector, in every backend.
+pub const DENSE_VECTOR: &str = "dense";
+/// Name of the sparse (lexical) vector, weighted by IDF at query time, in every backend.
+pub const LEXICAL_VECTOR: &str = "lexical";
 pub use filter::{Bounds, Condition, Filter};
 pub use lexical::{LexicalEncoder, LexicalOptions};
 pub use payload::PointPayload;
@@ -115,6 +120,15 @@ pub enum IndexError {
         expected: usize,
         /// The dimension of the vector given.
         got: usize,
+    },
+    /// The index's server does not answer (down, unreachable, or too slow): the operation
+    /// may succeed if tried again later.
+    #[error("the vector index at {url} does not answer: {message}")]
+    Unavailable {
+        /// The server's URL.
+        url: String,
+        /// What the client saw.
+        message: String,
     },
     /// The backend refused an operation; holds its message.
     #[error("vector index operation failed: {0}")]

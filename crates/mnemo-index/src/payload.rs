@@ -37,6 +37,8 @@ impl PointPayload {
     pub const FIELD_ROLE: &'static str = "role";
     /// Payload field of the creation time (RFC 3339).
     pub const FIELD_CREATED_AT: &'static str = "created_at";
+    /// Payload field of the creation time as Unix seconds.
+    pub const FIELD_CREATED_TS: &'static str = "created_ts";
     /// Payload field holding the metadata object; its keys are addressed as `metadata.<key>`.
     pub const FIELD_METADATA: &'static str = "metadata";
     /// Fields with keyword indexes: every query filters on them.
