@@ -8,7 +8,9 @@ use anyhow::{anyhow, Context};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use mnemo_core::{Config, ConversationId};
-use mnemo_engine::{EngineError, MemoryClient, OpenOptions, SearchRequest};
+use mnemo_engine::{
+    Consistency, EngineError, IndexBackend, MemoryClient, OpenOptions, SearchRequest,
+};
 use mnemo_store::StoredMemory;
 use serde::Serialize;
 
@@ -48,6 +50,8 @@ impl From<EngineError> for Failure {
             3
         } else if matches!(error, EngineError::Locked { .. }) {
             4
+        } else if error.is_index_unavailable() {
+            5
         } else {
             1
         };
@@ -357,8 +361,18 @@ pub async fn status(global: &GlobalArgs, args: StatusArgs) -> CommandResult {
     let client = open_client(global).await?;
     let check = client.verify().await?;
     let consistent = check.missing.is_empty() && check.orphans.is_empty();
+    let backend = client.index_backend();
     if args.json {
-        print_json(&check)?;
+        #[derive(Serialize)]
+        struct Status<'a> {
+            index_backend: &'a IndexBackend,
+            #[serde(flatten)]
+            check: &'a Consistency,
+        }
+        print_json(&Status {
+            index_backend: backend,
+            check: &check,
+        })?;
     } else {
         println!("store   {}", client.store().root().display());
         println!(
@@ -369,7 +383,14 @@ pub async fn status(global: &GlobalArgs, args: StatusArgs) -> CommandResult {
         for reason in &check.skipped {
             println!("  unreadable: {reason}");
         }
-        println!("index   {} points", check.points);
+        let place = match backend {
+            IndexBackend::Embedded { path } => format!("embedded, {}", path.display()),
+            IndexBackend::Qdrant { url, collection } => {
+                format!("Qdrant at {url}, collection {collection:?}")
+            }
+            IndexBackend::Given => "given by the caller".into(),
+        };
+        println!("index   {} points ({place})", check.points);
         for id in &check.missing {
             println!("  missing from the index: {id}");
         }

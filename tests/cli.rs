@@ -22,8 +22,13 @@ impl Store {
     }
 
     fn mnemo_with_stdin(&self, args: &[&str], stdin: Option<&str>) -> Output {
+        self.mnemo_with_env(args, stdin, &[])
+    }
+
+    fn mnemo_with_env(&self, args: &[&str], stdin: Option<&str>, env: &[(&str, &str)]) -> Output {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_mnemo"));
         cmd.args(args)
+            .envs(env.iter().copied())
             .arg("--memory-path")
             .arg(&self.root)
             .env_remove("RUST_LOG")
@@ -356,11 +361,76 @@ fn reindex_and_status_report_on_the_index() {
     let status = store.ok_json(&["status", "--json"]);
     assert_eq!(status["files"], 2);
     assert_eq!(status["points"], 2);
+    assert_eq!(status["index_backend"]["kind"], "embedded");
     assert_eq!(status["missing"], serde_json::json!([]));
     assert_eq!(status["orphans"], serde_json::json!([]));
     let human = store.mnemo(&["reindex"]);
     assert_success(&human);
     assert!(String::from_utf8_lossy(&human.stdout).contains("files/s"));
+}
+
+#[test]
+fn the_index_on_a_qdrant_server_is_reported_and_an_unreachable_one_exits_5() {
+    let store = Store::new();
+    let dead = {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        format!("http://127.0.0.1:{port}")
+    };
+    let out = store.mnemo_with_env(&["status"], None, &[("MNEMO_INDEX_URL", &dead)]);
+    assert_eq!(out.status.code(), Some(5), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains(&dead), "{stderr}");
+    assert!(
+        stderr.contains("unavailable") || stderr.contains("not answer"),
+        "{stderr}"
+    );
+
+    if let Err(why) = mnemo_qdrant::local::binary() {
+        eprintln!("skipped the rest: {why}");
+        return;
+    }
+    let qdrant = mnemo_qdrant::local::LocalQdrant::start(&store.root.with_extension("qdrant"), 1)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let url = qdrant.grpc_url(0);
+    let env = [
+        ("MNEMO_INDEX_URL", url.as_str()),
+        ("MNEMO_INDEX_COLLECTION", "team"),
+    ];
+    let json = |args: &[&str]| -> Value {
+        let out = store.mnemo_with_env(args, None, &env);
+        assert_success(&out);
+        serde_json::from_slice(&out.stdout).expect("valid JSON on stdout")
+    };
+    json(&["add", "--json", "One fact.", "Another fact."]);
+    assert_eq!(json(&["reindex", "--json"])["embedded"], 0);
+    assert_eq!(json(&["reindex", "--full", "--json"])["embedded"], 2);
+    let status = json(&["status", "--json"]);
+    assert_eq!(
+        (&status["files"], &status["points"]),
+        (&2.into(), &2.into())
+    );
+    assert_eq!(
+        status["index_backend"],
+        serde_json::json!({"kind": "qdrant", "url": url, "collection": "team"})
+    );
+    let human = store.mnemo_with_env(&["status"], None, &env);
+    assert_success(&human);
+    let stdout = String::from_utf8_lossy(&human.stdout);
+    assert!(
+        stdout.contains(&format!("2 points (Qdrant at {url}, collection \"team\")")),
+        "{stdout}"
+    );
+    // No embedded engine under the store's folder (only the old place of the lock file).
+    let embedded: Vec<_> = std::fs::read_dir(store.root.join("index"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir())
+        .collect();
+    assert!(embedded.is_empty(), "{embedded:?}");
 }
 
 #[test]

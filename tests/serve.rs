@@ -347,3 +347,82 @@ async fn shutdown_waits_a_grace_period_and_the_next_start_resumes_what_is_left()
         "the new pass is journaled beside the old one"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_lost_index_server_answers_503_and_health_says_so_until_it_returns() {
+    let dir = tempfile::tempdir().unwrap();
+    if let Err(why) = mnemo_qdrant::local::binary() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let mut qdrant = mnemo_qdrant::local::LocalQdrant::start(&dir.path().join("qdrant"), 1)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let index_url = qdrant.grpc_url(0);
+    let store = dir.path().join("store");
+    let (server, url) = serve_with(
+        &store,
+        &["--no-local-llm"],
+        &[("MNEMO_INDEX_URL", &index_url)],
+    );
+    // Stopped even when an assertion fails, so no server outlives the test.
+    let mut server = Stopped(server);
+    let add = |text: &str| json!({"content": text, "conversation_id": "c1"});
+    let (status, body) = post(&format!("{url}/v1/memories"), &add("I keep bees.")).await;
+    assert_eq!(status, 201, "{body}");
+    let health = get(&format!("{url}/health")).await;
+    assert_eq!(health["index"]["backend"], "qdrant", "{health}");
+    assert_eq!(health["index"]["url"], index_url.as_str(), "{health}");
+    assert_eq!(health["index"]["points"], 1, "{health}");
+
+    qdrant.kill(0);
+    let response = http()
+        .post(format!("{url}/v1/memories"))
+        .json(&add("I play the cello."))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 503);
+    assert_eq!(
+        response
+            .headers()
+            .get("retry-after")
+            .and_then(|v| v.to_str().ok()),
+        Some("2")
+    );
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["error"]["type"], "index_unavailable", "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains(&index_url),
+        "{body}"
+    );
+    let health = get(&format!("{url}/health")).await;
+    assert_eq!(health["status"], "degraded", "{health}");
+    assert_eq!(health["index"]["points"], Value::Null, "{health}");
+    assert!(health["index"]["error"].as_str().is_some(), "{health}");
+
+    qdrant.restart(0).unwrap_or_else(|e| panic!("{e}"));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (status, body) = post(&format!("{url}/v1/memories"), &add("I play the cello.")).await;
+        if status == 201 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{status} {body}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(get(&format!("{url}/health")).await["index"]["points"], 2);
+    assert!(terminate(&mut server.0).success());
+}
+
+/// A child process that is killed when dropped (a no-op once it has exited).
+struct Stopped(Child);
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}

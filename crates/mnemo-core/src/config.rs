@@ -99,6 +99,19 @@ pub struct Config {
     pub git_author_email: String,
     /// Watch the memory files while serving, so hand edits reach the index without a restart.
     pub start_watcher: bool,
+    /// A Qdrant server or cluster to keep the index in, by its gRPC URL
+    /// (`http://127.0.0.1:6334`); unset: the embedded index under the store.
+    pub index_url: Option<String>,
+    /// The Qdrant server's API key (`MNEMO_INDEX_API_KEY`); never logged.
+    pub index_api_key: Option<ApiKey>,
+    /// The collection on the Qdrant server; stores may share one.
+    pub index_collection: String,
+    /// Shards of the collection, when mnemo creates it.
+    pub index_shards: u32,
+    /// Copies of each shard (on a cluster's nodes), when mnemo creates the collection.
+    pub index_replication: u32,
+    /// Seconds one request to the Qdrant server may take, connecting included.
+    pub index_timeout_secs: u64,
     /// How the read path finds and ranks memories (`[retrieval]` table).
     pub retrieval: RetrievalConfig,
     /// What each chat request sends upstream (`[context]` table: the default strategy,
@@ -278,6 +291,12 @@ impl Default for Config {
             git_author_name: "mnemo".into(),
             git_author_email: "mnemo@localhost".into(),
             start_watcher: true,
+            index_url: None,
+            index_api_key: None,
+            index_collection: "mnemo".into(),
+            index_shards: 1,
+            index_replication: 1,
+            index_timeout_secs: 10,
             retrieval: RetrievalConfig::default(),
             context: mnemo_context::ContextConfig::default(),
             server: ServerConfig::default(),
@@ -323,6 +342,9 @@ const STRING_KEYS: &[&str] = &[
     "onnxruntime_library",
     "openai_base_url",
     "openai_api_key",
+    "index_url",
+    "index_api_key",
+    "index_collection",
     "llm_model",
     "local_llm_model",
     "git_author_name",
@@ -330,7 +352,13 @@ const STRING_KEYS: &[&str] = &[
 ];
 
 /// Optional keys: absent from the defaults, but settable.
-const OPTIONAL_KEYS: &[&str] = &["score_threshold", "openai_base_url", "openai_api_key"];
+const OPTIONAL_KEYS: &[&str] = &[
+    "score_threshold",
+    "openai_base_url",
+    "openai_api_key",
+    "index_url",
+    "index_api_key",
+];
 
 /// Resolved on-disk locations of the models a [`Config`] names.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -418,6 +446,14 @@ impl Config {
         }
         if self.max_entries == 0 {
             return Err("max_entries must be at least 1 (it is how many facts and turns a conversation keeps)".into());
+        }
+        if self.index_shards == 0 || self.index_replication == 0 || self.index_timeout_secs == 0 {
+            return Err(
+                "index_shards, index_replication and index_timeout_secs must be at least 1".into(),
+            );
+        }
+        if self.index_collection.trim().is_empty() {
+            return Err("index_collection must name a collection".into());
         }
         if !(r.neighbour_weight >= 0.0 && r.speaker_boost >= 0.0) {
             return Err("retrieval weights must not be negative".into());
@@ -583,6 +619,32 @@ global = "none"
         std::fs::write(&file, "[[server.tokens]]\nglobal = \"admin\"\n").unwrap();
         let err = Config::load(Some(&file), env(&[])).unwrap_err().to_string();
         assert!(err.contains("admin"), "{err}");
+    }
+
+    #[test]
+    fn the_index_server_is_set_from_the_environment_and_its_key_never_printed() {
+        let cfg = Config::load(
+            None,
+            env(&[
+                ("MNEMO_INDEX_URL", "http://127.0.0.1:6334"),
+                ("MNEMO_INDEX_API_KEY", "qdrant-secret"),
+                ("MNEMO_INDEX_COLLECTION", "team"),
+                ("MNEMO_INDEX_REPLICATION", "2"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(cfg.index_url.as_deref(), Some("http://127.0.0.1:6334"));
+        assert_eq!(cfg.index_collection, "team");
+        assert_eq!((cfg.index_shards, cfg.index_replication), (1, 2));
+        assert_eq!(
+            cfg.index_api_key.as_ref().map(ApiKey::expose),
+            Some("qdrant-secret")
+        );
+        assert!(!format!("{cfg:?}").contains("qdrant-secret"));
+        let err = Config::load(None, env(&[("MNEMO_INDEX_SHARDS", "0")]))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("index_shards"), "{err}");
     }
 
     #[test]

@@ -19,12 +19,14 @@ use mnemo_embed::{Embedder, EmbedderConfig, Reranker, RerankerConfig};
 use mnemo_git::{GitConfig, Versioning};
 use mnemo_index::{EdgeIndex, EdgeIndexOptions, LexicalEncoder, LexicalOptions, VectorIndex};
 use mnemo_llm::{LlmClient, LlmConfig};
+use mnemo_qdrant::{QdrantIndex, QdrantOptions};
 use mnemo_store::{layout, FileStore, StoredMemory};
 use serde::Serialize;
 use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
 
 use crate::keys::KeyScheme;
+use crate::recovery::{Recovery, WatchedIndex};
 use crate::retrieval::{ReadPath, SearchHit, SearchRequest};
 use crate::snapshot::{Flusher, Snapshot, SnapshotCell};
 use crate::sync::{Indexer, SyncProgress, SyncReport};
@@ -44,6 +46,26 @@ pub struct OpenOptions {
     /// `<memory_path>/index/`: another backend, or a test's instrumented one. It must hold
     /// vectors of the embedding model's dimension.
     pub index: Option<Arc<dyn VectorIndex>>,
+}
+
+/// Where the index lives, as `mnemo status` and `/health` report it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum IndexBackend {
+    /// The embedded engine.
+    Embedded {
+        /// Its folder, in the store.
+        path: PathBuf,
+    },
+    /// A Qdrant server or cluster.
+    Qdrant {
+        /// The server (`index_url`).
+        url: String,
+        /// The collection the store's points are in.
+        collection: String,
+    },
+    /// One the caller gave ([`OpenOptions::index`]).
+    Given,
 }
 
 /// Whether the index holds exactly the live memory files.
@@ -107,6 +129,9 @@ pub(crate) struct Inner {
     /// Chats finishing for callers that stopped waiting (waited for on shutdown).
     pub detached_chats: TaskTracker,
     startup_sync: SyncReport,
+    index_backend: IndexBackend,
+    /// Re-syncs an index server that was lost, once it answers again.
+    recovery: std::sync::OnceLock<Recovery>,
     /// Context governance's windows, token counters and inflation guards.
     pub context: crate::context::ContextState,
     /// Chat sessions: their store, locks and cached logs.
@@ -138,24 +163,31 @@ impl MemoryClient {
         })?;
         let lock = lock_store(&store)?;
         store.remove_stale_temp_files();
-        let index: Arc<dyn VectorIndex> = match options.index.take() {
-            Some(index) => {
-                if options.rebuild {
-                    index.delete(&index.ids()?)?;
-                    remove_snapshot(&store)?;
-                }
-                check_dimension(index.as_ref(), embedder.dimension())?;
-                index
-            }
-            None => {
-                if options.rebuild {
-                    wipe_index(&store)?;
-                }
-                Arc::new(EdgeIndex::open(
-                    &store.index_dir(),
-                    &EdgeIndexOptions::new(embedder.dimension()),
-                )?)
-            }
+        let index_backend = match (&options.index, &config.index_url) {
+            (Some(_), _) => IndexBackend::Given,
+            (None, Some(url)) => IndexBackend::Qdrant {
+                url: url.clone(),
+                collection: config.index_collection.clone(),
+            },
+            (None, None) => IndexBackend::Embedded {
+                path: store.index_dir(),
+            },
+        };
+        let index = open_index(
+            &config,
+            &store,
+            embedder.dimension(),
+            options.index.take(),
+            options.rebuild,
+        )?;
+        // Only a server can be lost while serving; its calls are watched so a sync follows.
+        let watched = config
+            .index_url
+            .is_some()
+            .then(|| WatchedIndex::new(index.clone()));
+        let index: Arc<dyn VectorIndex> = match &watched {
+            Some(watched) => watched.clone(),
+            None => index,
         };
         let key_scheme = key_scheme(&config);
         let mut snapshot = Snapshot::load(&store.snapshot_path());
@@ -203,7 +235,7 @@ impl MemoryClient {
         } else {
             None
         };
-        Ok(Self {
+        let client = Self {
             inner: Arc::new(Inner {
                 context: crate::context::ContextState::new(&config.context),
                 sessions: crate::sessions::SessionState::new(store.root().to_path_buf()),
@@ -227,8 +259,16 @@ impl MemoryClient {
                 queue,
                 detached_chats: TaskTracker::new(),
                 startup_sync,
+                index_backend,
+                recovery: std::sync::OnceLock::new(),
             }),
-        })
+        };
+        if let Some(recovery) =
+            watched.and_then(|w| Recovery::spawn(Arc::downgrade(&client.inner), w))
+        {
+            let _ = client.inner.recovery.set(recovery);
+        }
+        Ok(client)
     }
 
     /// The configuration the client was opened with.
@@ -448,6 +488,11 @@ impl MemoryClient {
         .await
     }
 
+    /// Where the index lives.
+    pub fn index_backend(&self) -> &IndexBackend {
+        &self.inner.index_backend
+    }
+
     /// Points in the index.
     pub async fn index_size(&self) -> Result<usize, EngineError> {
         let inner = self.inner.clone();
@@ -573,6 +618,46 @@ fn remove_snapshot(store: &FileStore) -> Result<(), EngineError> {
         }),
         _ => Ok(()),
     }
+}
+
+/// The index `config` names (the embedded one, or a Qdrant server), or the one `given`;
+/// with `rebuild`, emptied first.
+fn open_index(
+    config: &Config,
+    store: &FileStore,
+    dimension: usize,
+    given: Option<Arc<dyn VectorIndex>>,
+    rebuild: bool,
+) -> Result<Arc<dyn VectorIndex>, EngineError> {
+    let index: Arc<dyn VectorIndex> = match (given, &config.index_url) {
+        (Some(index), _) => index,
+        (None, Some(url)) => {
+            let options = QdrantOptions {
+                api_key: config.index_api_key.as_ref().map(|k| k.expose().to_owned()),
+                shards: config.index_shards,
+                replication: config.index_replication,
+                timeout: std::time::Duration::from_secs(config.index_timeout_secs),
+                ..QdrantOptions::new(url, &config.index_collection, store.store_id()?, dimension)
+            };
+            Arc::new(QdrantIndex::open(&options)?)
+        }
+        (None, None) => {
+            if rebuild {
+                wipe_index(store)?;
+            }
+            return Ok(Arc::new(EdgeIndex::open(
+                &store.index_dir(),
+                &EdgeIndexOptions::new(dimension),
+            )?));
+        }
+    };
+    if rebuild {
+        // Only this store's points: others may share a server's collection.
+        index.delete(&index.ids()?)?;
+        remove_snapshot(store)?;
+    }
+    check_dimension(index.as_ref(), dimension)?;
+    Ok(index)
 }
 
 /// A given index must hold vectors of the embedding model's size.

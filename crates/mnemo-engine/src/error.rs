@@ -108,6 +108,15 @@ impl EngineError {
         matches!(self, EngineError::Session(e) if e.is_conflict())
     }
 
+    /// True when the index's server does not answer: the request may succeed later (a
+    /// server answers 503), and what was written to files is indexed once it answers.
+    pub fn is_index_unavailable(&self) -> bool {
+        matches!(
+            self,
+            EngineError::Index(mnemo_index::IndexError::Unavailable { .. })
+        )
+    }
+
     /// True when set-up has not installed a model or library.
     pub fn is_missing_setup(&self) -> bool {
         matches!(

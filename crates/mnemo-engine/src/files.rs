@@ -16,7 +16,7 @@ use tracing::{info, warn};
 
 use crate::client::Inner;
 use crate::snapshot::Snapshot;
-use crate::sync::{read_file, FileRead, Indexer, PathChange};
+use crate::sync::{read_file, FileRead, Indexer, PathChange, SyncReport};
 use crate::timeline::Timeline;
 use crate::watcher::FileChanges;
 use crate::EngineError;
@@ -144,6 +144,14 @@ impl Inner {
         let timeline = self.refresh_timeline(snapshot);
         indexer.refresh_keys(snapshot, &timeline)?;
         Ok(())
+    }
+
+    /// Brings the whole index in step with the files again (after its server was lost).
+    pub(crate) fn resync_index(&self) -> Result<SyncReport, EngineError> {
+        let mut snapshot = self.snapshot.lock();
+        let result = self.indexer().sync(&mut snapshot, &mut |_| {});
+        self.refresh_timeline(&snapshot);
+        result
     }
 
     /// Indexes files written earlier by [`Inner::write_unindexed`]; a failure is logged, as

@@ -35,6 +35,7 @@ pub mod keys;
 mod locks;
 pub mod prompts;
 pub mod queue;
+mod recovery;
 pub mod retrieval;
 pub mod sessions;
 pub mod snapshot;
@@ -44,7 +45,7 @@ pub mod watcher;
 pub mod write;
 
 pub use access::{Access, MemoryListing, SessionUse, Unrestricted};
-pub use client::{Consistency, MemoryClient, OpenOptions};
+pub use client::{Consistency, IndexBackend, MemoryClient, OpenOptions};
 pub use context::StrategyChoice;
 pub use error::EngineError;
 pub use mnemo_context::{ContextReport, Strategy};

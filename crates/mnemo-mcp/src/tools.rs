@@ -241,7 +241,8 @@ pub(crate) fn engine_error(error: EngineError) -> ToolError {
     if !(error.is_invalid_input()
         || error.is_not_found()
         || error.is_forbidden()
-        || error.is_conflict())
+        || error.is_conflict()
+        || error.is_index_unavailable())
     {
         warn!("MCP tool call failed: {error}");
     }

@@ -76,9 +76,11 @@ pub(crate) fn memory_id(payload: &HashMap<String, qdrant::Value>) -> Result<Memo
         .get(MEMORY_FIELD)
         .and_then(|v| v.as_str())
         .ok_or_else(|| backend(format!("a point has no {MEMORY_FIELD:?} in its payload")))?;
-    raw.parse::<Uuid>()
-        .map(MemoryId::from_uuid)
-        .map_err(|e| backend(format!("a point's {MEMORY_FIELD:?} {raw:?} is not a UUID: {e}")))
+    raw.parse::<Uuid>().map(MemoryId::from_uuid).map_err(|e| {
+        backend(format!(
+            "a point's {MEMORY_FIELD:?} {raw:?} is not a UUID: {e}"
+        ))
+    })
 }
 
 /// A found point as mnemo's hit; a payload that does not read is an error naming the memory
@@ -126,8 +128,12 @@ pub(crate) fn filter(filter: &Filter) -> Result<qdrant::Filter, IndexError> {
 
 fn condition(condition: &Condition) -> Result<qdrant::Condition, IndexError> {
     match condition {
-        Condition::Equals { key, value } => Ok(qdrant::Condition::matches(key, one_value(key, value)?)),
-        Condition::AnyOf { key, values } => Ok(qdrant::Condition::matches(key, any_value(key, values)?)),
+        Condition::Equals { key, value } => {
+            Ok(qdrant::Condition::matches(key, one_value(key, value)?))
+        }
+        Condition::AnyOf { key, values } => {
+            Ok(qdrant::Condition::matches(key, any_value(key, values)?))
+        }
         Condition::Range { key, bounds } => range(key, bounds),
         Condition::Either(filters) => {
             let any = filters
@@ -144,7 +150,9 @@ fn one_value(key: &str, value: &Value) -> Result<MatchValue, IndexError> {
         Value::String(s) => Ok(s.clone().into()),
         Value::Bool(b) => Ok((*b).into()),
         Value::Number(n) => n.as_i64().map(MatchValue::from).ok_or_else(|| {
-            backend(format!("{key}: only whole numbers can be matched exactly, not {n}"))
+            backend(format!(
+                "{key}: only whole numbers can be matched exactly, not {n}"
+            ))
         }),
         other => Err(backend(format!(
             "{key}: cannot match {other}; match a string, a whole number or true/false"
@@ -186,8 +194,11 @@ fn range(key: &str, bounds: &Bounds) -> Result<qdrant::Condition, IndexError> {
     let number = |b: &Option<Value>| {
         b.as_ref()
             .map(|v| {
-                v.as_f64()
-                    .ok_or_else(|| backend(format!("{key}: a range bound must be a number or a time, not {v}")))
+                v.as_f64().ok_or_else(|| {
+                    backend(format!(
+                        "{key}: a range bound must be a number or a time, not {v}"
+                    ))
+                })
             })
             .transpose()
     };
@@ -256,7 +267,9 @@ mod tests {
     fn lists_to_match_hold_one_kind_of_value() {
         assert!(any_value("k", &["a".into(), "b".into()]).is_ok());
         assert!(any_value("k", &[1.into(), 2.into()]).is_ok());
-        let err = any_value("k", &["a".into(), 2.into()]).unwrap_err().to_string();
+        let err = any_value("k", &["a".into(), 2.into()])
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("only strings or only whole numbers"), "{err}");
         let err = one_value("k", &1.5.into()).unwrap_err().to_string();
         assert!(err.contains("whole numbers"), "{err}");

@@ -7,7 +7,7 @@
 //!   [`LexicalEncoder`](mnemo_index::LexicalEncoder), IDF from the server at query time),
 //!   keyword indexes on the conversation (a tenant index) and the role, a datetime index on
 //!   `created_at` and a float index on `created_ts`. Queries and filters are the embedded
-//!   ones, translated to gRPC in [`convert`].
+//!   ones, translated to gRPC (the private `convert` module).
 //! - **Stores share a collection without seeing each other**: every point carries its store's
 //!   id (`store_id`, a tenant index too) and every read and count filters on it. A point's id is
 //!   derived from the store id and the memory id, so a store copied to a second server (same
@@ -360,8 +360,12 @@ impl QdrantIndex {
     fn create_payload_indexes(&self) -> Result<(), IndexError> {
         let tenant = || KeywordIndexParamsBuilder::default().is_tenant(true);
         let mut requests = vec![
-            CreateFieldIndexCollectionBuilder::new(&self.collection, STORE_FIELD, FieldType::Keyword)
-                .field_index_params(tenant()),
+            CreateFieldIndexCollectionBuilder::new(
+                &self.collection,
+                STORE_FIELD,
+                FieldType::Keyword,
+            )
+            .field_index_params(tenant()),
             CreateFieldIndexCollectionBuilder::new(
                 &self.collection,
                 mnemo_index::PointPayload::FIELD_CONVERSATION,

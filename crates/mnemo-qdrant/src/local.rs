@@ -131,7 +131,10 @@ impl LocalQdrant {
             .env("QDRANT__SERVICE__HTTP_PORT", node.http_port.to_string())
             .env("QDRANT__SERVICE__GRPC_PORT", node.grpc_port.to_string())
             .env("QDRANT__STORAGE__STORAGE_PATH", &storage)
-            .env("QDRANT__STORAGE__SNAPSHOTS_PATH", node.dir.join("snapshots"))
+            .env(
+                "QDRANT__STORAGE__SNAPSHOTS_PATH",
+                node.dir.join("snapshots"),
+            )
             .env("QDRANT__TELEMETRY_DISABLED", "true")
             .env("QDRANT__LOG_LEVEL", "WARN")
             .arg("--disable-telemetry")
@@ -219,7 +222,8 @@ fn ready(port: u16) -> bool {
         return false;
     };
     let _ = stream.set_read_timeout(Some(Duration::from_secs(1)));
-    let request = format!("GET /readyz HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n");
+    let request =
+        format!("GET /readyz HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n");
     if stream.write_all(request.as_bytes()).is_err() {
         return false;
     }

@@ -37,7 +37,11 @@ fn assert_complete(index: &QdrantIndex, acknowledged: &HashSet<MemoryId>, when: 
     let ids: HashSet<MemoryId> = index.ids().unwrap().into_iter().collect();
     let missing = acknowledged.difference(&ids).count();
     assert_eq!(missing, 0, "{when}: {missing} acknowledged points missing");
-    assert_eq!(index.count(&Filter::all()).unwrap(), acknowledged.len(), "{when}");
+    assert_eq!(
+        index.count(&Filter::all()).unwrap(),
+        acknowledged.len(),
+        "{when}"
+    );
     let hits = index
         .query(&Query {
             vector: conformance::vector(0, 0.0).into(),
@@ -112,5 +116,9 @@ fn acknowledged_writes_survive_a_node_crash_and_the_node_catches_up() {
     wait_until_caught_up(&cluster, 1);
     cluster.kill(2);
     let through_node_2 = QdrantIndex::open(&cluster_options(&cluster, 1, store)).unwrap();
-    assert_complete(&through_node_2, &acknowledged, "node 2 caught up, node 3 down");
+    assert_complete(
+        &through_node_2,
+        &acknowledged,
+        "node 2 caught up, node 3 down",
+    );
 }

@@ -88,7 +88,10 @@ fn two_stores_share_a_collection_without_seeing_each_other() {
         })
         .unwrap();
     assert_eq!(hits.len(), 1, "the other store's points are not found");
-    assert_eq!(hits[0].payload, memory.payload, "not overwritten by the copy");
+    assert_eq!(
+        hits[0].payload, memory.payload,
+        "not overwritten by the copy"
+    );
     second.delete(&[memory.id]).unwrap();
     assert_eq!(first.retrieve(&[memory.id], false).unwrap().len(), 1);
 }
@@ -126,7 +129,9 @@ fn an_unreachable_server_is_named_and_a_lost_one_is_unavailable() {
         "an unreachable server at start: {err:?}"
     );
     assert!(err.to_string().contains(&url), "{err}");
-    let err = index.upsert(vec![point("a", Role::Memory, 1, 0.0)]).unwrap_err();
+    let err = index
+        .upsert(vec![point("a", Role::Memory, 1, 0.0)])
+        .unwrap_err();
     assert!(
         matches!(err, IndexError::Unavailable { .. }),
         "a write to a lost server: {err:?}"

@@ -120,6 +120,14 @@ impl From<EngineError> for ApiError {
         if error.is_conflict() {
             return Self::new(StatusCode::CONFLICT, "conflict", error.to_string());
         }
+        if error.is_index_unavailable() {
+            // Said once per outage by the engine; the client may simply try again.
+            return Self::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "index_unavailable",
+                format!("{error}; anything written was saved to its file and is indexed once the index answers"),
+            );
+        }
         match &error {
             EngineError::Llm(e) => Self::upstream(e),
             EngineError::SummaryFailed(_) => {
@@ -159,6 +167,11 @@ impl IntoResponse for ApiError {
             },
         };
         let mut response = (self.status, Json(body)).into_response();
+        if self.kind == "index_unavailable" {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("2"));
+        }
         if self.status == StatusCode::UNAUTHORIZED {
             // RFC 6750: a 401 names the scheme that would be accepted.
             response.headers_mut().insert(

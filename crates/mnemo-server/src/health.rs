@@ -9,13 +9,15 @@ use axum::Json;
 use serde::Serialize;
 use utoipa::ToSchema;
 
+use mnemo_engine::IndexBackend;
+
 use crate::auth::Grant;
 use crate::{ApiError, AppState, ErrorBody};
 
 /// What `/health` answers.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct Health {
-    /// `ok`, or `degraded` when the upstream does not answer.
+    /// `ok`, or `degraded` when the upstream or the index server does not answer.
     pub status: &'static str,
     /// The store's folder name (not its path: answers carry no server paths); left out
     /// without a token when tokens are required.
@@ -36,8 +38,44 @@ pub struct Health {
 /// The vector index, as `/health` reports it.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct IndexHealth {
-    /// Points in the index.
-    pub points: usize,
+    /// `embedded` (in the store's folder) or `qdrant` (a server or cluster).
+    pub backend: &'static str,
+    /// The server's URL, for `qdrant`; left out without a token when tokens are required.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// The server's collection, for `qdrant`; left out without a token when tokens are
+    /// required.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub collection: Option<String>,
+    /// This store's points in the index; null when it cannot be read.
+    pub points: Option<usize>,
+    /// Why the index cannot be read (left out without a token when tokens are required).
+    pub error: Option<String>,
+}
+
+impl IndexHealth {
+    async fn of(client: &mnemo_engine::MemoryClient, detailed: bool) -> Result<Self, ApiError> {
+        let (backend, url, collection) = match client.index_backend() {
+            IndexBackend::Qdrant { url, collection } => {
+                ("qdrant", Some(url.clone()), Some(collection.clone()))
+            }
+            IndexBackend::Embedded { .. } => ("embedded", None, None),
+            IndexBackend::Given => ("given", None, None),
+        };
+        let (points, error) = match client.index_size().await {
+            Ok(points) => (Some(points), None),
+            // A lost server is a state to report, not a failure of `/health`.
+            Err(e) if e.is_index_unavailable() => (None, Some(e.to_string())),
+            Err(e) => return Err(e.into()),
+        };
+        Ok(Self {
+            backend,
+            url: url.filter(|_| detailed),
+            collection: collection.filter(|_| detailed),
+            points,
+            error: error.filter(|_| detailed),
+        })
+    }
 }
 
 /// Git versioning, as `/health` reports it.
@@ -94,7 +132,7 @@ pub(crate) async fn health(
     // Without auth every request has a grant; with it, only those with a known token.
     let detailed = grant.is_some();
     let client = &state.client;
-    let points = client.index_size().await?;
+    let index = IndexHealth::of(client, detailed).await?;
     let upstream = match client.upstream() {
         Some(llm) => {
             let reachable = state.upstream_probe.probe(llm).await;
@@ -107,7 +145,7 @@ pub(crate) async fn health(
         }
         None => None,
     };
-    let healthy = upstream.as_ref().is_some_and(|u| u.reachable);
+    let healthy = upstream.as_ref().is_some_and(|u| u.reachable) && index.points.is_some();
     Ok(Json(Health {
         status: if healthy { "ok" } else { "degraded" },
         store: detailed.then(|| {
@@ -118,7 +156,7 @@ pub(crate) async fn health(
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default()
         }),
-        index: IndexHealth { points },
+        index,
         models: ModelsHealth {
             embedding: client.config().embedding_model.clone(),
             reranker: if client.has_reranker() {

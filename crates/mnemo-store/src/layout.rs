@@ -52,6 +52,10 @@ pub const LOCK_FILE: &str = ".mnemo.lock";
 /// Where a running `mnemo serve` writes its base URL (and removes it on exit), so that
 /// `mnemo mcp` can talk to it instead of opening the held store.
 pub const SERVE_FILE: &str = ".mnemo.serve";
+/// The store's id (a UUID, made on first use): what keeps its points apart from other stores'
+/// in a shared index server's collection. Not versioned, so a copy of the store (a clone on
+/// another machine) is a store of its own there.
+pub const STORE_ID_FILE: &str = ".mnemo.store-id";
 /// The folder of write-path passes queued and not yet done (journaled, resumed on start).
 pub const PENDING_DIR: &str = "pending";
 const TIMESTAMP_FORMAT: &str = "%Y%m%dT%H%M%S%3fZ";
@@ -195,6 +199,7 @@ pub fn unversioned() -> Vec<String> {
         "*.tmp".to_owned(),
         format!("/{LOCK_FILE}"),
         format!("/{SERVE_FILE}"),
+        format!("/{STORE_ID_FILE}"),
     ]
 }
 

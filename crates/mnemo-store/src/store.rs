@@ -152,6 +152,37 @@ impl FileStore {
         self.root.join(layout::SNAPSHOT_FILE)
     }
 
+    /// The store's id ([`layout::STORE_ID_FILE`]), made and written on first use. A file
+    /// that is not one UUID (a hand edit, a link) is an error saying how to recover.
+    pub fn store_id(&self) -> Result<uuid::Uuid, StoreError> {
+        let path = self.root.join(layout::STORE_ID_FILE);
+        let refused = |reason: String| StoreError::Refused {
+            path: path.clone(),
+            reason: format!(
+                "{reason}; delete it to give the store a new id (an index server then indexes \
+                 the store anew)"
+            ),
+        };
+        match untrusted::read_regular(&path, 64) {
+            Ok(bytes) => std::str::from_utf8(&bytes)
+                .ok()
+                .and_then(|text| text.trim().parse().ok())
+                .ok_or_else(|| refused("not a store id (one UUID)".into())),
+            Err(e) if e.is_not_found() => {
+                let id = uuid::Uuid::new_v4();
+                crate::atomic::write_atomic(&path, format!("{id}\n").as_bytes()).map_err(
+                    |source| StoreError::Io {
+                        action: "cannot write",
+                        path: path.clone(),
+                        source,
+                    },
+                )?;
+                Ok(id)
+            }
+            Err(e) => Err(refused(e.to_string())),
+        }
+    }
+
     /// The lock file one process at a time holds: at the root, not in the rebuildable
     /// `index/` folder, which a person may delete while a server runs.
     pub fn lock_path(&self) -> PathBuf {

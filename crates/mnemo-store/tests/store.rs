@@ -192,3 +192,20 @@ fn leftovers_of_interrupted_writes_are_removed_and_memories_kept() {
     );
     assert_eq!(store.memory_files(), vec![kept]);
 }
+
+#[test]
+fn the_store_id_is_made_once_kept_and_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FileStore::open(dir.path()).unwrap();
+    let id = store.store_id().unwrap();
+    assert_eq!(store.store_id().unwrap(), id, "kept");
+    let path = dir.path().join(mnemo_store::layout::STORE_ID_FILE);
+    std::fs::write(&path, "not a uuid").unwrap();
+    let err = store.store_id().unwrap_err().to_string();
+    assert!(err.contains("not a store id"), "{err}");
+    assert!(err.contains("delete it"), "{err}");
+    std::fs::remove_file(&path).unwrap();
+    std::os::unix::fs::symlink("/etc/hostname", &path).unwrap();
+    let err = store.store_id().unwrap_err().to_string();
+    assert!(err.contains("symbolic link"), "{err}");
+}
