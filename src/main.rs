@@ -1,7 +1,8 @@
 //! `mnemo`: the command-line front end of the memory engine.
 //!
 //! Exit codes: 0 success, 1 failure, 2 invalid input or usage, 3 set-up missing (run
-//! `scripts/setup`), 4 the store is in use by another mnemo process.
+//! `scripts/setup`), 4 the store is in use by another mnemo process, 5 the index server
+//! (`index_url`) does not answer.
 
 mod chat;
 mod commands;
