@@ -28,6 +28,9 @@ use mnemo_qdrant::local::LocalQdrant;
 use mnemo_qdrant::{QdrantIndex, QdrantOptions};
 use serde_json::{json, Value};
 
+mod support;
+use support::{ms, percentile, round};
+
 const DIM: usize = 384;
 const CONVERSATIONS: usize = 100;
 const VOCABULARY: u64 = 20_000;
@@ -320,18 +323,4 @@ fn folder_kib(dir: &std::path::Path) -> u64 {
 
 fn mib(kib: u64) -> f64 {
     round(kib as f64 / 1024.0)
-}
-
-fn percentile(values: &mut [Duration], p: f64) -> Duration {
-    values.sort();
-    let i = ((values.len() as f64 - 1.0) * p).round() as usize;
-    values[i]
-}
-
-fn ms(d: Duration) -> f64 {
-    round(d.as_secs_f64() * 1000.0)
-}
-
-fn round(x: f64) -> f64 {
-    (x * 1000.0).round() / 1000.0
 }

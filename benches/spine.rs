@@ -18,6 +18,9 @@ use mnemo_index::{
 };
 use serde_json::json;
 
+mod support;
+use support::{ms, percentile, round};
+
 const DIM: usize = 384;
 const CONVERSATIONS: usize = 100;
 
@@ -221,18 +224,4 @@ fn bench_search(points: usize, queries: usize) -> serde_json::Value {
 fn median(values: &mut [f64]) -> f64 {
     values.sort_by(|a, b| a.total_cmp(b));
     values[values.len() / 2]
-}
-
-fn percentile(values: &mut [Duration], p: f64) -> Duration {
-    values.sort();
-    let i = ((values.len() as f64 - 1.0) * p).round() as usize;
-    values[i]
-}
-
-fn ms(d: Duration) -> f64 {
-    round(d.as_secs_f64() * 1000.0)
-}
-
-fn round(x: f64) -> f64 {
-    (x * 1000.0).round() / 1000.0
 }

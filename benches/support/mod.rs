@@ -57,3 +57,20 @@ pub async fn local_llm() -> (mnemo_llm::LocalLlm, mnemo_core::Config) {
     .expect("the local LLM starts (scripts/setup llm)");
     (llm, base)
 }
+
+/// The `p` quantile (0..=1) of `values`, which it sorts: the nearest rank.
+pub fn percentile(values: &mut [std::time::Duration], p: f64) -> std::time::Duration {
+    values.sort();
+    let i = ((values.len() as f64 - 1.0) * p).round() as usize;
+    values[i]
+}
+
+/// Milliseconds, to the microsecond.
+pub fn ms(d: std::time::Duration) -> f64 {
+    round(d.as_secs_f64() * 1000.0)
+}
+
+/// To three decimals, for reports.
+pub fn round(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}

@@ -131,7 +131,7 @@ pub(crate) struct Inner {
     startup_sync: SyncReport,
     index_backend: IndexBackend,
     /// Re-syncs an index server that was lost, once it answers again.
-    recovery: std::sync::OnceLock<Recovery>,
+    pub(crate) recovery: std::sync::OnceLock<Recovery>,
     /// Context governance's windows, token counters and inflation guards.
     pub context: crate::context::ContextState,
     /// Chat sessions: their store, locks and cached logs.
@@ -263,8 +263,10 @@ impl MemoryClient {
                 recovery: std::sync::OnceLock::new(),
             }),
         };
-        if let Some(recovery) =
-            watched.and_then(|w| Recovery::spawn(Arc::downgrade(&client.inner), w))
+        let runtime = tokio::runtime::Handle::try_current().ok();
+        if let Some(recovery) = watched
+            .zip(runtime)
+            .and_then(|(w, rt)| Recovery::spawn(Arc::downgrade(&client.inner), w, rt))
         {
             let _ = client.inner.recovery.set(recovery);
         }

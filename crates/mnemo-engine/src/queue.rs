@@ -51,6 +51,9 @@ pub(crate) struct PassQueue {
     pub running: Arc<Semaphore>,
     /// Cancelled when a shutdown's grace period is over.
     cancel: CancellationToken,
+    /// Entries of passes that failed in this process, to run again once what failed
+    /// them (a lost index server) is back.
+    failed: std::sync::Mutex<Vec<PathBuf>>,
 }
 
 impl PassQueue {
@@ -59,6 +62,7 @@ impl PassQueue {
             dir: root.join(PENDING_DIR),
             running: Arc::new(Semaphore::new(MAX_RUNNING_PASSES)),
             cancel: CancellationToken::new(),
+            failed: std::sync::Mutex::default(),
         }
     }
 
@@ -158,6 +162,24 @@ impl MemoryClient {
         left.len()
     }
 
+    /// Runs again the passes that failed in this process (their entries kept), as
+    /// [`resume_pending_passes`](Self::resume_pending_passes) does at start. Called once
+    /// a lost index server answers again. Returns how many there were.
+    pub(crate) fn rerun_failed_passes(&self) -> usize {
+        let failed = match self.inner.queue.failed.lock() {
+            Ok(mut failed) => std::mem::take(&mut *failed),
+            Err(poisoned) => std::mem::take(&mut *poisoned.into_inner()),
+        };
+        for path in &failed {
+            let client = self.clone();
+            let path = path.clone();
+            self.inner
+                .background
+                .spawn(async move { client.run_pass(path).await });
+        }
+        failed.len()
+    }
+
     /// Write-path passes journaled and not yet done.
     pub fn pending_passes(&self) -> usize {
         self.inner.queue.left_over().len()
@@ -197,6 +219,11 @@ impl MemoryClient {
         if done {
             if let Err(e) = std::fs::remove_file(&path) {
                 warn!(entry = %path.display(), "cannot remove a finished pass from the queue: {e}");
+            }
+        } else if !cancelled.is_cancelled() && self.inner.recovery.get().is_some() {
+            // Only a recovery ever runs them again before the next start.
+            if let Ok(mut failed) = self.inner.queue.failed.lock() {
+                failed.push(path);
             }
         }
     }

@@ -6,7 +6,8 @@
 //! found the server unavailable; [`Recovery`] is a thread that, while the index is marked
 //! lost, re-syncs it with the files (the start-up sync: what the index misses is embedded
 //! again, what it holds for deleted files is removed) every [`RETRY_INTERVAL`] until a sync
-//! succeeds.
+//! succeeds, then runs again the write-path passes that failed meanwhile (the facts of the
+//! turns chatted while the server was away).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{RecvTimeoutError, Sender};
@@ -18,6 +19,7 @@ use mnemo_index::{Filter, Hit, IndexError, Point, Query, SparseVector, VectorInd
 use tracing::{info, warn};
 
 use crate::client::Inner;
+use crate::MemoryClient;
 
 /// How often a lost index is tried again.
 pub const RETRY_INTERVAL: Duration = Duration::from_secs(2);
@@ -101,9 +103,13 @@ pub(crate) struct Recovery {
 
 impl Recovery {
     /// Starts watching `watched` for the engine `client` (held weakly: the thread must not
-    /// keep the engine open). `None`, with a warning, when no thread can be started: a lost
-    /// index is then re-synced on the next start.
-    pub(crate) fn spawn(client: Weak<Inner>, watched: Arc<WatchedIndex>) -> Option<Self> {
+    /// keep the engine open); failed passes run again on `runtime`. `None`, with a warning,
+    /// when no thread can be started: a lost index is then re-synced on the next start.
+    pub(crate) fn spawn(
+        client: Weak<Inner>,
+        watched: Arc<WatchedIndex>,
+        runtime: tokio::runtime::Handle,
+    ) -> Option<Self> {
         let (stop, stopped) = std::sync::mpsc::channel::<()>();
         let spawned = std::thread::Builder::new()
             .name("mnemo-index-recovery".into())
@@ -112,18 +118,10 @@ impl Recovery {
                     if !watched.is_lost() {
                         continue;
                     }
-                    let Some(client) = client.upgrade() else {
+                    let Some(inner) = client.upgrade() else {
                         return;
                     };
-                    // Cleared first: a call failing during the sync marks it lost again.
-                    watched.lost.store(false, Ordering::SeqCst);
-                    match client.resync_index() {
-                        Ok(report) => info!(
-                            "the index answers again: {} files re-indexed, {} stale points removed",
-                            report.embedded, report.deleted
-                        ),
-                        Err(_) => watched.lost.store(true, Ordering::SeqCst),
-                    }
+                    recover(inner, &watched, &runtime);
                 }
             });
         match spawned {
@@ -138,6 +136,25 @@ impl Recovery {
                 None
             }
         }
+    }
+}
+
+/// One attempt: re-syncs the index with the files and, when that works, runs again the
+/// write-path passes that failed meanwhile.
+fn recover(inner: Arc<Inner>, watched: &WatchedIndex, runtime: &tokio::runtime::Handle) {
+    // Cleared first: a call failing during the sync marks it lost again.
+    watched.lost.store(false, Ordering::SeqCst);
+    match inner.resync_index() {
+        Ok(report) => {
+            let _in_runtime = runtime.enter();
+            let passes = MemoryClient { inner }.rerun_failed_passes();
+            info!(
+                "the index answers again: {} files re-indexed, {} stale points removed, \
+                 {passes} failed write-path passes run again",
+                report.embedded, report.deleted
+            );
+        }
+        Err(_) => watched.lost.store(true, Ordering::SeqCst),
     }
 }
 
