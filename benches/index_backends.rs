@@ -1,7 +1,7 @@
 //! The vector index's backends side by side: the embedded engine, one Qdrant server, and a
 //! three-node Qdrant cluster (3 shards, 2 copies each), all on this machine.
 //!
-//! `cargo bench --workspace --bench index_backends [-- --json] [-- --quick] [-- --no-growth]`
+//! `cargo bench --workspace --bench index_backends [-- --json --quick --no-compare --no-growth]`
 //! - **compare** (100k points; 20k with `--quick`): upsert throughput (batches of 1,000, each
 //!   acknowledged) and search p50/p99 with the conversation filter every engine search has
 //!   (the conversation or `global`, no summaries): the dense query, the lexical (BM25) query,
@@ -49,9 +49,39 @@ fn main() {
     let mut report = serde_json::Map::new();
 
     let points = if quick { 20_000 } else { 100_000 };
+    if !flag("--no-compare") {
+        report.insert(
+            format!("compare_{points}"),
+            compare(dir.path(), points, queries),
+        );
+    }
+
+    if !flag("--no-growth") {
+        let steps: &[usize] = if quick {
+            &[10_000, 100_000]
+        } else {
+            &[10_000, 100_000, 1_000_000]
+        };
+        report.insert(
+            "growth".into(),
+            growth(&dir.path().join("growth"), steps, queries),
+        );
+    }
+
+    if json_out {
+        println!("{}", serde_json::to_string_pretty(&report).expect("JSON"));
+    } else {
+        for (name, value) in &report {
+            println!("{name}: {value}");
+        }
+    }
+}
+
+/// The three backends at `points` points, with the embedded one as the baseline.
+fn compare(dir: &std::path::Path, points: usize, queries: usize) -> Value {
     let mut compare = serde_json::Map::new();
     {
-        let index = EdgeIndex::open(&dir.path().join("edge"), &EdgeIndexOptions::new(DIM))
+        let index = EdgeIndex::open(&dir.join("edge"), &EdgeIndexOptions::new(DIM))
             .expect("the embedded index opens");
         let before = rss_kib(std::process::id());
         let mut figures = fill_and_search(&index, points, queries, || {});
@@ -60,7 +90,7 @@ fn main() {
         compare.insert("embedded".into(), figures);
     }
     for (name, nodes, shards, replication) in [("server", 1, 1, 1), ("cluster", 3, 3, 2)] {
-        let qdrant = LocalQdrant::start(&dir.path().join(name), nodes).expect("Qdrant starts");
+        let qdrant = LocalQdrant::start(&dir.join(name), nodes).expect("Qdrant starts");
         let options = QdrantOptions {
             shards,
             replication,
@@ -88,27 +118,7 @@ fn main() {
         "cluster_over_embedded_upsert": ratio("cluster", "upsert_points_per_s"),
     });
     compare.insert("ratios".into(), ratios);
-    report.insert(format!("compare_{points}"), Value::Object(compare));
-
-    if !flag("--no-growth") {
-        let steps: &[usize] = if quick {
-            &[10_000, 100_000]
-        } else {
-            &[10_000, 100_000, 1_000_000]
-        };
-        report.insert(
-            "growth".into(),
-            growth(&dir.path().join("growth"), steps, queries),
-        );
-    }
-
-    if json_out {
-        println!("{}", serde_json::to_string_pretty(&report).expect("JSON"));
-    } else {
-        for (name, value) in &report {
-            println!("{name}: {value}");
-        }
-    }
+    Value::Object(compare)
 }
 
 /// Fills `index` with `points` points, waits for `settle`, and times the searches.
