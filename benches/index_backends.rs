@@ -21,15 +21,14 @@ use std::time::{Duration, Instant};
 
 use mnemo_core::{ConversationId, MemoryId, MemoryRecord, Role};
 use mnemo_index::{
-    Condition, EdgeIndex, EdgeIndexOptions, Filter, Point, PointPayload, Query, QueryVector,
-    SparseVector, VectorIndex,
+    EdgeIndex, EdgeIndexOptions, Point, PointPayload, Query, QueryVector, SparseVector, VectorIndex,
 };
 use mnemo_qdrant::local::LocalQdrant;
 use mnemo_qdrant::{QdrantIndex, QdrantOptions};
 use serde_json::{json, Value};
 
 mod support;
-use support::{ms, percentile, round};
+use support::{conversation_filter, ms, percentile, round};
 
 const DIM: usize = 384;
 const CONVERSATIONS: usize = 100;
@@ -182,17 +181,9 @@ fn fill(index: &dyn VectorIndex, from: usize, to: usize, gen: &mut Synthetic) {
 
 /// Dense, lexical and hybrid (both in turn) search p50/p99 with an engine-like filter.
 fn search_figures(index: &dyn VectorIndex, queries: usize, gen: &mut Synthetic) -> Value {
-    let scoped = |c: usize| {
-        Filter::all()
-            .must(Condition::any_of(
-                "conversation_id",
-                [format!("conv-{c}"), "global".to_owned()],
-            ))
-            .must_not(Condition::equals("role", "summary"))
-    };
     let query = |vector: QueryVector, q: usize| Query {
         vector,
-        filter: scoped(q % CONVERSATIONS),
+        filter: conversation_filter(q % CONVERSATIONS),
         limit: 30,
         with_vectors: false,
     };

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use futures_util::StreamExt;
 use mnemo_core::{Config, ConversationId, MemoryRecord, Role};
 use mnemo_engine::{MemoryClient, OpenOptions};
-use mnemo_scripted_llm::{echo, ChatRequest, Reply, ScriptedLlm};
+use mnemo_scripted_llm::{add_every_fact, echo, ChatRequest, Reply, ScriptedLlm};
 use mnemo_server::ServerOptions;
 use serde_json::{json, Value};
 use support::{memory_text, models_dir};
@@ -59,14 +59,7 @@ fn model(request: &ChatRequest) -> Reply {
             let fact = message.replacen("My ", "The user's ", 1);
             Reply::Json(json!({ "facts": [fact] }))
         }
-        Some("memory_operations") => {
-            let ops: Vec<Value> = message
-                .lines()
-                .filter_map(|l| l.strip_prefix("- "))
-                .map(|fact| json!({"event": "ADD", "id": -1, "text": fact}))
-                .collect();
-            Reply::Json(json!({ "operations": ops }))
-        }
+        Some("memory_operations") => add_every_fact(request),
         Some("summary") => {
             let facts = message.lines().filter(|l| l.starts_with("- ")).count();
             Reply::Json(json!({"summary": format!("The user told {facts} more things.")}))

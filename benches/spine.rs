@@ -13,13 +13,12 @@ use std::time::{Duration, Instant};
 use mnemo_core::{ConversationId, MemoryId, MemoryRecord, Role};
 use mnemo_embed::{Embedder, EmbedderConfig};
 use mnemo_index::{
-    Condition, EdgeIndex, EdgeIndexOptions, Filter, Point, PointPayload, Query, SparseVector,
-    VectorIndex,
+    EdgeIndex, EdgeIndexOptions, Filter, Point, PointPayload, Query, SparseVector, VectorIndex,
 };
 use serde_json::json;
 
 mod support;
-use support::{ms, percentile, round};
+use support::{conversation_filter, ms, percentile, round};
 
 const DIM: usize = 384;
 const CONVERSATIONS: usize = 100;
@@ -177,21 +176,13 @@ fn bench_search(points: usize, queries: usize) -> serde_json::Value {
     }
     let insert_s = t.elapsed().as_secs_f64();
 
-    let scoped = |c: usize| {
-        Filter::all()
-            .must(Condition::any_of(
-                "conversation_id",
-                [format!("conv-{c}"), "global".to_owned()],
-            ))
-            .must_not(Condition::equals("role", "summary"))
-    };
     let mut run = |filtered: bool| {
         let mut times = Vec::with_capacity(queries);
         for q in 0..queries {
             let query = Query {
                 vector: gen.next_unit().into(),
                 filter: if filtered {
-                    scoped(q % CONVERSATIONS)
+                    conversation_filter(q % CONVERSATIONS)
                 } else {
                     Filter::all()
                 },

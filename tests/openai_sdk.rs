@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use mnemo_scripted_llm::{echo, ChatRequest, Reply, ScriptedLlm};
+use mnemo_scripted_llm::{add_every_fact, echo, ChatRequest, Reply, ScriptedLlm};
 use serde_json::json;
 
 mod support;
@@ -30,14 +30,7 @@ fn model(request: &ChatRequest) -> Reply {
                 .collect();
             Reply::Json(json!({ "facts": facts }))
         }
-        Some("memory_operations") => {
-            let ops: Vec<_> = message
-                .lines()
-                .filter_map(|l| l.strip_prefix("- "))
-                .map(|fact| json!({"event": "ADD", "id": -1, "text": fact}))
-                .collect();
-            Reply::Json(json!({ "operations": ops }))
-        }
+        Some("memory_operations") => add_every_fact(request),
         Some("summary") => Reply::Json(json!({"summary": "The user's sister lives in Oslo."})),
         _ if is_summary_call(request) => {
             Reply::text("The agent read files 0 to 40 with read_file; each defines helpers.")

@@ -74,3 +74,15 @@ pub fn ms(d: std::time::Duration) -> f64 {
 pub fn round(x: f64) -> f64 {
     (x * 1000.0).round() / 1000.0
 }
+
+/// The filter every engine search has, for synthetic conversation `conv-{c}`: that
+/// conversation or `global`, no summaries.
+pub fn conversation_filter(c: usize) -> mnemo_index::Filter {
+    use mnemo_index::{Condition, Filter};
+    Filter::all()
+        .must(Condition::any_of(
+            "conversation_id",
+            [format!("conv-{c}"), "global".to_owned()],
+        ))
+        .must_not(Condition::equals("role", "summary"))
+}

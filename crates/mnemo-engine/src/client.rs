@@ -163,17 +163,7 @@ impl MemoryClient {
         })?;
         let lock = lock_store(&store)?;
         store.remove_stale_temp_files();
-        let index_backend = match (&options.index, &config.index_url) {
-            (Some(_), _) => IndexBackend::Given,
-            (None, Some(url)) => IndexBackend::Qdrant {
-                url: url.clone(),
-                collection: config.index_collection.clone(),
-            },
-            (None, None) => IndexBackend::Embedded {
-                path: store.index_dir(),
-            },
-        };
-        let index = open_index(
+        let (index, index_backend) = open_index(
             &config,
             &store,
             embedder.dimension(),
@@ -181,9 +171,7 @@ impl MemoryClient {
             options.rebuild,
         )?;
         // Only a server can be lost while serving; its calls are watched so a sync follows.
-        let watched = config
-            .index_url
-            .is_some()
+        let watched = matches!(index_backend, IndexBackend::Qdrant { .. })
             .then(|| WatchedIndex::new(index.clone()));
         let index: Arc<dyn VectorIndex> = match &watched {
             Some(watched) => watched.clone(),
@@ -622,17 +610,17 @@ fn remove_snapshot(store: &FileStore) -> Result<(), EngineError> {
     }
 }
 
-/// The index `config` names (the embedded one, or a Qdrant server), or the one `given`;
-/// with `rebuild`, emptied first.
+/// The index `config` names (the embedded one, or a Qdrant server), or the one `given`,
+/// and where it lives; with `rebuild`, emptied first.
 fn open_index(
     config: &Config,
     store: &FileStore,
     dimension: usize,
     given: Option<Arc<dyn VectorIndex>>,
     rebuild: bool,
-) -> Result<Arc<dyn VectorIndex>, EngineError> {
-    let index: Arc<dyn VectorIndex> = match (given, &config.index_url) {
-        (Some(index), _) => index,
+) -> Result<(Arc<dyn VectorIndex>, IndexBackend), EngineError> {
+    let (index, backend): (Arc<dyn VectorIndex>, _) = match (given, &config.index_url) {
+        (Some(index), _) => (index, IndexBackend::Given),
         (None, Some(url)) => {
             let options = QdrantOptions {
                 api_key: config.index_api_key.as_ref().map(|k| k.expose().to_owned()),
@@ -641,16 +629,19 @@ fn open_index(
                 timeout: std::time::Duration::from_secs(config.index_timeout_secs),
                 ..QdrantOptions::new(url, &config.index_collection, store.store_id()?, dimension)
             };
-            Arc::new(QdrantIndex::open(&options)?)
+            let backend = IndexBackend::Qdrant {
+                url: url.clone(),
+                collection: config.index_collection.clone(),
+            };
+            (Arc::new(QdrantIndex::open(&options)?), backend)
         }
         (None, None) => {
             if rebuild {
                 wipe_index(store)?;
             }
-            return Ok(Arc::new(EdgeIndex::open(
-                &store.index_dir(),
-                &EdgeIndexOptions::new(dimension),
-            )?));
+            let path = store.index_dir();
+            let index = EdgeIndex::open(&path, &EdgeIndexOptions::new(dimension))?;
+            return Ok((Arc::new(index), IndexBackend::Embedded { path }));
         }
     };
     if rebuild {
@@ -659,7 +650,7 @@ fn open_index(
         remove_snapshot(store)?;
     }
     check_dimension(index.as_ref(), dimension)?;
-    Ok(index)
+    Ok((index, backend))
 }
 
 /// A given index must hold vectors of the embedding model's size.

@@ -7,13 +7,18 @@
 //! assistant's answer until it is stored, so a pass cut short loses nothing; a pass cut in
 //! the middle and run again can at worst add a fact twice, never drop one.
 //!
-//! Passes do their LLM work at most [`MAX_RUNNING_PASSES`] at a time, a slot taken once the
-//! conversation's own lock is held. When a shutdown's grace period is over, passes still
+//! One conversation's passes run one after another, in the order their turns were queued
+//! (a correction must not be learnt before what it corrects): each conversation with work
+//! has one worker draining its passes. Across conversations, passes do their LLM work at
+//! most [`MAX_RUNNING_PASSES`] at a time, a slot taken once the conversation's own lock is
+//! held. When a shutdown's grace period is over, passes still
 //! running or waiting are stopped and keep their entries; a pass that fails (the answer
 //! cannot be stored, the write path errs) keeps its entry too, for the next start.
 
+use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use mnemo_core::ConversationId;
 use serde::{Deserialize, Serialize};
@@ -42,6 +47,13 @@ pub(crate) struct PendingPass {
     pub incomplete: bool,
 }
 
+/// A pass waiting for its conversation's worker, with its journal entry (none when it could
+/// not be journaled).
+struct QueuedPass {
+    entry: Option<PathBuf>,
+    pass: PendingPass,
+}
+
 /// The queue's state in the engine.
 pub(crate) struct PassQueue {
     dir: PathBuf,
@@ -53,7 +65,12 @@ pub(crate) struct PassQueue {
     cancel: CancellationToken,
     /// Entries of passes that failed in this process, to run again once what failed
     /// them (a lost index server) is back.
-    failed: std::sync::Mutex<Vec<PathBuf>>,
+    failed: Mutex<Vec<PathBuf>>,
+    /// Each conversation with a worker, and the passes waiting for it in order. A
+    /// conversation is here exactly while its worker runs.
+    waiting: Mutex<HashMap<ConversationId, VecDeque<QueuedPass>>>,
+    /// Orders the journal's entries of one millisecond.
+    journaled: AtomicU64,
 }
 
 impl PassQueue {
@@ -62,8 +79,17 @@ impl PassQueue {
             dir: root.join(PENDING_DIR),
             running: Arc::new(Semaphore::new(MAX_RUNNING_PASSES)),
             cancel: CancellationToken::new(),
-            failed: std::sync::Mutex::default(),
+            failed: Mutex::default(),
+            waiting: Mutex::default(),
+            journaled: AtomicU64::new(0),
         }
+    }
+
+    /// The waiting passes; a panic elsewhere while it was held leaves it usable.
+    fn waiting(&self) -> MutexGuard<'_, HashMap<ConversationId, VecDeque<QueuedPass>>> {
+        self.waiting
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Writes `pass` to the journal; returns its entry's path.
@@ -73,9 +99,11 @@ impl PassQueue {
             &self.dir,
         )
         .map_err(EngineError::Task)?;
+        // Names sort in the order passes were queued, which resuming keeps.
         let name = format!(
-            "{:013}-{}.json",
+            "{:013}-{:08}-{}.json",
             chrono::Utc::now().timestamp_millis(),
+            self.journaled.fetch_add(1, Ordering::Relaxed),
             uuid::Uuid::new_v4().simple()
         );
         let path = self.dir.join(name);
@@ -118,7 +146,8 @@ fn read_entry(path: &Path) -> Result<PendingPass, String> {
 impl MemoryClient {
     /// Queues the write path for a finished turn. The entry is journaled before this
     /// returns (a short synchronous write: the caller is about to acknowledge the turn, and
-    /// a crash right after must not lose its answer); the pass runs in the background.
+    /// a crash right after must not lose its answer); the pass runs in the background, after
+    /// the conversation's passes queued before it.
     pub(crate) fn queue_pass(&self, pass: PendingPass) {
         let entry = match self.inner.queue.journal(&pass) {
             Ok(path) => Some(path),
@@ -127,19 +156,7 @@ impl MemoryClient {
                 None
             }
         };
-        let client = self.clone();
-        self.inner.background.spawn(async move {
-            match entry {
-                Some(path) => client.run_pass(path).await,
-                None => {
-                    let cancelled = client.inner.queue.cancel.clone();
-                    tokio::select! {
-                        _ = cancelled.cancelled() => {}
-                        _ = client.apply_pass(pass, None) => {}
-                    }
-                }
-            }
-        });
+        self.enqueue(QueuedPass { entry, pass });
     }
 
     /// Resumes the passes an earlier process left queued (at most once per start; `serve`
@@ -152,32 +169,99 @@ impl MemoryClient {
                 "resuming write-path passes left queued by the last run"
             );
         }
-        for path in &left {
-            let client = self.clone();
-            let path = path.clone();
-            self.inner
-                .background
-                .spawn(async move { client.run_pass(path).await });
-        }
-        left.len()
+        self.run_journaled(left)
     }
 
     /// Runs again the passes that failed in this process (their entries kept), as
     /// [`resume_pending_passes`](Self::resume_pending_passes) does at start. Called once
     /// a lost index server answers again. Returns how many there were.
     pub(crate) fn rerun_failed_passes(&self) -> usize {
-        let failed = match self.inner.queue.failed.lock() {
+        let mut failed = match self.inner.queue.failed.lock() {
             Ok(mut failed) => std::mem::take(&mut *failed),
             Err(poisoned) => std::mem::take(&mut *poisoned.into_inner()),
         };
-        for path in &failed {
-            let client = self.clone();
-            let path = path.clone();
-            self.inner
-                .background
-                .spawn(async move { client.run_pass(path).await });
+        failed.sort();
+        self.run_journaled(failed)
+    }
+
+    /// Reads the journal's entries at `paths` (oldest first) in the background and queues
+    /// their passes in that order. Returns how many there are.
+    fn run_journaled(&self, paths: Vec<PathBuf>) -> usize {
+        let count = paths.len();
+        if count == 0 {
+            return 0;
         }
-        failed.len()
+        let client = self.clone();
+        self.inner.background.spawn(async move {
+            for path in paths {
+                if let Some(pass) = client.read_journaled(&path).await {
+                    client.enqueue(QueuedPass {
+                        entry: Some(path),
+                        pass,
+                    });
+                }
+            }
+        });
+        count
+    }
+
+    /// The pass journaled at `path`; an entry that is not one is set aside as `.bad`.
+    async fn read_journaled(&self, path: &Path) -> Option<PendingPass> {
+        let read = {
+            let path = path.to_owned();
+            blocking(move || Ok(read_entry(&path))).await
+        };
+        match read {
+            Ok(Ok(pass)) => Some(pass),
+            Ok(Err(why)) => {
+                warn!(entry = %path.display(), "skipping a queued pass: {why}");
+                let _ = std::fs::rename(path, path.with_extension("bad"));
+                None
+            }
+            Err(e) => {
+                warn!(entry = %path.display(), "cannot read a queued pass now: {e}");
+                None
+            }
+        }
+    }
+
+    /// Puts `queued` behind its conversation's waiting passes, starting the conversation's
+    /// worker when it has none.
+    fn enqueue(&self, queued: QueuedPass) {
+        let conversation = queued.pass.conversation.clone();
+        {
+            let mut waiting = self.inner.queue.waiting();
+            if let Some(passes) = waiting.get_mut(&conversation) {
+                passes.push_back(queued);
+                return;
+            }
+            waiting.insert(conversation.clone(), VecDeque::from([queued]));
+        }
+        let client = self.clone();
+        self.inner
+            .background
+            .spawn(async move { client.drain(conversation).await });
+    }
+
+    /// A conversation's worker: runs its waiting passes one by one until none is left. Once
+    /// a shutdown's grace period is over it stops, the passes left keeping their entries.
+    async fn drain(&self, conversation: ConversationId) {
+        loop {
+            let next = {
+                let mut waiting = self.inner.queue.waiting();
+                let next = waiting.get_mut(&conversation).and_then(VecDeque::pop_front);
+                if next.is_none() || self.inner.queue.cancel.is_cancelled() {
+                    waiting.remove(&conversation);
+                }
+                next
+            };
+            match next {
+                Some(queued) if !self.inner.queue.cancel.is_cancelled() => {
+                    self.run_pass(queued).await;
+                }
+                _ => return,
+            }
+        }
     }
 
     /// Write-path passes journaled and not yet done.
@@ -192,30 +276,15 @@ impl MemoryClient {
         self.inner.queue.cancel.cancel();
     }
 
-    /// Runs the journaled pass at `path`, then removes its entry; a pass stopped at shutdown
-    /// or failed keeps it.
-    async fn run_pass(&self, path: PathBuf) {
-        let entry = {
-            let path = path.clone();
-            blocking(move || Ok(read_entry(&path))).await
-        };
-        let pass = match entry {
-            Ok(Ok(pass)) => pass,
-            Ok(Err(why)) => {
-                warn!(entry = %path.display(), "skipping a queued pass: {why}");
-                let _ = std::fs::rename(&path, path.with_extension("bad"));
-                return;
-            }
-            Err(e) => {
-                warn!(entry = %path.display(), "cannot read a queued pass now: {e}");
-                return;
-            }
-        };
+    /// Runs a queued pass, then removes its entry; a pass stopped at shutdown or failed
+    /// keeps it.
+    async fn run_pass(&self, QueuedPass { entry, pass }: QueuedPass) {
         let cancelled = self.inner.queue.cancel.clone();
         let done = tokio::select! {
             _ = cancelled.cancelled() => false,
-            done = self.apply_pass(pass, Some(&path)) => done,
+            done = self.apply_pass(pass, entry.as_deref()) => done,
         };
+        let Some(path) = entry else { return };
         if done {
             if let Err(e) = std::fs::remove_file(&path) {
                 warn!(entry = %path.display(), "cannot remove a finished pass from the queue: {e}");

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use mnemo_core::{Config, ConversationId};
 use mnemo_engine::{IndexBackend, MemoryClient, OpenOptions, SearchRequest};
 use mnemo_qdrant::local::{self, LocalQdrant};
-use mnemo_scripted_llm::{ChatRequest, Reply, ScriptedLlm};
+use mnemo_scripted_llm::{add_every_fact, ChatRequest, Reply, ScriptedLlm};
 use serde_json::json;
 
 /// The server for one test, or `None` (said on stderr) when there is no binary.
@@ -69,14 +69,7 @@ fn cat_model(request: &ChatRequest) -> Reply {
             Reply::Json(json!({"facts": ["The user adopted a grey cat called Miso."]}))
         }
         Some("facts") => Reply::Json(json!({"facts": []})),
-        Some("memory_operations") => {
-            let ops: Vec<_> = message
-                .lines()
-                .filter_map(|l| l.strip_prefix("- "))
-                .map(|fact| json!({"event": "ADD", "id": -1, "text": fact}))
-                .collect();
-            Reply::Json(json!({ "operations": ops }))
-        }
+        Some("memory_operations") => add_every_fact(request),
         Some("summary") => Reply::Json(json!({"summary": "The user has a wife and a cat."})),
         _ => Reply::text("Noted."),
     }

@@ -8,7 +8,7 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use mnemo_core::{Config, ConversationId};
 use mnemo_engine::{EngineError, MemoryClient, OpenOptions, SearchRequest};
-use mnemo_scripted_llm::{ChatRequest, Reply, ScriptedLlm};
+use mnemo_scripted_llm::{add_every_fact, ChatRequest, Reply, ScriptedLlm};
 use serde_json::{json, Value};
 
 fn config(memory_path: &Path, llm: &ScriptedLlm) -> Config {
@@ -58,17 +58,6 @@ fn spouse_model(request: &ChatRequest) -> Reply {
         Some("summary") => Reply::Json(json!({"summary": "The user talks about family."})),
         _ => Reply::text("Noted."),
     }
-}
-
-/// A reconciler that adds every new fact.
-fn add_all(request: &ChatRequest) -> Reply {
-    let message = request.last_user_message().unwrap_or_default();
-    let ops: Vec<Value> = message
-        .lines()
-        .filter_map(|l| l.strip_prefix("- "))
-        .map(|fact| json!({"event": "ADD", "id": -1, "text": fact}))
-        .collect();
-    Reply::Json(json!({ "operations": ops }))
 }
 
 fn user(text: &str, conversation: &str) -> Value {
@@ -161,6 +150,109 @@ async fn a_new_wife_replaces_the_old_fact_and_keeps_a_tombstone() {
         verify.missing.is_empty() && verify.orphans.is_empty(),
         "{verify:?}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn one_conversations_passes_apply_in_the_order_of_its_turns() {
+    // Every other answer is long, so storing it takes longer than the next turn's round
+    // trip: passes that raced for their conversation would overtake each other.
+    let llm = ScriptedLlm::with_handler(|request: &ChatRequest| {
+        let message = request.last_user_message().unwrap_or_default();
+        let long = ["Ada", "Cleo", "Eve", "Gia"]
+            .iter()
+            .any(|name| message.contains(name));
+        match (request.schema_name(), long) {
+            (None, true) => Reply::text("Noted, and a long answer follows. ".repeat(1500)),
+            _ => spouse_model(request),
+        }
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let client = open(dir.path(), &llm).await;
+    let names = ["Ada", "Bea", "Cleo", "Dora", "Eve", "Fay", "Gia", "Hana"];
+    for name in names {
+        client
+            .chat(user(&format!("My wife is {name}."), "family"))
+            .await
+            .unwrap();
+    }
+    client.wait_idle().await;
+
+    assert_replaced_in_order(dir.path(), &names);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn passes_resumed_at_start_apply_in_the_order_they_were_queued() {
+    let llm = ScriptedLlm::with_handler(spouse_model).await;
+    let dir = tempfile::tempdir().unwrap();
+    let names = ["Ada", "Bea", "Cleo", "Dora", "Eve", "Fay", "Gia", "Hana"];
+    // What an earlier process left: user turns on disk and a journal entry per pass, the
+    // earlier ones with the longer answers to store.
+    let client = open(dir.path(), &llm).await;
+    let pending = dir.path().join("pending");
+    std::fs::create_dir_all(&pending).unwrap();
+    for (i, name) in names.iter().enumerate() {
+        let turn = mnemo_core::MemoryRecord::new(
+            conv("family"),
+            mnemo_core::Role::User,
+            format!("My wife is {name}."),
+        );
+        let stored = client.add_records(vec![turn]).await.unwrap();
+        let relative = stored[0].path.strip_prefix(dir.path()).unwrap();
+        let entry = json!({
+            "conversation": "family",
+            "user_turn": relative,
+            "assistant_text": "Noted. ".repeat(800 >> i),
+            "incomplete": false,
+        });
+        std::fs::write(
+            pending.join(format!("1700000000000-{i:08}-a.json")),
+            entry.to_string(),
+        )
+        .unwrap();
+    }
+    assert_eq!(client.resume_pending_passes(), names.len());
+    client.wait_idle().await;
+    assert_eq!(client.pending_passes(), 0);
+    assert_replaced_in_order(dir.path(), &names);
+}
+
+/// Asserts that the user's wife is the last of `names` and that each earlier one was
+/// replaced by the next: the chain of tombstones runs in the order the user spoke.
+fn assert_replaced_in_order(store: &Path, names: &[&str]) {
+    let facts = files(store, "family", "facts");
+    assert_eq!(facts.len(), 1, "{facts:?}");
+    let last = names[names.len() - 1];
+    assert!(
+        facts[0].contains(&format!("The user's wife is {last}")),
+        "{}",
+        facts[0]
+    );
+    let field = |text: &str, key: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(key))
+            .unwrap_or_else(|| panic!("no {key} in {text}"))
+            .to_owned()
+    };
+    let name_in = |text: &str| {
+        *names
+            .iter()
+            .find(|n| text.contains(&format!("wife is {n}")))
+            .unwrap()
+    };
+    let tombstones = files(store, "family", "deleted/facts");
+    assert_eq!(tombstones.len(), names.len() - 1, "{tombstones:?}");
+    let mut name_of: std::collections::HashMap<String, &str> = tombstones
+        .iter()
+        .map(|t| (field(t, "id: "), name_in(t)))
+        .collect();
+    name_of.insert(field(&facts[0], "id: "), last);
+    for tombstone in &tombstones {
+        let name = name_in(tombstone);
+        let next = names[names.iter().position(|n| *n == name).unwrap() + 1];
+        let replaced_by = field(tombstone, "replaced_by: ");
+        assert_eq!(name_of[&replaced_by], next, "{name} replaced out of order");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -334,7 +426,7 @@ async fn every_failure_of_the_llm_keeps_the_turn_on_disk() {
 async fn the_oldest_memories_are_evicted_beyond_max_entries() {
     let dir = tempfile::tempdir().unwrap();
     let llm = ScriptedLlm::with_handler(|r: &ChatRequest| match r.schema_name() {
-        Some("memory_operations") => add_all(r),
+        Some("memory_operations") => add_every_fact(r),
         Some("summary") => Reply::Json(json!({"summary": "Hobbies."})),
         _ => Reply::text("ok"),
     })
@@ -375,7 +467,7 @@ async fn an_unchanged_summary_is_not_rewritten() {
             *seen.lock().unwrap() += 1;
             Reply::Json(json!({"summary": "The user likes tea."}))
         }
-        Some("memory_operations") => add_all(r),
+        Some("memory_operations") => add_every_fact(r),
         _ => Reply::text("ok"),
     })
     .await;
@@ -546,7 +638,7 @@ async fn the_reconciler_sees_only_related_facts_five_per_new_fact_and_ten_in_all
         if request.schema_name() == Some("memory_operations") {
             recorded.lock().unwrap().push(shown_to_reconciler(request));
         }
-        add_all(request)
+        add_every_fact(request)
     })
     .await;
     let dir = tempfile::tempdir().unwrap();
@@ -804,7 +896,7 @@ fn inventive_model(request: &ChatRequest) -> Reply {
             "We are planning to travel next spring to Europe.",
             "We should avoid hot weather and high pollution levels.",
         ]})),
-        Some("memory_operations") => add_all(request),
+        Some("memory_operations") => add_every_fact(request),
         Some("summary") => Reply::Json(json!({"summary": "A trip is planned."})),
         _ => Reply::text("Noted."),
     }

@@ -73,6 +73,18 @@ pub fn echo(request: &ChatRequest) -> Reply {
     ))
 }
 
+/// mnemo's reconciliation answered by adding every new fact it lists (its `- ` lines), as
+/// if none matched what is already known.
+pub fn add_every_fact(request: &ChatRequest) -> Reply {
+    let message = request.last_user_message().unwrap_or_default();
+    let ops: Vec<Value> = message
+        .lines()
+        .filter_map(|l| l.strip_prefix("- "))
+        .map(|fact| json!({"event": "ADD", "id": -1, "text": fact}))
+        .collect();
+    Reply::Json(json!({ "operations": ops }))
+}
+
 /// A handler answering the n-th call (from when it was set) with `replies[n]`, and every call
 /// after the last with the last one.
 pub fn sequence(replies: Vec<Reply>) -> impl Fn(&ChatRequest) -> Reply + Send + Sync + 'static {
