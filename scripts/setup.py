@@ -28,6 +28,7 @@ import io
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -48,7 +49,8 @@ TINY_CROSS_ENCODER_DIR = MODELS / "tiny-cross-encoder"
 GROUPS = {
     "core": "ONNX Runtime and the all-MiniLM-L6-v2 embedding model (every mnemo command)",
     "llm": "the local LLM: xllamacpp in models/python/ and the Qwen2.5-Coder-1.5B GGUF",
-    "test": "test tools in models/python/: onnx, numpy, the openai SDK; the tiny cross-encoder",
+    "test": "test tools in models/python/: onnx, numpy, the openai SDK; the tiny cross-encoder; "
+            "Debian's chromium and chromium-driver for the web view's browser test (as root)",
 }
 DEFAULT_GROUPS = ["core", "llm"]
 MiB = 1 << 20
@@ -375,6 +377,34 @@ def make_tiny_cross_encoder() -> None:
     print(f"installed {name}")
 
 
+BROWSER = [Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")]
+BROWSER_PACKAGES = ["chromium", "chromium-driver"]
+
+
+def install_browser() -> None:
+    """Group test: headless Chromium and its WebDriver from Debian's packages, for the web
+    view's browser test. Without root or apt-get it says so; that test then skips, saying why
+    (a missing browser never fails set-up)."""
+    name = "chromium and chromium-driver (browser tests)"
+    if all(p.exists() for p in BROWSER):
+        print(f"ok        {name}")
+        return
+    if os.geteuid() != 0 or shutil.which("apt-get") is None:
+        print(f"skipped   {name}: install Debian's {' and '.join(BROWSER_PACKAGES)} as root; "
+              "until then the browser test skips")
+        return
+    print(f"installing {name} with apt-get", flush=True)
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    install = ["apt-get", "install", "-y", "-q", "--no-install-recommends", *BROWSER_PACKAGES]
+    if subprocess.run(install, env=env, stdout=subprocess.DEVNULL).returncode != 0:
+        # A fresh machine may not have fetched the package lists yet.
+        subprocess.run(["apt-get", "update", "-q"], env=env, stdout=subprocess.DEVNULL)
+        if subprocess.run(install, env=env, stdout=subprocess.DEVNULL).returncode != 0:
+            print(f"skipped   {name}: apt-get failed; the browser test skips")
+            return
+    print(f"installed {name}")
+
+
 # --- main -----------------------------------------------------------------------------------
 
 def install_group(manifest: dict, group: str, verify: bool) -> None:
@@ -389,6 +419,7 @@ def install_group(manifest: dict, group: str, verify: bool) -> None:
             install_assembled(entry, verify)
     if group == "test":
         make_tiny_cross_encoder()
+        install_browser()
 
 
 def parse_args() -> argparse.Namespace:

@@ -280,6 +280,21 @@ impl MemoryClient {
         })
     }
 
+    /// Replaces the text of memory `id` ([`edit`](Self::edit)), when `access` may write its
+    /// conversation.
+    pub async fn edit_as(
+        &self,
+        access: &dyn Access,
+        id: MemoryId,
+        content: String,
+    ) -> Result<Memory, EngineError> {
+        let memory = self.get(id).await?.ok_or_else(|| no_memory(id))?;
+        // A memory never changes conversation (its folder decides it).
+        access.check_write(memory.record.conversation_id.as_str())?;
+        let edited = self.edit(id, content).await?.ok_or_else(|| no_memory(id))?;
+        Ok(Memory::of(&edited, self.store()))
+    }
+
     /// Up to `limit` versions of memory `id` (newest first; [`DEFAULT_PAGE`] when unset)
     /// that `access` may read; a deleted memory's are found in git.
     pub async fn history_as(

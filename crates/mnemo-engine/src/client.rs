@@ -386,6 +386,54 @@ impl MemoryClient {
         .await
     }
 
+    /// Replaces the text of live memory `id` in its file, front matter kept, then indexes
+    /// and commits it: what a hand edit does, done by mnemo. Returns the memory as written,
+    /// or `None` when no live memory has this id.
+    pub async fn edit(
+        &self,
+        id: MemoryId,
+        content: String,
+    ) -> Result<Option<StoredMemory>, EngineError> {
+        let content = content.trim().to_owned();
+        if content.is_empty() {
+            return Err(EngineError::InvalidInput(
+                "a memory's text cannot be empty; delete the memory instead".into(),
+            ));
+        }
+        let Some(memory) = self.get(id).await? else {
+            return Ok(None);
+        };
+        let conversation = memory.record.conversation_id.clone();
+        let _turn = self
+            .inner
+            .conversation_lock(&conversation)
+            .lock_owned()
+            .await;
+        let inner = self.inner.clone();
+        blocking(move || {
+            // Read again under the lock: a pass may have replaced or deleted it meanwhile.
+            let current = match inner.store.read(&memory.path) {
+                Ok(current) if current.record.id == id => current,
+                Ok(_) => return Ok(None),
+                Err(mnemo_store::StoreError::Io { source, .. })
+                    if source.kind() == std::io::ErrorKind::NotFound =>
+                {
+                    return Ok(None)
+                }
+                Err(e) => return Err(e.into()),
+            };
+            if current.record.content == content {
+                return Ok(Some(current));
+            }
+            let mut record = current.record;
+            record.content = content;
+            let edited = inner.rewrite_record(&current.path, record)?;
+            inner.commit(&format!("{conversation}: 1 edited on request"));
+            Ok(Some(edited))
+        })
+        .await
+    }
+
     /// Compares the index with the files: every live memory has its point, and no point
     /// lacks a file.
     pub async fn verify(&self) -> Result<Consistency, EngineError> {

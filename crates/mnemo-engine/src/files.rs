@@ -40,16 +40,48 @@ impl Inner {
                 file.sha256,
             ));
         }
+        self.index_written(&mut snapshot, &written)?;
+        Ok(written.into_iter().map(|(m, _)| m).collect())
+    }
+
+    /// Writes `record` over the live memory file at `path` (an edit: the file keeps its
+    /// name) and indexes it before returning.
+    pub(crate) fn rewrite_record(
+        &self,
+        path: &std::path::Path,
+        record: MemoryRecord,
+    ) -> Result<StoredMemory, EngineError> {
+        let mut snapshot = self.snapshot.lock();
+        let file = self.store.rewrite(path, &record)?;
+        self.note_for_git([&file.path]);
+        let written = [(
+            StoredMemory {
+                record,
+                path: file.path,
+            },
+            file.sha256,
+        )];
+        self.index_written(&mut snapshot, &written)?;
+        let [(memory, _)] = written;
+        Ok(memory)
+    }
+
+    /// Indexes files just written (with their hashes), under the snapshot lock their
+    /// writer holds.
+    fn index_written(
+        &self,
+        snapshot: &mut Snapshot,
+        written: &[(StoredMemory, String)],
+    ) -> Result<(), EngineError> {
         let indexer = self.indexer();
         let indexed = indexer
-            .index_memories(&mut snapshot, &written, &mut |_| {})
+            .index_memories(snapshot, written, &mut |_| {})
             .and_then(|()| {
-                let timeline = self.refresh_timeline(&snapshot);
-                indexer.refresh_keys(&mut snapshot, &timeline)
+                let timeline = self.refresh_timeline(snapshot);
+                indexer.refresh_keys(snapshot, &timeline)
             });
-        self.refresh_timeline(&snapshot);
-        indexed?;
-        Ok(written.into_iter().map(|(m, _)| m).collect())
+        self.refresh_timeline(snapshot);
+        indexed.map(drop)
     }
 
     /// Writes one record to disk, without indexing it (see

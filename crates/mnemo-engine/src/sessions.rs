@@ -754,6 +754,29 @@ impl MemoryClient {
         read_output(dir, call_id, offset, limit, format!("session {id:?}")).await
     }
 
+    /// The tool calls whose outputs governance offloaded for session `id`, by the names
+    /// their files have ([`mnemo_context::offload::safe_name`] of the call id).
+    pub async fn offloaded_outputs(
+        &self,
+        id: &SessionId,
+    ) -> Result<std::collections::HashSet<String>, EngineError> {
+        self.sessions().existing_meta(id)?;
+        let dir = self.sessions().tool_outputs_dir(id);
+        blocking(move || {
+            let Ok(entries) = std::fs::read_dir(&dir) else {
+                return Ok(Default::default());
+            };
+            Ok(entries
+                .filter_map(Result::ok)
+                .filter_map(|e| {
+                    let name = e.file_name().into_string().ok()?;
+                    name.strip_suffix(".txt").map(str::to_owned)
+                })
+                .collect())
+        })
+        .await
+    }
+
     /// Up to `limit` characters, from `offset`, of a tool output governance offloaded for a
     /// request of `conversation` outside any session.
     pub async fn conversation_tool_output(

@@ -9,6 +9,8 @@
 //!   configured (`--allow-origin`);
 //! - a body sent to one of mnemo's own routes must be declared `application/json`: the
 //!   content types a page may send without a preflight (`text/plain`, forms) get a 415.
+//!   The web view's forms under `/ui` are the exception: each carries a form token only
+//!   mnemo's own pages know, and the `Origin` rule above still applies to them.
 
 use axum::extract::{MatchedPath, Request, State};
 use axum::http::{header, HeaderMap, Method, StatusCode};
@@ -34,7 +36,9 @@ pub(crate) async fn check_request(
     if let Err(e) = check_origin(headers, host.as_deref(), &state.options) {
         return e.into_response();
     }
-    let own_route = request.extensions().get::<MatchedPath>().is_some();
+    // The web view's forms are not JSON; each carries a form token instead (`web`).
+    let own_route = request.extensions().get::<MatchedPath>().is_some()
+        && !crate::web::is_web_path(request.uri().path());
     if own_route && has_body(request.method(), headers) {
         if let Err(e) = check_json(headers) {
             return e.into_response();

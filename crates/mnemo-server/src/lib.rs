@@ -10,6 +10,8 @@
 //!   offloaded tool outputs; `/v1/history/search` searches their logs.
 //! - `/v1/agents/{agent}/memory` ([`agents`]): an agent's own notes (`MEMORY.md`).
 //! - `/mcp` ([`mcp`]): the same memory as MCP tools and resources, over streamable HTTP.
+//! - `/ui/` (`web`, [`mnemo_web`]): the web view, HTML pages of the same memory; `GET /`
+//!   sends a browser there.
 //! - `GET /health` ([`health`]) and `GET /openapi.json` ([`openapi`]) describe the service;
 //!   `GET /metrics` exposes Prometheus metrics (`metrics`).
 //! - Every other request is passed to the upstream LLM unchanged (`passthrough`).
@@ -43,6 +45,7 @@ mod metrics;
 pub mod openapi;
 mod passthrough;
 pub mod sessions;
+mod web;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -147,7 +150,7 @@ pub fn router(client: MemoryClient, options: ServerOptions) -> Router {
         upstream_probe: health::ProbeCache::default(),
     };
     // The last layer added runs first: metrics, then the guard, then authentication.
-    mcp::mount(routes, &state)
+    web::mount(mcp::mount(routes, &state), &state)
         .fallback(passthrough::forward)
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),

@@ -19,7 +19,7 @@ pub mod untrusted;
 
 pub use layout::{Location, MemoryKind};
 pub use store::{
-    duplicate_id, FileStore, Scan, SkippedFile, StoreError, StoredMemory, WrittenFile,
+    duplicate_id, FileStore, ListedFile, Scan, SkippedFile, StoreError, StoredMemory, WrittenFile,
 };
 
 /// The lower-case hex sha256 of `bytes`: how the index's snapshot tells a changed file.

@@ -90,6 +90,15 @@ pub struct StoredMemory {
     pub path: PathBuf,
 }
 
+/// A memory file found by [`FileStore::listed_files`], not read.
+#[derive(Debug, Clone)]
+pub struct ListedFile {
+    /// Its absolute path.
+    pub path: PathBuf,
+    /// The creation time its name carries (`<ts>__<uuid>.md`), if it has such a name.
+    pub named_time: Option<DateTime<Utc>>,
+}
+
 /// A file the store has just written: where, and the sha256 of its bytes (what the index's
 /// snapshot records), so nobody has to read it back to hash it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -208,7 +217,29 @@ impl FileStore {
         let path = layout::conversation_dir(&self.root, &record.conversation_id)
             .join(kind.folder())
             .join(layout::file_name(kind, record.id, record.created_at));
-        // Never write what the store would refuse to read back.
+        self.write_to(path, record)
+    }
+
+    /// Writes `record` over the live memory file at `path` (whatever its name), which must
+    /// hold the same memory: an edit keeps the file a person may have named.
+    pub fn rewrite(&self, path: &Path, record: &MemoryRecord) -> Result<WrittenFile, StoreError> {
+        let (location, relative) = self.locate(path)?;
+        let absolute = self.root.join(&relative);
+        if location.tombstone {
+            return Err(StoreError::AlreadyDeleted { path: absolute });
+        }
+        let current = self.read(&absolute)?;
+        if current.record.id != record.id || location.conversation != record.conversation_id {
+            return Err(StoreError::Refused {
+                path: absolute,
+                reason: format!("holds memory {}, not {}", current.record.id, record.id),
+            });
+        }
+        self.write_to(absolute, record)
+    }
+
+    /// Renders `record` to `path`, refusing what the store would refuse to read back.
+    fn write_to(&self, path: PathBuf, record: &MemoryRecord) -> Result<WrittenFile, StoreError> {
         let refused = |reason: String| StoreError::Refused {
             path: path.clone(),
             reason,
@@ -501,6 +532,34 @@ impl FileStore {
         }
         scan.memories.sort_by_key(|m| m.record.created_at);
         scan
+    }
+
+    /// The memory files of one kind of `conversation` (its tombstones with `deleted`),
+    /// each with the creation time its name carries (`None` for a name a person chose),
+    /// without reading them: what a page of a large conversation needs to pick the files
+    /// it shows.
+    pub fn listed_files(
+        &self,
+        conversation: &ConversationId,
+        kind: MemoryKind,
+        deleted: bool,
+    ) -> Vec<ListedFile> {
+        let mut dir = layout::conversation_dir(&self.root, conversation);
+        if deleted {
+            dir = dir.join(DELETED_DIR);
+        }
+        self.memory_files_in(&dir.join(kind.folder()))
+            .into_iter()
+            .map(|path| {
+                let named_time = self.locate(&path).ok().and_then(|(l, _)| l.name_parts().1);
+                ListedFile { path, named_time }
+            })
+            .collect()
+    }
+
+    /// Every conversation with a folder under `entries/`, in name order.
+    pub fn conversation_ids(&self) -> Vec<ConversationId> {
+        self.conversations()
     }
 
     /// The path a summary of `conversation` lives at.

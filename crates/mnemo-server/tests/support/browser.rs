@@ -1,0 +1,264 @@
+//! A real browser for tests: Debian's headless Chromium driven through its ChromeDriver over
+//! the W3C WebDriver protocol (plain HTTP and JSON on loopback).
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+const CHROMIUM: &str = "/usr/bin/chromium";
+const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
+/// The W3C key for an element reference in WebDriver answers.
+const ELEMENT: &str = "element-6066-11e4-a52e-4f735466cecf";
+
+/// Why the browser tests cannot run here, if they cannot.
+pub fn unavailable() -> Option<String> {
+    [CHROMIUM, CHROMEDRIVER]
+        .iter()
+        .find(|p| !Path::new(p).exists())
+        .map(|missing| {
+            format!(
+                "{missing} is missing: install Debian's chromium and chromium-driver (scripts/test does, as root)"
+            )
+        })
+}
+
+/// One headless Chromium session.
+pub struct Browser {
+    http: reqwest::Client,
+    session: String,
+    driver: Child,
+    _profile: tempfile::TempDir,
+}
+
+impl Browser {
+    /// Starts ChromeDriver on a free loopback port and a headless Chromium session.
+    pub async fn start() -> Self {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let driver = Command::new(CHROMEDRIVER)
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("chromedriver starts");
+        let http = reqwest::Client::builder().no_proxy().build().unwrap();
+        let base = format!("http://127.0.0.1:{port}");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while http.get(format!("{base}/status")).send().await.is_err() {
+            assert!(Instant::now() < deadline, "chromedriver did not answer");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let profile = tempfile::tempdir().unwrap();
+        // Without the networking flags Chromium keeps calling out, refused on a closed network.
+        let args = [
+            "--headless=new",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-dev-shm-usage",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--window-size=1280,1000",
+            &format!("--user-data-dir={}", profile.path().display()),
+        ];
+        let answer: Value = http
+            .post(format!("{base}/session"))
+            .json(&json!({"capabilities": {"alwaysMatch": {
+                "browserName": "chrome",
+                "goog:chromeOptions": {"binary": CHROMIUM, "args": args},
+            }}}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let session = answer["value"]["sessionId"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no browser session: {answer}"))
+            .to_owned();
+        Self {
+            http,
+            session: format!("{base}/session/{session}"),
+            driver,
+            _profile: profile,
+        }
+    }
+
+    async fn call(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> Value {
+        let mut request = self.http.request(method, format!("{}{path}", self.session));
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let answer: Value = request.send().await.unwrap().json().await.unwrap();
+        if answer["value"]["error"].is_string() {
+            panic!("webdriver {path}: {}", answer["value"]);
+        }
+        answer["value"].clone()
+    }
+
+    /// Opens `url` and waits for it to load.
+    pub async fn goto(&self, url: &str) {
+        self.call(reqwest::Method::POST, "/url", Some(json!({"url": url})))
+            .await;
+    }
+
+    /// The page's URL.
+    pub async fn url(&self) -> String {
+        let url = self.call(reqwest::Method::GET, "/url", None).await;
+        url.as_str().unwrap_or_default().to_owned()
+    }
+
+    /// The first element `css` selects.
+    pub async fn find(&self, css: &str) -> String {
+        let found = self
+            .call(
+                reqwest::Method::POST,
+                "/element",
+                Some(json!({"using": "css selector", "value": css})),
+            )
+            .await;
+        found[ELEMENT]
+            .as_str()
+            .unwrap_or_else(|| panic!("{css}: {found}"))
+            .to_owned()
+    }
+
+    /// Clicks an element (a link or a button: the navigation it starts is waited for).
+    pub async fn click(&self, element: &str) {
+        self.call(
+            reqwest::Method::POST,
+            &format!("/element/{element}/click"),
+            Some(json!({})),
+        )
+        .await;
+    }
+
+    /// Replaces what a field holds with `text`.
+    pub async fn type_into(&self, element: &str, text: &str) {
+        self.call(
+            reqwest::Method::POST,
+            &format!("/element/{element}/clear"),
+            Some(json!({})),
+        )
+        .await;
+        self.call(
+            reqwest::Method::POST,
+            &format!("/element/{element}/value"),
+            Some(json!({"text": text})),
+        )
+        .await;
+    }
+
+    /// An element's rendered text.
+    pub async fn text(&self, element: &str) -> String {
+        let text = self
+            .call(
+                reqwest::Method::GET,
+                &format!("/element/{element}/text"),
+                None,
+            )
+            .await;
+        text.as_str().unwrap_or_default().to_owned()
+    }
+
+    /// Waits (up to 10 s) until an element `css` selects shows `needle`, as a page loads
+    /// after a click; panics with the page's text if none does.
+    pub async fn wait_for_text(&self, css: &str, needle: &str) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let found: Value = self
+                .http
+                .post(format!("{}/elements", self.session))
+                .json(&json!({"using": "css selector", "value": css}))
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            for element in found["value"].as_array().into_iter().flatten() {
+                let Some(id) = element[ELEMENT].as_str() else {
+                    continue;
+                };
+                let text: Value = self
+                    .http
+                    .get(format!("{}/element/{id}/text", self.session))
+                    .send()
+                    .await
+                    .unwrap()
+                    .json()
+                    .await
+                    .unwrap();
+                if text["value"].as_str().is_some_and(|t| t.contains(needle)) {
+                    return;
+                }
+            }
+            if Instant::now() > deadline {
+                panic!("no {css} shows {needle:?}: {}", self.page_text().await);
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// The whole page's rendered text.
+    pub async fn page_text(&self) -> String {
+        let body = self.find("body").await;
+        self.text(&body).await
+    }
+
+    /// Whether an alert is open (a script ran that should not have).
+    pub async fn alert_open(&self) -> bool {
+        let answer: Value = self
+            .http
+            .get(format!("{}/alert/text", self.session))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        answer["value"]["error"].as_str() != Some("no such alert")
+    }
+
+    /// Saves a screenshot of the page as `name`.png in the screenshots folder; returns it.
+    pub async fn screenshot(&self, name: &str) -> PathBuf {
+        use base64::Engine as _;
+        let png = self.call(reqwest::Method::GET, "/screenshot", None).await;
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(png.as_str().unwrap())
+            .unwrap();
+        let dir = screenshots_dir();
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(format!("{name}.png"));
+        std::fs::write(&path, bytes).unwrap();
+        path
+    }
+}
+
+/// Where screenshots are kept, as test artefacts: `target/web-screenshots/`.
+pub fn screenshots_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/web-screenshots")
+}
+
+impl Browser {
+    /// Ends the session (Chromium quits), then the driver.
+    pub async fn quit(self) {
+        let _ = self.http.delete(&self.session).send().await;
+    }
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        let _ = self.driver.kill();
+        let _ = self.driver.wait();
+    }
+}

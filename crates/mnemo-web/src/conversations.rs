@@ -1,0 +1,392 @@
+//! The list of conversations, and one conversation's facts, turns and tombstones.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::Response;
+use chrono::{DateTime, Utc};
+use maud::{html, Markup};
+use mnemo_core::{ConversationId, MemoryId};
+use mnemo_store::{FileStore, ListedFile, MemoryKind, StoredMemory};
+use serde::Deserialize;
+
+use crate::page::{layout, pager, respond, short, text_block, time, PageQuery};
+use crate::{Viewer, WebError, WebState};
+
+/// Memories per page of a conversation.
+pub const PER_PAGE: usize = 50;
+
+/// One line of the conversation list.
+#[derive(Default)]
+struct Overview {
+    facts: usize,
+    turns: usize,
+    tombstones: usize,
+    last_activity: Option<DateTime<Utc>>,
+    summary: Option<String>,
+}
+
+/// `/ui/`: every conversation the viewer may read, most recently active first.
+pub async fn index(State(state): State<WebState>, viewer: Viewer) -> Result<Response, WebError> {
+    let store = state.client.store().clone();
+    let access = viewer.0.clone();
+    let overviews = blocking(move || {
+        store
+            .conversation_ids()
+            .into_iter()
+            .filter(|c| access.can_read(c.as_str()))
+            .filter_map(|c| {
+                let overview = overview(&store, &c);
+                let empty = overview.facts + overview.turns + overview.tombstones == 0
+                    && overview.summary.is_none();
+                (!empty).then_some((c, overview))
+            })
+            .collect::<BTreeMap<_, _>>()
+    })
+    .await?;
+    let mut rows: Vec<_> = overviews.into_iter().collect();
+    rows.sort_by_key(|row| std::cmp::Reverse(row.1.last_activity));
+    let body = html! {
+        h1 { "Conversations" }
+        @if rows.is_empty() {
+            p.empty { "No memories yet. Chat through mnemo, or add one over the REST API or MCP." }
+        } @else {
+            table.conversations {
+                thead { tr { th { "Conversation" } th { "Facts" } th { "Turns" } th { "Tombstones" } th { "Last activity" } th { "Summary" } } }
+                tbody {
+                    @for (conversation, o) in &rows {
+                        tr {
+                            td { a href={ "/ui/conversations/" (conversation.as_str()) } { (conversation.as_str()) } }
+                            td.num { (o.facts) }
+                            td.num { (o.turns) }
+                            td.num { (o.tombstones) }
+                            td { @if let Some(at) = o.last_activity { (time(at)) } }
+                            td.summary { @if let Some(summary) = &o.summary { (summary) } }
+                        }
+                    }
+                }
+            }
+        }
+    };
+    Ok(respond(StatusCode::OK, layout("Conversations", body)))
+}
+
+/// Which memories of a conversation a page lists.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Show {
+    /// Facts.
+    #[default]
+    Facts,
+    /// The user's and the assistant's turns.
+    Turns,
+    /// Tombstones: facts and turns deleted or replaced.
+    Deleted,
+}
+
+impl Show {
+    fn name(self) -> &'static str {
+        match self {
+            Show::Facts => "facts",
+            Show::Turns => "turns",
+            Show::Deleted => "deleted",
+        }
+    }
+}
+
+/// The query of a conversation page.
+#[derive(Debug, Deserialize)]
+pub struct ConversationQuery {
+    #[serde(default)]
+    show: Show,
+    page: Option<usize>,
+}
+
+/// `/ui/conversations/{conversation}`: its summary, then its facts, turns or tombstones,
+/// newest first, [`PER_PAGE`] at a time.
+pub async fn one(
+    State(state): State<WebState>,
+    viewer: Viewer,
+    Path(name): Path<String>,
+    PageQuery(query): PageQuery<ConversationQuery>,
+) -> Result<Response, WebError> {
+    let conversation = conversation_id(&name)?;
+    viewer.0.check_read(conversation.as_str())?;
+    let page = query.page.unwrap_or(1).max(1);
+    let client = &state.client;
+    let store = client.store().clone();
+    let c = conversation.clone();
+    let show = query.show;
+    let listing = blocking(move || {
+        let kinds: &[MemoryKind] = match show {
+            Show::Facts => &[MemoryKind::Fact],
+            Show::Turns => &[MemoryKind::UserTurn, MemoryKind::AssistantTurn],
+            Show::Deleted => &MemoryKind::ALL,
+        };
+        let files = newest_first(&store, &c, kinds, show == Show::Deleted);
+        let total = files.len();
+        let start = ((page - 1) * PER_PAGE).min(total);
+        let items: Vec<StoredMemory> = files[start..(start + PER_PAGE).min(total)]
+            .iter()
+            .filter_map(|path| store.read(path).ok())
+            .collect();
+        let summary = store.read(&store.summary_path(&c)).ok();
+        let exists = total > 0
+            || summary.is_some()
+            || MemoryKind::ALL.iter().any(|kind| {
+                [false, true]
+                    .into_iter()
+                    .any(|deleted| !store.listed_files(&c, *kind, deleted).is_empty())
+            });
+        // What replaced a tombstone on this page, when it is still live.
+        let replacements: HashMap<MemoryId, String> = items
+            .iter()
+            .filter_map(|m| m.record.replaced_by)
+            .filter_map(|id| live_text(&store, &c, id).map(|text| (id, text)))
+            .collect();
+        Listing {
+            total,
+            items,
+            summary: summary.map(|m| m.record.content),
+            exists,
+            replacements,
+        }
+    })
+    .await?;
+    if !listing.exists {
+        return Err(WebError::new(
+            StatusCode::NOT_FOUND,
+            format!(
+                "no conversation {:?}: it has no memories",
+                conversation.as_str()
+            ),
+        ));
+    }
+    let reasons = match query.show {
+        Show::Deleted => deletion_reasons(client, &conversation).await,
+        _ => HashMap::new(),
+    };
+    let Listing {
+        total,
+        items,
+        summary,
+        replacements,
+        ..
+    } = listing;
+    let base = format!(
+        "/ui/conversations/{}?show={}",
+        conversation.as_str(),
+        query.show.name()
+    );
+    let body = html! {
+        h1 { "Conversation " code { (conversation.as_str()) } }
+        section.summary {
+            h2 { "Rolling summary" }
+            @match &summary {
+                Some(summary) => { (text_block(summary)) }
+                None => { p.empty { "No summary yet." } }
+            }
+        }
+        form.search method="get" action="/ui/search" {
+            input type="hidden" name="conversation" value=(conversation.as_str());
+            input type="search" name="q" placeholder="Search this conversation" aria-label="query";
+            button type="submit" { "Search" }
+        }
+        nav.tabs {
+            @for show in [Show::Facts, Show::Turns, Show::Deleted] {
+                @if show == query.show {
+                    strong { (show.name()) }
+                } @else {
+                    a href={ "/ui/conversations/" (conversation.as_str()) "?show=" (show.name()) } { (show.name()) }
+                }
+            }
+        }
+        p.count { (total) " " (query.show.name()) ", newest first" }
+        @for memory in &items {
+            (memory_card(memory, &reasons, &replacements))
+        }
+        (pager(&base, page, PER_PAGE, total))
+    };
+    Ok(respond(
+        StatusCode::OK,
+        layout(&format!("Conversation {}", conversation.as_str()), body),
+    ))
+}
+
+/// One memory in a list: what it says, when, its front matter, and for a tombstone what
+/// replaced it and why.
+fn memory_card(
+    memory: &StoredMemory,
+    reasons: &HashMap<String, String>,
+    replacements: &HashMap<MemoryId, String>,
+) -> Markup {
+    let record = &memory.record;
+    let id = record.id.to_string();
+    let tombstone = record.deleted_at.is_some();
+    html! {
+        article.memory.tombstone[tombstone] id={ "m-" (id) } {
+            header {
+                span.role { (record.role.as_str()) }
+                " "
+                a.id href={ "/ui/memories/" (id) } title=(id) { (short(&id)) }
+                " · " time { (time(record.created_at)) }
+                @if tombstone { " · " span.badge { "tombstone" } }
+            }
+            (text_block(&record.content))
+            @if let Some(deleted_at) = record.deleted_at {
+                p.why {
+                    @match record.replaced_by {
+                        Some(new) => {
+                            "Replaced " (time(deleted_at)) " by "
+                            a href={ "/ui/memories/" (new) } { (short(&new.to_string())) }
+                            @if let Some(text) = replacements.get(&new) { ": “" (text) "”" }
+                        }
+                        None => { "Deleted " (time(deleted_at)) }
+                    }
+                    @if let Some(reason) = reasons.get(&id) {
+                        br; "Why: " span.commit { (reason) }
+                    }
+                }
+            }
+            details.front-matter {
+                summary { "front matter" }
+                pre { (front_matter(record)) }
+            }
+        }
+    }
+}
+
+/// A record's front matter as mnemo writes it.
+pub fn front_matter(record: &mnemo_core::MemoryRecord) -> String {
+    let file = mnemo_store::format::render(record);
+    let yaml = file.strip_prefix("---\n").unwrap_or(&file);
+    match yaml.find("\n---\n") {
+        Some(end) => yaml[..end].to_owned(),
+        None => yaml.to_owned(),
+    }
+}
+
+/// What a conversation page shows, gathered off the async threads.
+struct Listing {
+    total: usize,
+    items: Vec<StoredMemory>,
+    summary: Option<String>,
+    exists: bool,
+    replacements: HashMap<MemoryId, String>,
+}
+
+/// One conversation's line in the list, from file names (only the summary and files a
+/// person named are read).
+fn overview(store: &FileStore, conversation: &ConversationId) -> Overview {
+    let live = |kind| store.listed_files(conversation, kind, false);
+    let facts = live(MemoryKind::Fact);
+    let turns: Vec<ListedFile> = [MemoryKind::UserTurn, MemoryKind::AssistantTurn]
+        .into_iter()
+        .flat_map(live)
+        .collect();
+    let summary = store.read(&store.summary_path(conversation)).ok();
+    let last_activity = facts
+        .iter()
+        .chain(&turns)
+        .filter_map(|f| f.named_time)
+        .chain(summary.as_ref().map(|s| s.record.created_at))
+        .max();
+    Overview {
+        facts: facts.len(),
+        turns: turns.len(),
+        tombstones: MemoryKind::ALL
+            .iter()
+            .map(|kind| store.listed_files(conversation, *kind, true).len())
+            .sum(),
+        last_activity,
+        summary: summary.map(|s| s.record.content),
+    }
+}
+
+/// The files of `kinds`, newest first by the time their names carry; a file a person
+/// named is read for its `created_at` (one that cannot be read is left out, as the scan
+/// leaves it out, with a warning in the log).
+fn newest_first(
+    store: &FileStore,
+    conversation: &ConversationId,
+    kinds: &[MemoryKind],
+    deleted: bool,
+) -> Vec<PathBuf> {
+    let mut timed: Vec<(DateTime<Utc>, PathBuf)> = kinds
+        .iter()
+        .flat_map(|kind| store.listed_files(conversation, *kind, deleted))
+        .filter_map(|file| match file.named_time {
+            Some(at) => Some((at, file.path)),
+            None => store
+                .read(&file.path)
+                .ok()
+                .map(|m| (m.record.created_at, file.path)),
+        })
+        .collect();
+    timed.sort_by(|a, b| b.cmp(a));
+    timed.into_iter().map(|(_, path)| path).collect()
+}
+
+/// The text of live fact `id` of `conversation`, found by its file name.
+fn live_text(store: &FileStore, conversation: &ConversationId, id: MemoryId) -> Option<String> {
+    let suffix = format!("__{id}.md");
+    let file = store
+        .listed_files(conversation, MemoryKind::Fact, false)
+        .into_iter()
+        .find(|f| f.path.to_string_lossy().ends_with(&suffix))?;
+    store.read(&file.path).ok().map(|m| m.record.content)
+}
+
+/// Runs blocking file work off the async threads.
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, WebError> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| WebError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))
+}
+
+/// Commits of the conversation walked for why its memories were deleted.
+const REASON_COMMITS: usize = 500;
+
+/// For the tombstones of `conversation` that its recent history moved: the commit message
+/// that did it (a correction, a retraction, an eviction, a delete on request), by memory id.
+async fn deletion_reasons(
+    client: &mnemo_engine::MemoryClient,
+    conversation: &ConversationId,
+) -> HashMap<String, String> {
+    let Ok(commits) = client.log(Some(conversation.clone()), REASON_COMMITS).await else {
+        return HashMap::new();
+    };
+    let mut reasons = HashMap::new();
+    for commit in commits {
+        for change in &commit.changes {
+            let moved = change.status == mnemo_git::ChangeStatus::Renamed
+                && change.path.components().any(|c| c.as_os_str() == "deleted");
+            if !moved {
+                continue;
+            }
+            if let Some(id) = id_in_name(&change.path) {
+                let line = commit.message.lines().next().unwrap_or_default();
+                reasons
+                    .entry(id)
+                    .or_insert_with(|| format!("{line} ({}, {})", commit.author, commit.short_id));
+            }
+        }
+    }
+    reasons
+}
+
+/// The memory id a memory file's name ends with (`…-<uuid>.md`).
+fn id_in_name(path: &std::path::Path) -> Option<String> {
+    let stem = path.file_stem()?.to_str()?;
+    let id = stem.get(stem.len().checked_sub(36)?..)?;
+    id.parse::<MemoryId>().ok().map(|id| id.to_string())
+}
+
+/// `name` as a conversation id, or a 400 saying why it is not one.
+pub fn conversation_id(name: &str) -> Result<ConversationId, WebError> {
+    ConversationId::new(name).map_err(|e| WebError::bad_request(format!("conversation: {e}")))
+}

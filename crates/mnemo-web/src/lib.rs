@@ -1,0 +1,125 @@
+//! mnemo's web view: the memory as plain HTML pages, served by `mnemo serve` under `/ui/`.
+//!
+//! Every page is rendered on the server from the engine ([`MemoryClient`]) with
+//! [`maud`], which escapes every value it interpolates: a memory holding `<script>` shows as
+//! text. Nothing is fetched from elsewhere (one stylesheet compiled into the binary, no
+//! script at all), so the view works offline.
+//!
+//! - [`conversations`]: the list of conversations with their counts and summaries, and one
+//!   conversation's facts, turns and tombstones, newest first, paged.
+//! - [`memories`]: one memory with its front matter, its git history (each change's diff,
+//!   any old version), and the forms that edit or delete it through the engine.
+//! - [`search`]: the production read path, with each stage's score per hit.
+//! - [`sessions`]: chat sessions with their context usage, and a session's full log with
+//!   compacted and offloaded items marked.
+//! - [`page`]: the layout every page shares, and the error page.
+//!
+//! The router is mounted by the server, which authenticates the request first and hands
+//! this crate the caller's scope as a [`Viewer`]; every page reads through the engine's
+//! `_as` methods, so a token sees here exactly what it sees over REST. Forms are
+//! `application/x-www-form-urlencoded` posts carrying a [`WebState::form_token`] only
+//! mnemo's own pages know, so another site cannot submit them (the server's guard refuses
+//! foreign `Origin`s as well).
+
+pub mod conversations;
+pub mod memories;
+pub mod page;
+pub mod search;
+pub mod sessions;
+
+use std::sync::Arc;
+
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use mnemo_engine::{Access, MemoryClient};
+
+pub use page::WebError;
+
+/// Where the web view is served.
+pub const UI_PATH: &str = "/ui";
+
+/// The caller of one request, as the server authenticated it. The server puts it in the
+/// request's extensions; a page served without one is refused.
+#[derive(Clone)]
+pub struct Viewer(pub Arc<dyn Access>);
+
+/// What every page handler gets.
+#[derive(Clone)]
+pub struct WebState {
+    /// The engine.
+    pub client: MemoryClient,
+    /// A random value of this process that every form carries back: a page of another
+    /// origin cannot read it, so it cannot forge a form mnemo accepts.
+    pub form_token: Arc<str>,
+}
+
+impl WebState {
+    /// The state for `client`, with a fresh form token.
+    pub fn new(client: MemoryClient) -> Self {
+        Self {
+            client,
+            form_token: uuid::Uuid::new_v4().simple().to_string().into(),
+        }
+    }
+
+    /// Refused unless `presented` is this process's form token.
+    pub fn check_form_token(&self, presented: &str) -> Result<(), WebError> {
+        let expected = self.form_token.as_bytes();
+        let same = presented.len() == expected.len()
+            && presented
+                .bytes()
+                .zip(expected)
+                .fold(0u8, |diff, (a, b)| diff | (a ^ b))
+                == 0;
+        if same {
+            Ok(())
+        } else {
+            Err(WebError::new(
+                StatusCode::FORBIDDEN,
+                "this form did not come from one of mnemo's pages (or mnemo restarted since it was opened): reload the page and try again",
+            ))
+        }
+    }
+}
+
+/// The web view's routes, relative to [`UI_PATH`] (the server nests them there).
+pub fn router(state: WebState) -> Router {
+    Router::new()
+        .route("/", get(conversations::index))
+        .route("/style.css", get(stylesheet))
+        .route("/conversations/{conversation}", get(conversations::one))
+        .route("/memories/{id}", get(memories::one))
+        .route(
+            "/memories/{id}/versions/{commit}",
+            get(memories::old_version),
+        )
+        .route("/memories/{id}/edit", post(memories::edit))
+        .route("/memories/{id}/delete", post(memories::delete))
+        .route("/search", get(search::page))
+        .route("/sessions", get(sessions::index))
+        .route("/sessions/{id}", get(sessions::one))
+        .fallback(not_found)
+        .with_state(state)
+}
+
+/// Where `GET /` sends a browser.
+pub fn home() -> Redirect {
+    Redirect::to("/ui/")
+}
+
+async fn stylesheet() -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, "text/css; charset=utf-8"),
+            (header::CACHE_CONTROL, "max-age=300"),
+        ],
+        include_str!("style.css"),
+    )
+        .into_response()
+}
+
+async fn not_found() -> WebError {
+    WebError::new(StatusCode::NOT_FOUND, "there is no such page")
+}

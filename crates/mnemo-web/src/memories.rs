@@ -1,0 +1,249 @@
+//! One memory: its file, its git history with a diff per change, any old version, and the
+//! forms that edit or delete it.
+
+use axum::extract::rejection::FormRejection;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::Form;
+use maud::{html, Markup};
+use mnemo_core::MemoryId;
+use mnemo_engine::answers::Memory;
+use mnemo_git::FileVersion;
+use serde::Deserialize;
+use similar::{ChangeTag, TextDiff};
+
+use crate::page::{form_token, layout, respond, short, text_block, time};
+use crate::{Viewer, WebError, WebState};
+
+/// Versions of a memory a page shows.
+pub const VERSIONS: usize = 50;
+
+/// `/ui/memories/{id}`: the memory (live, or its last version when deleted), the forms that
+/// change it, and its history.
+pub async fn one(
+    State(state): State<WebState>,
+    viewer: Viewer,
+    Path(id): Path<String>,
+) -> Result<Response, WebError> {
+    let id = memory_id(&id)?;
+    let client = &state.client;
+    let live = match client.get_as(viewer.0.as_ref(), id).await {
+        Ok(memory) => Some(memory),
+        Err(e) if e.is_not_found() => None,
+        Err(e) => return Err(e.into()),
+    };
+    let (versions, no_history) = match client
+        .history_as(viewer.0.as_ref(), id, Some(VERSIONS))
+        .await
+    {
+        Ok(history) => (history.versions, None),
+        Err(e) if e.is_not_found() => (Vec::new(), Some(e.to_string())),
+        Err(e) => return Err(e.into()),
+    };
+    if live.is_none() && versions.is_empty() {
+        return Err(WebError::new(
+            StatusCode::NOT_FOUND,
+            format!("no memory {id}, live or in git"),
+        ));
+    }
+    let file = match &live {
+        Some(memory) => {
+            let store = client.store().clone();
+            let path = store.root().join(&memory.path);
+            tokio::task::spawn_blocking(move || store.read_bytes(&path))
+                .await
+                .map_err(|e| WebError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?
+                .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
+                .map_err(mnemo_engine::EngineError::from)?
+        }
+        None => versions
+            .first()
+            .map(|v| v.content.clone())
+            .unwrap_or_default(),
+    };
+    let body = html! {
+        h1 { "Memory " code title=(id) { (short(&id.to_string())) } }
+        @match &live {
+            Some(memory) => { (live_header(memory)) }
+            None => { p.badge { "deleted: the last version in git is shown" } }
+        }
+        h2 { "File" }
+        (text_block(&file))
+        @if let Some(memory) = &live {
+            (forms(memory, &state.form_token))
+        }
+        h2 { "History" }
+        @if let Some(why) = &no_history {
+            p.empty { (why) }
+        }
+        @for (i, version) in versions.iter().enumerate() {
+            (version_entry(id, version, versions.get(i + 1)))
+        }
+    };
+    Ok(respond(
+        StatusCode::OK,
+        layout(&format!("Memory {id}"), body),
+    ))
+}
+
+fn live_header(memory: &Memory) -> Markup {
+    html! {
+        p {
+            span.role { (memory.role.as_str()) }
+            " in "
+            a href={ "/ui/conversations/" (memory.conversation_id.as_str()) } { (memory.conversation_id.as_str()) }
+            " · " (time(memory.created_at))
+            " · " code { (memory.path.display().to_string()) }
+        }
+    }
+}
+
+/// The edit and delete forms of a live memory.
+fn forms(memory: &Memory, token: &str) -> Markup {
+    let id = memory.id.to_string();
+    html! {
+        h2 { "Edit" }
+        form.edit method="post" action={ "/ui/memories/" (id) "/edit" } {
+            (form_token(token))
+            textarea name="content" rows="6" aria-label="content" { (memory.content) }
+            p.hint { "Saved to the file, re-indexed and committed, as a hand edit would be." }
+            button type="submit" { "Save" }
+        }
+        form.delete method="post" action={ "/ui/memories/" (id) "/delete" } {
+            (form_token(token))
+            button type="submit" { "Delete" }
+            span.hint { " The file moves to its conversation's deleted/ folder; git keeps every version." }
+        }
+    }
+}
+
+/// One version in the history: who changed what, and the diff against the version before.
+fn version_entry(id: MemoryId, version: &FileVersion, older: Option<&FileVersion>) -> Markup {
+    let commit = &version.commit;
+    let by_hand = commit.author != "mnemo";
+    html! {
+        article.version {
+            header {
+                a href={ "/ui/memories/" (id) "/versions/" (commit.id) } { code { (commit.short_id) } }
+                " " span.status { (format!("{:?}", version.status).to_lowercase()) }
+                " · " (time(commit.time))
+                " · " span.author { (commit.author) @if by_hand { " (hand edit)" } }
+            }
+            p.commit { (commit.message.lines().next().unwrap_or_default()) }
+            (diff(older.map_or("", |v| v.content.as_str()), &version.content))
+        }
+    }
+}
+
+/// A line diff of `old` to `new`, three lines of context around each change.
+pub fn diff(old: &str, new: &str) -> Markup {
+    let diff = TextDiff::from_lines(old, new);
+    html! {
+        pre.diff {
+            @for group in diff.grouped_ops(3) {
+                @for op in &group {
+                    @for change in diff.iter_changes(op) {
+                        @match change.tag() {
+                            ChangeTag::Delete => { del { "-" (change.value()) } }
+                            ChangeTag::Insert => { ins { "+" (change.value()) } }
+                            ChangeTag::Equal => { span { " " (change.value()) } }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `/ui/memories/{id}/versions/{commit}`: the memory's file as that commit left it.
+pub async fn old_version(
+    State(state): State<WebState>,
+    viewer: Viewer,
+    Path((id, commit)): Path<(String, String)>,
+) -> Result<Response, WebError> {
+    let id = memory_id(&id)?;
+    if !(4..=40).contains(&commit.len()) || !commit.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(WebError::bad_request(
+            "a commit is named by 4 to 40 hexadecimal digits",
+        ));
+    }
+    let history = state
+        .client
+        .history_as(viewer.0.as_ref(), id, Some(mnemo_core::MAX_PAGE))
+        .await?;
+    let version = history
+        .versions
+        .iter()
+        .find(|v| v.commit.id.starts_with(&commit.to_ascii_lowercase()))
+        .ok_or_else(|| {
+            WebError::new(
+                StatusCode::NOT_FOUND,
+                format!("memory {id} has no version in commit {commit}"),
+            )
+        })?;
+    let body = html! {
+        h1 { "Memory " a href={ "/ui/memories/" (id) } title=(id) { (short(&id.to_string())) } " at " code { (version.commit.short_id) } }
+        p { (time(version.commit.time)) " · " (version.commit.author) " · " (version.commit.message.lines().next().unwrap_or_default()) }
+        (text_block(&version.content))
+    };
+    Ok(respond(
+        StatusCode::OK,
+        layout(&format!("Memory {id} at {}", version.commit.short_id), body),
+    ))
+}
+
+/// The edit form's fields.
+#[derive(Debug, Deserialize)]
+pub struct EditForm {
+    content: String,
+    form_token: String,
+}
+
+/// `POST /ui/memories/{id}/edit`: the new text written to the memory's file, indexed and
+/// committed; back to the memory's page.
+pub async fn edit(
+    State(state): State<WebState>,
+    viewer: Viewer,
+    Path(id): Path<String>,
+    form: Result<Form<EditForm>, FormRejection>,
+) -> Result<Response, WebError> {
+    let id = memory_id(&id)?;
+    let Form(form) = form.map_err(|e| WebError::bad_request(e.body_text()))?;
+    state.check_form_token(&form.form_token)?;
+    // Browsers send CR LF line ends from a text area; the file keeps the user's lines.
+    let content = form.content.replace("\r\n", "\n");
+    state.client.edit_as(viewer.0.as_ref(), id, content).await?;
+    Ok(Redirect::to(&format!("/ui/memories/{id}")).into_response())
+}
+
+/// The delete form's fields.
+#[derive(Debug, Deserialize)]
+pub struct DeleteForm {
+    form_token: String,
+}
+
+/// `POST /ui/memories/{id}/delete`: the memory soft-deleted; back to its conversation.
+pub async fn delete(
+    State(state): State<WebState>,
+    viewer: Viewer,
+    Path(id): Path<String>,
+    form: Result<Form<DeleteForm>, FormRejection>,
+) -> Result<Response, WebError> {
+    let id = memory_id(&id)?;
+    let Form(form) = form.map_err(|e| WebError::bad_request(e.body_text()))?;
+    state.check_form_token(&form.form_token)?;
+    let memory = state.client.get_as(viewer.0.as_ref(), id).await?;
+    state.client.delete_as(viewer.0.as_ref(), id).await?;
+    Ok(Redirect::to(&format!(
+        "/ui/conversations/{}?show=deleted",
+        memory.conversation_id.as_str()
+    ))
+    .into_response())
+}
+
+/// `text` as a memory id, or a 400 saying it is not one.
+pub fn memory_id(text: &str) -> Result<MemoryId, WebError> {
+    text.parse::<MemoryId>()
+        .map_err(|_| WebError::bad_request(format!("{text:?} is not a memory id (a UUID)")))
+}

@@ -1,0 +1,148 @@
+//! Chat sessions: the list with each one's context usage, and one session's full log with
+//! what governance compacted or offloaded marked.
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::Response;
+use maud::{html, Markup};
+use mnemo_context::offload::safe_name;
+use mnemo_engine::{SessionId, SessionUse};
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::page::{layout, pager, respond, text_block, time, usage_bar, PageQuery};
+use crate::{Viewer, WebError, WebState};
+
+/// Messages per page of a session's log.
+pub const PER_PAGE: usize = 100;
+
+/// `/ui/sessions`: the sessions the viewer may read, most recently used first.
+pub async fn index(State(state): State<WebState>, viewer: Viewer) -> Result<Response, WebError> {
+    let mut sessions = state.client.list_sessions(false).await?;
+    sessions.retain(|(_, meta)| viewer.0.can_read(&meta.conversation));
+    sessions.sort_by_key(|s| std::cmp::Reverse(s.1.updated_at));
+    let body = html! {
+        h1 { "Sessions" }
+        @if sessions.is_empty() {
+            p.empty { "No chat sessions yet (they start with a session id on a chat request, or with mnemo chat)." }
+        } @else {
+            table.sessions {
+                thead { tr { th { "Session" } th { "Conversation" } th { "Messages" } th { "Context (last request)" } th { "Compressions" } th { "Updated" } } }
+                tbody {
+                    @for (id, meta) in &sessions {
+                        tr {
+                            td { a href={ "/ui/sessions/" (id.as_str()) } { (meta.title) } br; code { (id.as_str()) } }
+                            td { a href={ "/ui/conversations/" (meta.conversation) } { (meta.conversation) } }
+                            td.num { (meta.messages) }
+                            td {
+                                @match (meta.tokens, meta.window) {
+                                    (Some(tokens), Some(window)) => { (usage_bar(tokens as u64, window, window)) }
+                                    _ => { span.none { "–" } }
+                                }
+                            }
+                            td.num { (meta.compressions) }
+                            td { (time(meta.updated_at)) }
+                        }
+                    }
+                }
+            }
+        }
+    };
+    Ok(respond(StatusCode::OK, layout("Sessions", body)))
+}
+
+/// The query of a session page.
+#[derive(Debug, Deserialize)]
+pub struct SessionQuery {
+    page: Option<usize>,
+}
+
+/// `/ui/sessions/{id}`: its context usage, then its current branch message by message.
+pub async fn one(
+    State(state): State<WebState>,
+    viewer: Viewer,
+    Path(id): Path<String>,
+    PageQuery(query): PageQuery<SessionQuery>,
+) -> Result<Response, WebError> {
+    let id = SessionId::new(&id).map_err(|e| WebError::bad_request(format!("session: {e}")))?;
+    let client = &state.client;
+    client
+        .check_session_as(viewer.0.as_ref(), &id, SessionUse::Read)
+        .await?;
+    let info = client.session(&id).await?;
+    let context = client.session_context(&id).await?;
+    let offloaded = client.offloaded_outputs(&id).await?;
+    let page = query.page.unwrap_or(1).max(1);
+    let messages = client
+        .session_messages(&id, (page - 1) * PER_PAGE, PER_PAGE, false)
+        .await?;
+    let base = format!("/ui/sessions/{}", id.as_str());
+    let body = html! {
+        h1 { (info.meta.title) }
+        p {
+            code { (id.as_str()) } " · conversation "
+            a href={ "/ui/conversations/" (info.meta.conversation) } { (info.meta.conversation) }
+            @if let Some(agent) = &info.meta.agent { " · agent " code { (agent) } }
+            @if let Some(parent) = &info.meta.parent { " · forked from " a href={ "/ui/sessions/" (parent) } { code { (parent) } } }
+        }
+        section.context {
+            h2 { "Context" }
+            p {
+                (usage_bar(context.tokens as u64, context.window, context.threshold))
+                " " (context.tokens) " of " (context.window) " tokens (" (context.model) ", counted with " (context.counter) "); compaction at " (context.threshold)
+            }
+            p { (context.compressions) " compressions; the first " (context.compacted_messages) " of " (context.messages) " messages go upstream as a summary; " (context.logged_messages) " messages logged in all" }
+        }
+        h2 { "Log" }
+        @for logged in &messages.messages {
+            (message(logged.index, logged.at, &logged.message, logged.index < context.compacted_messages, &offloaded))
+        }
+        (pager(&base, page, PER_PAGE, messages.total))
+    };
+    Ok(respond(StatusCode::OK, layout(&info.meta.title, body)))
+}
+
+/// One logged message, marked when compaction covers it or its tool output was offloaded.
+fn message(
+    index: usize,
+    at: chrono::DateTime<chrono::Utc>,
+    message: &Value,
+    compacted: bool,
+    offloaded: &std::collections::HashSet<String>,
+) -> Markup {
+    let role = message["role"].as_str().unwrap_or("?");
+    let call_id = message["tool_call_id"].as_str();
+    let is_offloaded = call_id.is_some_and(|c| offloaded.contains(&safe_name(c)));
+    html! {
+        article.message.compacted[compacted].offloaded[is_offloaded] id={ "msg-" (index) } {
+            header {
+                span.role { (role) } " #" (index) " · " (time(at))
+                @if compacted { " · " span.badge title="sent upstream as part of the compaction's summary" { "compacted" } }
+                @if is_offloaded { " · " span.badge title="its output is kept on disk; upstream got a preview and a pointer" { "offloaded" } }
+                @if let Some(call) = call_id { " · call " code { (call) } }
+            }
+            (text_block(&content_text(message)))
+        }
+    }
+}
+
+/// A message's text: its string content, its parts' texts, or its tool calls.
+fn content_text(message: &Value) -> String {
+    let mut text = match &message["content"] {
+        Value::String(s) => s.clone(),
+        Value::Array(parts) => parts
+            .iter()
+            .filter_map(|p| p["text"].as_str())
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
+    };
+    if let Some(calls) = message["tool_calls"].as_array() {
+        for call in calls {
+            let name = call["function"]["name"].as_str().unwrap_or("?");
+            let arguments = call["function"]["arguments"].as_str().unwrap_or("");
+            text.push_str(&format!("\n→ {name}({arguments})"));
+        }
+    }
+    text
+}
