@@ -15,8 +15,12 @@
 //! - [`page`]: the layout every page shares, and the error page.
 //!
 //! The router is mounted by the server, which authenticates the request first and hands
-//! this crate the caller's scope as a [`Viewer`]; every page reads through the engine's
-//! `_as` methods, so a token sees here exactly what it sees over REST. Forms are
+//! this crate the caller's scope as a [`Viewer`]. Every page checks that scope before it
+//! reads, with the engine's `_as` methods or the same [`Access`] checks before it lists a
+//! conversation's files, so a token sees here exactly what it sees over REST. Conversation
+//! pages list files by name and read only those they show
+//! ([`mnemo_store::FileStore::listed_files`]), so a page costs the same at 10k memories as
+//! at 100. Forms are
 //! `application/x-www-form-urlencoded` posts carrying a [`WebState::form_token`] only
 //! mnemo's own pages know, so another site cannot submit them (the server's guard refuses
 //! foreign `Origin`s as well).

@@ -5,7 +5,7 @@ use axum::http::request::Parts;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
-use maud::{html, Markup, PreEscaped, DOCTYPE};
+use maud::{html, Markup, DOCTYPE};
 use mnemo_engine::EngineError;
 
 use crate::Viewer;
@@ -187,11 +187,6 @@ pub fn text_block(text: &str) -> Markup {
 /// A hidden field carrying the form token.
 pub fn form_token(token: &str) -> Markup {
     html! { input type="hidden" name="form_token" value=(token); }
-}
-
-/// Nothing: for `@if` branches that render no markup.
-pub fn nothing() -> Markup {
-    PreEscaped(String::new())
 }
 
 /// The sign-in page (`/ui/login`), with what went wrong last time.

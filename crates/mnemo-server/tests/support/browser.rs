@@ -93,16 +93,28 @@ impl Browser {
         }
     }
 
-    async fn call(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> Value {
+    /// One WebDriver command of the session: its value, or the error the driver answered.
+    async fn try_call(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> Result<Value, Value> {
         let mut request = self.http.request(method, format!("{}{path}", self.session));
         if let Some(body) = body {
             request = request.json(&body);
         }
         let answer: Value = request.send().await.unwrap().json().await.unwrap();
-        if answer["value"]["error"].is_string() {
-            panic!("webdriver {path}: {}", answer["value"]);
+        match answer["value"]["error"].is_string() {
+            true => Err(answer["value"].clone()),
+            false => Ok(answer["value"].clone()),
         }
-        answer["value"].clone()
+    }
+
+    async fn call(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> Value {
+        self.try_call(method, path, body)
+            .await
+            .unwrap_or_else(|error| panic!("webdriver {path}: {error}"))
     }
 
     /// Opens `url` and waits for it to load.
@@ -175,30 +187,20 @@ impl Browser {
     pub async fn wait_for_text(&self, css: &str, needle: &str) {
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
-            let found: Value = self
-                .http
-                .post(format!("{}/elements", self.session))
-                .json(&json!({"using": "css selector", "value": css}))
-                .send()
+            let search = json!({"using": "css selector", "value": css});
+            let found = self
+                .try_call(reqwest::Method::POST, "/elements", Some(search))
                 .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
-            for element in found["value"].as_array().into_iter().flatten() {
+                .unwrap_or_default();
+            for element in found.as_array().into_iter().flatten() {
                 let Some(id) = element[ELEMENT].as_str() else {
                     continue;
                 };
-                let text: Value = self
-                    .http
-                    .get(format!("{}/element/{id}/text", self.session))
-                    .send()
-                    .await
-                    .unwrap()
-                    .json()
-                    .await
-                    .unwrap();
-                if text["value"].as_str().is_some_and(|t| t.contains(needle)) {
+                // A page still loading may have replaced the element: look again.
+                let text = self
+                    .try_call(reqwest::Method::GET, &format!("/element/{id}/text"), None)
+                    .await;
+                if text.is_ok_and(|t| t.as_str().is_some_and(|t| t.contains(needle))) {
                     return;
                 }
             }
@@ -217,16 +219,13 @@ impl Browser {
 
     /// Whether an alert is open (a script ran that should not have).
     pub async fn alert_open(&self) -> bool {
-        let answer: Value = self
-            .http
-            .get(format!("{}/alert/text", self.session))
-            .send()
+        match self
+            .try_call(reqwest::Method::GET, "/alert/text", None)
             .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        answer["value"]["error"].as_str() != Some("no such alert")
+        {
+            Ok(_) => true,
+            Err(error) => error["error"].as_str() != Some("no such alert"),
+        }
     }
 
     /// Saves a screenshot of the page as `name`.png in the screenshots folder; returns it.
