@@ -19,8 +19,8 @@
 //! reads, with the engine's `_as` methods or the same [`Access`] checks before it lists a
 //! conversation's files, so a token sees here exactly what it sees over REST. Conversation
 //! pages list files by name and read only those they show
-//! ([`mnemo_store::FileStore::listed_files`]), so a page costs the same at 10k memories as
-//! at 100. Forms are
+//! ([`mnemo_store::FileStore::listed_files`]): a page of a conversation of 10k facts reads
+//! 50 files, not 10k. Forms are
 //! `application/x-www-form-urlencoded` posts carrying a [`WebState::form_token`] only
 //! mnemo's own pages know, so another site cannot submit them (the server's guard refuses
 //! foreign `Origin`s as well).
