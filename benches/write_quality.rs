@@ -22,7 +22,8 @@
 //!   `summary_conflicts` pair, and `summary_false`: summaries holding an `absent` set;
 //! - the write path's time per turn (LLM and engine), median.
 //!
-//! `cargo bench --bench write_quality [-- --json] [-- --only NAME] [-- --verbose]`. Needs
+//! `cargo bench --bench write_quality [-- --json] [-- --only NAME] [-- --kinds K,K]
+//! [-- --verbose]` (`--kinds correction,deletion` plays those kinds of dialogue only). Needs
 //! `scripts/setup llm` (the local LLM); a few seconds per turn on 2 cores, about a quarter of
 //! an hour in all.
 
@@ -87,9 +88,15 @@ fn main() {
     let dialogues: Vec<Dialogue> =
         serde_json::from_slice(&std::fs::read(&path).expect("the dialogues"))
             .expect("valid dialogues");
+    let kinds: Option<Vec<String>> = args
+        .iter()
+        .position(|a| a == "--kinds")
+        .and_then(|i| args.get(i + 1))
+        .map(|k| k.split(',').map(str::to_owned).collect());
     let dialogues: Vec<Dialogue> = dialogues
         .into_iter()
         .filter(|d| only.as_deref().is_none_or(|o| d.name == o))
+        .filter(|d| kinds.as_ref().is_none_or(|k| k.contains(&d.kind)))
         .collect();
     let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
     let report = runtime.block_on(run(&dialogues, verbose));

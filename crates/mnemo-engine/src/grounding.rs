@@ -13,6 +13,9 @@
 //! function words, single letters and the model's own framing ("user", "their") are not
 //! content. What supported a kept fact is recorded with it
 //! ([`Grounding::matched`]); a refused fact is logged with the words that were missing.
+//!
+//! The same words keep the rolling summary honest: [`without_stale_sentences`] cuts the
+//! sentences of a rewritten summary that still state a fact the pass retracted.
 
 use std::collections::HashSet;
 
@@ -185,6 +188,113 @@ fn stem(word: &str) -> String {
     word.chars().take(STEM).collect()
 }
 
+/// `summary` without the sentences that still state a fact this pass retracted: a sentence
+/// is stale when it holds what set a `retracted` fact apart from the pass's `added` facts
+/// (every such name or number, or else two thirds of such words) and none of what the added
+/// facts say instead. "His wife is Jane." goes once "wife is Jane" is replaced by "wife is
+/// Anne"; "His wife is Anne, not Jane." stays. The summariser is asked to do this itself;
+/// this catches what a small model keeps anyway. Returns the summary and the sentences cut.
+pub fn without_stale_sentences(
+    summary: &str,
+    retracted: &[String],
+    added: &[String],
+) -> (String, Vec<String>) {
+    let added_terms: HashSet<String> = added
+        .iter()
+        .flat_map(|a| content_terms(a))
+        .map(|t| t.stem)
+        .collect();
+    let stale: Vec<(Vec<Term>, HashSet<String>)> = retracted
+        .iter()
+        .filter_map(|old| {
+            let old_terms = content_terms(old);
+            let old_stems: HashSet<String> = old_terms.iter().map(|t| t.stem.clone()).collect();
+            let distinct: Vec<Term> = old_terms
+                .into_iter()
+                .filter(|t| !added_terms.contains(&t.stem))
+                .collect();
+            let instead: HashSet<String> = added_terms.difference(&old_stems).cloned().collect();
+            (!distinct.is_empty()).then_some((distinct, instead))
+        })
+        .collect();
+    let mut kept = String::new();
+    let mut cut = Vec::new();
+    for sentence in sentences(summary) {
+        let said: HashSet<String> = content_terms(sentence)
+            .into_iter()
+            .map(|t| t.stem)
+            .collect();
+        let states_old = stale.iter().any(|(distinct, instead)| {
+            if instead.iter().any(|t| said.contains(t)) {
+                return false;
+            }
+            let names: Vec<&Term> = distinct.iter().filter(|t| t.is_name).collect();
+            if !names.is_empty() {
+                return names.iter().all(|t| said.contains(&t.stem));
+            }
+            let held = distinct.iter().filter(|t| said.contains(&t.stem)).count();
+            held * 3 >= distinct.len() * 2
+        });
+        if states_old {
+            cut.push(sentence.trim().to_owned());
+        } else {
+            kept.push_str(sentence);
+        }
+    }
+    (kept.trim().to_owned(), cut)
+}
+
+/// A content word of a text, by its stem, and whether it is a name or number.
+struct Term {
+    stem: String,
+    is_name: bool,
+}
+
+/// The content words of `text` (as grounding counts them).
+fn content_terms(text: &str) -> Vec<Term> {
+    words(text)
+        .enumerate()
+        .filter(|(_, (word, _))| {
+            let letter = word.chars().count() == 1 && !word.chars().all(|c| c.is_ascii_digit());
+            !letter && !NOT_CONTENT.contains(&word.as_str())
+        })
+        .map(|(i, (word, capitalised))| Term {
+            is_name: (capitalised && i > 0) || word.chars().any(|c| c.is_ascii_digit()),
+            stem: stem(&word),
+        })
+        .collect()
+}
+
+/// `text` cut after each sentence's end (`.`, `!` or `?` before a space, or a line end),
+/// every piece keeping what follows it, so the pieces join back into `text`.
+fn sentences(text: &str) -> Vec<&str> {
+    let mut pieces = Vec::new();
+    let mut start = 0;
+    let mut chars = text.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        let ends = c == '\n'
+            || (matches!(c, '.' | '!' | '?')
+                && chars.peek().is_none_or(|(_, next)| next.is_whitespace()));
+        if ends {
+            // Keep the whitespace after the end with this sentence.
+            let mut end = i + c.len_utf8();
+            while let Some(&(j, next)) = chars.peek() {
+                if !next.is_whitespace() {
+                    break;
+                }
+                end = j + next.len_utf8();
+                chars.next();
+            }
+            pieces.push(&text[start..end]);
+            start = end;
+        }
+    }
+    if start < text.len() {
+        pieces.push(&text[start..]);
+    }
+    pieces
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -243,5 +353,67 @@ mod tests {
         assert!(err.starts_with("only 0/"), "{err}");
         assert!(!kept("The user's son is 8.", "My son is 7 years old."));
         assert!(!kept("The user is.", "I am."));
+    }
+
+    fn stale(summary: &str, retracted: &[&str], added: &[&str]) -> (String, Vec<String>) {
+        let owned = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        without_stale_sentences(summary, &owned(retracted), &owned(added))
+    }
+
+    #[test]
+    fn a_summary_keeps_no_sentence_of_a_corrected_fact() {
+        let (kept, cut) = stale(
+            "Jonas is married to Anne. Jonas' wife is Jane. They live in Ghent.",
+            &["The user's wife is Jane"],
+            &["The user's wife is Anne"],
+        );
+        assert_eq!(kept, "Jonas is married to Anne. They live in Ghent.");
+        assert_eq!(cut, ["Jonas' wife is Jane."]);
+        // Saying what changed is no contradiction.
+        let (kept, cut) = stale(
+            "His wife is Anne, not Jane.",
+            &["The user's wife is Jane"],
+            &["The user's wife is Anne"],
+        );
+        assert_eq!(kept, "His wife is Anne, not Jane.");
+        assert!(cut.is_empty());
+    }
+
+    #[test]
+    fn a_summary_drops_what_a_deletion_retracted() {
+        let (kept, cut) = stale(
+            "The user runs 10 km every Saturday morning.\nThe user hurt a knee.",
+            &["The user runs 10 km every Saturday morning."],
+            &[],
+        );
+        assert_eq!(kept, "The user hurt a knee.");
+        assert_eq!(cut.len(), 1);
+        // Without names or numbers, two thirds of what set the old fact apart must be there.
+        let (kept, _) = stale(
+            "The user is a software engineer in Lyon. The user enjoys engineering puzzles.",
+            &["The user is a software engineer"],
+            &["The user is a teacher now"],
+        );
+        assert_eq!(kept, "The user enjoys engineering puzzles.");
+        let (kept, cut) = stale(
+            "Nothing related.",
+            &["The user smokes five cigarettes a day"],
+            &[],
+        );
+        assert_eq!((kept.as_str(), cut.len()), ("Nothing related.", 0));
+    }
+
+    #[test]
+    fn sentences_join_back_into_the_text() {
+        for text in [
+            "A. B! C? D",
+            "One line\nTwo lines.",
+            "3.5 km. Done.",
+            "",
+            "No end",
+        ] {
+            assert_eq!(sentences(text).concat(), text);
+        }
+        assert_eq!(sentences("Ran 3.5 km. Done."), ["Ran 3.5 km. ", "Done."]);
     }
 }

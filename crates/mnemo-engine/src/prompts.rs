@@ -38,7 +38,9 @@ const RECONCILE_PROMPT: &str = r#"You maintain a long-term memory of facts about
 
 A new fact already covered by a memory needs no ADD. Use only the ids shown. Return JSON: {"operations": [{"event": "ADD" | "UPDATE" | "DELETE" | "NONE", "id": <number>, "text": "<text>"}]}"#;
 
-const SUMMARY_PROMPT: &str = r#"You keep a short running summary of what is known about a user and what their conversation is about. You get the PREVIOUS summary (possibly empty) and NEW facts. Rewrite the summary so it includes the new facts, drops what they contradict, and stays under 120 words, in plain sentences. If the new facts add nothing, return the previous summary unchanged. Return JSON: {"summary": "<text>"}"#;
+const SUMMARY_PROMPT: &str = r#"You keep a short running summary of what is known about a user and what their conversation is about. You get the PREVIOUS summary (possibly empty), NEW facts, and facts that are NO LONGER TRUE. Rewrite the summary so it includes the new facts and states nothing that is no longer true: where a new fact corrects an old one, rewrite that sentence with the new fact instead of keeping both. Add nothing that the summary or the new facts do not say. Stay under 120 words, in plain sentences. If nothing changes, return the previous summary unchanged. Return JSON: {"summary": "<text>"}
+
+Example. PREVIOUS summary: "Jonas is married to Jane. He likes hiking." NEW facts: "The user's wife is Anne". NO LONGER TRUE: "The user's wife is Jane". Answer: {"summary": "Jonas is married to Anne. He likes hiking."}"#;
 
 /// The JSON schema of `T`, named `name`, as an LLM call asks for it: every subschema
 /// inlined (small models and grammar-constrained servers handle no `$ref`), and none of what
@@ -204,14 +206,25 @@ impl Reconciliation {
     }
 }
 
-/// The summary call.
-pub fn summary(previous: Option<&str>, new_facts: &[String]) -> (Vec<ChatMessage>, JsonSchema) {
+/// The summary call: the previous summary, the facts a pass added, and those it updated or
+/// deleted (`retracted`), which the summary must stop saying.
+pub fn summary(
+    previous: Option<&str>,
+    new_facts: &[String],
+    retracted: &[String],
+) -> (Vec<ChatMessage>, JsonSchema) {
     let mut text = format!(
         "PREVIOUS summary:\n{}\n\nNEW facts:\n",
         previous.unwrap_or("")
     );
     for fact in new_facts {
         text.push_str(&format!("- {fact}\n"));
+    }
+    if !retracted.is_empty() {
+        text.push_str("\nNO LONGER TRUE:\n");
+        for fact in retracted {
+            text.push_str(&format!("- {fact}\n"));
+        }
     }
     (
         vec![ChatMessage::system(SUMMARY_PROMPT), ChatMessage::user(text)],
@@ -302,7 +315,7 @@ mod tests {
     fn the_schemas_are_strict_and_self_contained() {
         let (_, facts) = extraction("x");
         let (_, ops) = reconciliation(&["a"], &["b".into()]);
-        let (_, summary) = summary(None, &["b".into()]);
+        let (_, summary) = summary(None, &["b".into()], &[]);
         let f = &facts.schema;
         assert_eq!(f["type"], "object");
         assert_eq!(f["required"], serde_json::json!(["facts"]));

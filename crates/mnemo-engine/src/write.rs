@@ -57,6 +57,12 @@ pub struct WriteReport {
     pub updated: Vec<(MemoryId, MemoryId)>,
     /// Facts tombstoned because the reconciler said they no longer hold.
     pub deleted: Vec<MemoryId>,
+    /// The texts of the facts this pass updated or deleted: what the rolling summary must
+    /// no longer say.
+    pub retracted: Vec<String>,
+    /// Sentences cut from the rewritten summary because they still stated a retracted fact
+    /// ([`crate::grounding::without_stale_sentences`]).
+    pub summary_cuts: Vec<String>,
     /// Facts and turns tombstoned beyond `max_entries`.
     pub evicted: usize,
     /// Whether the rolling summary was rewritten.
@@ -86,6 +92,8 @@ impl WriteReport {
             added: Vec::new(),
             updated: Vec::new(),
             deleted: Vec::new(),
+            retracted: Vec::new(),
+            summary_cuts: Vec::new(),
             evicted: 0,
             summary_updated: false,
             not_stored: Vec::new(),
@@ -332,6 +340,7 @@ impl MemoryClient {
         report.added.extend(applied.added);
         report.updated.extend(applied.updated);
         report.deleted.extend(applied.deleted);
+        report.retracted.extend(applied.retracted);
         Ok(())
     }
 
@@ -382,18 +391,12 @@ impl MemoryClient {
             let conv = conversation.clone();
             blocking(move || Ok(inner.summary(&conv))).await?
         };
-        let mut changes: Vec<String> = report
+        let added: Vec<String> = report
             .added
             .iter()
             .map(|m| m.record.content.clone())
             .collect();
-        if !report.deleted.is_empty() {
-            changes.push(format!(
-                "({} earlier facts no longer hold)",
-                report.deleted.len()
-            ));
-        }
-        let (messages, schema) = prompts::summary(previous.as_deref(), &changes);
+        let (messages, schema) = prompts::summary(previous.as_deref(), &added, &report.retracted);
         let call = Instant::now();
         let answer = llm
             .complete_json::<prompts::Summary>(messages, &schema)
@@ -407,6 +410,11 @@ impl MemoryClient {
                 return Ok(());
             }
         };
+        let (text, cuts) = grounding::without_stale_sentences(&text, &report.retracted, &added);
+        if !cuts.is_empty() {
+            info!(conversation = %conversation, ?cuts, "cut from the summary: they state facts this turn retracted");
+        }
+        report.summary_cuts = cuts;
         if text.is_empty() || previous.as_deref().map(str::trim) == Some(text.as_str()) {
             return Ok(());
         }
@@ -530,6 +538,8 @@ struct Applied {
     added: Vec<StoredMemory>,
     updated: Vec<(MemoryId, MemoryId)>,
     deleted: Vec<MemoryId>,
+    /// The texts of the updated and deleted facts.
+    retracted: Vec<String>,
 }
 
 impl Inner {
@@ -633,6 +643,12 @@ impl Inner {
             added,
             updated: replaced.iter().map(|(old, new)| (old.id, *new)).collect(),
             deleted: deleted.iter().map(|f| f.id).collect(),
+            retracted: replaced
+                .iter()
+                .map(|(old, _)| old)
+                .chain(&deleted)
+                .map(|f| f.content.clone())
+                .collect(),
         })
     }
 

@@ -256,6 +256,44 @@ fn assert_replaced_in_order(store: &Path, names: &[&str]) {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_correction_leaves_no_sentence_of_the_old_fact_in_the_summary() {
+    // A summariser that keeps both sides, as the small local model did; it records what it
+    // was told no longer holds.
+    let told = Arc::new(Mutex::new(Vec::new()));
+    let seen = told.clone();
+    let llm = ScriptedLlm::with_handler(move |request: &ChatRequest| {
+        if request.schema_name() == Some("summary") {
+            let message = request.last_user_message().unwrap_or_default();
+            seen.lock().unwrap().push(message.to_owned());
+            let summary = if message.contains("Anne") {
+                "Jonas' wife is Jane. Jonas is now married to Anne. He likes hiking."
+            } else {
+                "Jonas' wife is Jane. He likes hiking."
+            };
+            return Reply::Json(json!({ "summary": summary }));
+        }
+        spouse_model(request)
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let client = open(dir.path(), &llm).await;
+    for text in ["My wife is Jane.", "My wife is Anne."] {
+        client.chat(user(text, "family")).await.unwrap();
+    }
+    client.wait_idle().await;
+    let prompts = told.lock().unwrap().clone();
+    assert!(
+        prompts[1].contains("NO LONGER TRUE:\n- The user's wife is Jane"),
+        "{prompts:?}"
+    );
+    let summary = files(dir.path(), "family", "summaries").pop().unwrap();
+    assert!(
+        summary.ends_with("---\nJonas is now married to Anne. He likes hiking.\n"),
+        "{summary}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn a_failed_git_commit_loses_nothing_and_the_next_commit_carries_it() {
     let llm = ScriptedLlm::with_handler(spouse_model).await;
     let dir = tempfile::tempdir().unwrap();
