@@ -307,6 +307,30 @@ async fn edits_and_deletes_go_through_the_engine_and_forged_forms_do_not() {
     assert_eq!(status, 200);
     assert!(old.contains("My bike is red."), "{old}");
 
+    // A person's own commit shows as a hand edit.
+    let path = std::fs::read_dir(server.root.join("entries/c1/facts"))
+        .unwrap()
+        .filter_map(Result::ok)
+        .find(|e| e.file_name().to_string_lossy().contains(&id))
+        .unwrap()
+        .path();
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, text.replace("It has a bell.", "It has two bells.")).unwrap();
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .args(["-c", "user.name=Ana", "-c", "user.email=ana@example.org"])
+            .args(args)
+            .current_dir(&server.root)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+    };
+    git(&["commit", "-qam", "two bells, not one"]);
+    let (_, page) = get(&memory_url).await;
+    assert!(page.contains("Ana (hand edit)"), "{page}");
+    assert!(page.contains("two bells, not one"), "{page}");
+    assert!(page.contains("<ins>+It has two bells.\n</ins>"), "{page}");
+
     // An empty text is refused with a reason; delete tombstones it.
     let empty = browser_like()
         .post(format!("{memory_url}/edit"))

@@ -78,7 +78,7 @@ pub async fn one(
             p.empty { (why) }
         }
         @for (i, version) in versions.iter().enumerate() {
-            (version_entry(id, version, versions.get(i + 1)))
+            (version_entry(id, version, versions.get(i + 1), &client.config().git_author_name))
         }
     };
     Ok(respond(
@@ -119,9 +119,16 @@ fn forms(memory: &Memory, token: &str) -> Markup {
 }
 
 /// One version in the history: who changed what, and the diff against the version before.
-fn version_entry(id: MemoryId, version: &FileVersion, older: Option<&FileVersion>) -> Markup {
+/// A commit by anyone but mnemo's configured author is a person's hand edit; one a person
+/// left uncommitted rides in mnemo's next commit and shows as mnemo's.
+fn version_entry(
+    id: MemoryId,
+    version: &FileVersion,
+    older: Option<&FileVersion>,
+    mnemo_author: &str,
+) -> Markup {
     let commit = &version.commit;
-    let by_hand = commit.author != "mnemo";
+    let by_hand = commit.author != mnemo_author;
     html! {
         article.version {
             header {
