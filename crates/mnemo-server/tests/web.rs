@@ -190,6 +190,20 @@ async fn pages_escape_every_value_and_refuse_hostile_paths() {
     let (status, page) = get(&format!("{}/ui/conversations/c1?show=bogus", server.url)).await;
     assert_eq!(status, 400);
     assert!(page.contains("unknown variant"), "{page}");
+    // Absurd page numbers are a page past the end, or a 400 when they are no number.
+    let (status, page) = get(&format!(
+        "{}/ui/conversations/c1?page=18446744073709551615",
+        server.url
+    ))
+    .await;
+    assert_eq!(status, 200, "{page}");
+    assert!(!page.contains("My bike is red."));
+    let (status, _) = get(&format!(
+        "{}/ui/conversations/c1?page=99999999999999999999999",
+        server.url
+    ))
+    .await;
+    assert_eq!(status, 400);
     let (status, page) = get(&format!("{}/ui/conversations/nobody", server.url)).await;
     assert_eq!(status, 404);
     assert!(page.contains("no conversation"), "{page}");
@@ -563,6 +577,12 @@ async fn a_session_page_shows_its_context_use_and_marks_compacted_and_offloaded_
     );
     assert!(page.contains("line 399"), "the log is shown whole");
     assert!(page.contains("and now &lt;b&gt;bold&lt;/b&gt;?"), "escaped");
+    let (status, page) = get(&format!(
+        "{}/ui/sessions/t?page=18446744073709551615",
+        server.url
+    ))
+    .await;
+    assert_eq!(status, 200, "{page}");
     let (status, _) = get(&format!("{}/ui/sessions/nope", server.url)).await;
     assert_eq!(status, 404);
     server.shutdown().await;

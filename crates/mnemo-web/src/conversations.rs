@@ -127,7 +127,7 @@ pub async fn one(
         };
         let files = newest_first(&store, &c, kinds, show == Show::Deleted);
         let total = files.len();
-        let start = ((page - 1) * PER_PAGE).min(total);
+        let start = (page - 1).saturating_mul(PER_PAGE).min(total);
         let items: Vec<StoredMemory> = files[start..(start + PER_PAGE).min(total)]
             .iter()
             .filter_map(|path| store.read(path).ok())

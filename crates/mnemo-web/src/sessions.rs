@@ -74,7 +74,7 @@ pub async fn one(
     let offloaded = client.offloaded_outputs(&id).await?;
     let page = query.page.unwrap_or(1).max(1);
     let messages = client
-        .session_messages(&id, (page - 1) * PER_PAGE, PER_PAGE, false)
+        .session_messages(&id, (page - 1).saturating_mul(PER_PAGE), PER_PAGE, false)
         .await?;
     let base = format!("/ui/sessions/{}", id.as_str());
     let body = html! {
