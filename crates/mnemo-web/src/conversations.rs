@@ -117,44 +117,8 @@ pub async fn one(
     let page = query.page.unwrap_or(1).max(1);
     let client = &state.client;
     let store = client.store().clone();
-    let c = conversation.clone();
-    let show = query.show;
-    let listing = blocking(move || {
-        let kinds: &[MemoryKind] = match show {
-            Show::Facts => &[MemoryKind::Fact],
-            Show::Turns => &[MemoryKind::UserTurn, MemoryKind::AssistantTurn],
-            Show::Deleted => &MemoryKind::ALL,
-        };
-        let files = newest_first(&store, &c, kinds, show == Show::Deleted);
-        let total = files.len();
-        let start = (page - 1).saturating_mul(PER_PAGE).min(total);
-        let items: Vec<StoredMemory> = files[start..(start + PER_PAGE).min(total)]
-            .iter()
-            .filter_map(|path| store.read(path).ok())
-            .collect();
-        let summary = store.read(&store.summary_path(&c)).ok();
-        let exists = total > 0
-            || summary.is_some()
-            || MemoryKind::ALL.iter().any(|kind| {
-                [false, true]
-                    .into_iter()
-                    .any(|deleted| !store.listed_files(&c, *kind, deleted).is_empty())
-            });
-        // What replaced a tombstone on this page, when it is still live.
-        let replacements: HashMap<MemoryId, String> = items
-            .iter()
-            .filter_map(|m| m.record.replaced_by)
-            .filter_map(|id| live_text(&store, &c, id).map(|text| (id, text)))
-            .collect();
-        Listing {
-            total,
-            items,
-            summary: summary.map(|m| m.record.content),
-            exists,
-            replacements,
-        }
-    })
-    .await?;
+    let (c, show) = (conversation.clone(), query.show);
+    let listing = blocking(move || gather(&store, &c, show, page)).await?;
     if !listing.exists {
         return Err(WebError::new(
             StatusCode::NOT_FOUND,
@@ -265,6 +229,44 @@ pub fn front_matter(record: &mnemo_core::MemoryRecord) -> String {
     match yaml.find("\n---\n") {
         Some(end) => yaml[..end].to_owned(),
         None => yaml.to_owned(),
+    }
+}
+
+/// Page `page` of the conversation's memories of kind `show`, newest first, and what the
+/// page shows around them (blocking: it lists and reads files).
+fn gather(store: &FileStore, c: &ConversationId, show: Show, page: usize) -> Listing {
+    let kinds: &[MemoryKind] = match show {
+        Show::Facts => &[MemoryKind::Fact],
+        Show::Turns => &[MemoryKind::UserTurn, MemoryKind::AssistantTurn],
+        Show::Deleted => &MemoryKind::ALL,
+    };
+    let files = newest_first(store, c, kinds, show == Show::Deleted);
+    let total = files.len();
+    let start = (page - 1).saturating_mul(PER_PAGE).min(total);
+    let items: Vec<StoredMemory> = files[start..(start + PER_PAGE).min(total)]
+        .iter()
+        .filter_map(|path| store.read(path).ok())
+        .collect();
+    let summary = store.read(&store.summary_path(c)).ok();
+    let exists = total > 0
+        || summary.is_some()
+        || MemoryKind::ALL.iter().any(|kind| {
+            [false, true]
+                .into_iter()
+                .any(|deleted| !store.listed_files(c, *kind, deleted).is_empty())
+        });
+    // What replaced a tombstone on this page, when it is still live.
+    let replacements = items
+        .iter()
+        .filter_map(|m| m.record.replaced_by)
+        .filter_map(|id| live_text(store, c, id).map(|text| (id, text)))
+        .collect();
+    Listing {
+        total,
+        items,
+        summary: summary.map(|m| m.record.content),
+        exists,
+        replacements,
     }
 }
 
