@@ -180,6 +180,7 @@ fn print_banner(
     println!("  store     {}", store.display());
     println!("  upstream  {upstream}");
     println!("  API       http://{address}/openapi.json");
+    println!("  web view  http://{address}/");
     let bearer = if auth.is_required() {
         let entries: Vec<&str> = auth.entries().collect();
         println!("  auth      bearer tokens: {}", entries.join(", "));

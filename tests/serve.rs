@@ -131,6 +131,15 @@ async fn with_no_local_llm_chat_answers_503_and_memories_still_work() {
     )
     .await;
     assert_eq!(status, 201, "{added}");
+    // The web view of the same binary shows it.
+    let page = http().get(format!("{url}/")).send().await.unwrap();
+    assert_eq!(page.url().path(), "/ui/", "GET / leads to the web view");
+    assert_eq!(page.status(), 200);
+    assert!(page
+        .text()
+        .await
+        .unwrap()
+        .contains("/ui/conversations/default"));
     let status = terminate(&mut server);
     assert!(status.success(), "mnemo serve exited with {status}");
     let turns = store.path().join("entries/default/turns/user");
