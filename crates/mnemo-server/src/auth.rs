@@ -303,9 +303,9 @@ impl Auth {
         self.tokens.iter().map(|t| t.entry.as_str())
     }
 
-    /// Whether `presented` is one of the tokens (the web view's sign-in checks it).
-    pub(crate) fn accepts(&self, presented: &str) -> bool {
-        self.find(presented).is_some()
+    /// The scope of token `presented`, if it is one of ours (the web view's sign-in).
+    pub(crate) fn scope_of(&self, presented: &str) -> Option<Arc<Scope>> {
+        self.find(presented).map(|token| token.scope.clone())
     }
 
     /// The token presented as `presented`, if it is one of ours. Every digest is compared,
@@ -404,14 +404,10 @@ enum Presented {
     Malformed,
 }
 
-/// The token a request presents: its `Authorization` header, or for the web view's pages
-/// (a browser cannot send the header on a link or a form) the sign-in cookie.
-fn presented(headers: &HeaderMap, path: &str) -> Presented {
+/// The token a request presents in its `Authorization` header.
+fn presented(headers: &HeaderMap) -> Presented {
     let Some(value) = headers.get(header::AUTHORIZATION) else {
-        return match crate::web::is_web_path(path) {
-            true => crate::web::cookie_token(headers).map_or(Presented::Nothing, Presented::Token),
-            false => Presented::Nothing,
-        };
+        return Presented::Nothing;
     };
     let Ok(value) = value.to_str() else {
         return Presented::Malformed;
@@ -448,16 +444,23 @@ pub(crate) async fn authenticate(
         return next.run(request).await;
     }
     let path = request.uri().path().to_owned();
-    let presented = presented(request.headers(), &path);
+    if crate::web::is_web_path(&path) && !request.headers().contains_key(header::AUTHORIZATION) {
+        // A browser signed in to the web view carries a session cookie, never a token.
+        match state.web_sessions.find(request.headers()) {
+            Some(scope) => {
+                request.extensions_mut().insert(Grant(scope));
+            }
+            None if is_open(&request) => {}
+            None => return crate::web::sign_in_first(),
+        }
+        return next.run(request).await;
+    }
+    let presented = presented(request.headers());
     // The header is mnemo's token: nothing downstream (the pass-through forwards the client's
     // headers) may see it.
     request.headers_mut().remove(header::AUTHORIZATION);
     match presented {
         Presented::Nothing if is_open(&request) => {}
-        // A browser is sent to sign in, not shown a JSON error.
-        Presented::Nothing if crate::web::is_web_path(&path) => {
-            return crate::web::sign_in_first()
-        }
         Presented::Nothing => return ApiError::unauthorized(MISSING).into_response(),
         Presented::Malformed => {
             return ApiError::unauthorized(
@@ -469,12 +472,6 @@ pub(crate) async fn authenticate(
             Some(found) => {
                 debug!(token = %found.entry, path = %request.uri().path(), "authenticated");
                 request.extensions_mut().insert(Grant(found.scope.clone()));
-            }
-            // A stale sign-in cookie: the sign-in page itself still shows.
-            None if crate::web::is_web_path(&path) => {
-                if !is_open(&request) {
-                    return crate::web::sign_in_first();
-                }
             }
             None => {
                 return ApiError::unauthorized("the bearer token is not one mnemo knows")
@@ -601,21 +598,9 @@ mod tests {
         let with = |value: &str| {
             let mut headers = HeaderMap::new();
             headers.insert(header::AUTHORIZATION, value.parse().unwrap());
-            presented(&headers, "/v1/memories")
+            presented(&headers)
         };
-        assert!(matches!(
-            presented(&HeaderMap::new(), "/v1/memories"),
-            Presented::Nothing
-        ));
-        // The web view's cookie counts under /ui only.
-        let mut cookie = HeaderMap::new();
-        cookie.insert(header::COOKIE, "mnemo_token=616263".parse().unwrap());
-        assert!(matches!(presented(&cookie, "/ui/"), Presented::Token(t) if t == "abc"));
-        assert!(matches!(
-            presented(&cookie, "/v1/memories"),
-            Presented::Nothing
-        ));
-        assert!(matches!(presented(&cookie, "/uix"), Presented::Nothing));
+        assert!(matches!(presented(&HeaderMap::new()), Presented::Nothing));
         assert!(matches!(with("Bearer abc"), Presented::Token(t) if t == "abc"));
         assert!(matches!(with("bearer  abc "), Presented::Token(t) if t == "abc"));
         assert!(matches!(with("Basic YWxpY2U6eA=="), Presented::Malformed));

@@ -104,6 +104,8 @@ pub(crate) struct AppState {
     pub metrics: metrics::Metrics,
     /// The upstream's last health probe, reused for a few seconds.
     pub upstream_probe: health::ProbeCache,
+    /// Browsers signed in to the web view.
+    pub web_sessions: Arc<web::WebSessions>,
 }
 
 /// The routes mnemo serves itself, each with its description.
@@ -148,6 +150,7 @@ pub fn router(client: MemoryClient, options: ServerOptions) -> Router {
         openapi: Arc::new(openapi),
         metrics: metrics::Metrics::new(),
         upstream_probe: health::ProbeCache::default(),
+        web_sessions: Arc::default(),
     };
     // The last layer added runs first: metrics, then the guard, then authentication.
     web::mount(mcp::mount(routes, &state), &state)

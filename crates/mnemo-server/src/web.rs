@@ -2,10 +2,17 @@
 //!
 //! It sits behind the same guard (Host, foreign `Origin`) and the same tokens as every other
 //! route. A browser cannot put a bearer token on a link or a form, so with tokens
-//! configured the view asks for one once (`/ui/login`) and keeps it in a cookie that is
-//! `HttpOnly` (no script reads it), `SameSite=Strict` (no other site's page sends it) and
-//! scoped to `/ui` (the REST API never accepts it). The guard's JSON-only rule does not
-//! apply under `/ui`: its forms are checked by the form token every page carries instead.
+//! configured the view asks for one once (`/ui/login`) and starts a [`WebSessions`] entry:
+//! the cookie holds a random session key, never the token (a browser sends cookies to every
+//! port of a host, so another local server could read it), and the key opens the web view
+//! of this process only: the REST API, `/mcp` and the proxy never accept it, it ends after
+//! [`SESSION_LIFETIME`], and a restart ends them all. The cookie is also `HttpOnly`,
+//! `SameSite=Strict` and scoped to `/ui`. The guard's JSON-only rule does not apply under
+//! `/ui`: its forms are checked by the form token every page carries instead.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use axum::extract::rejection::FormRejection;
 use axum::extract::{Request, State};
@@ -16,13 +23,65 @@ use axum::routing::get;
 use axum::{Form, Router};
 use serde::Deserialize;
 
-use crate::auth::Grant;
+use crate::auth::{Grant, Scope};
 use crate::AppState;
 
 /// The sign-in page.
 pub const LOGIN_PATH: &str = "/ui/login";
-/// The cookie holding a browser's token (hex-encoded: a token may hold any character).
-const TOKEN_COOKIE: &str = "mnemo_token";
+/// The cookie holding a browser's session key.
+const SESSION_COOKIE: &str = "mnemo_session";
+/// How long a sign-in lasts.
+pub const SESSION_LIFETIME: Duration = Duration::from_secs(12 * 3600);
+/// Browsers signed in at once; the oldest sign-in ends when another would pass this.
+const MAX_SESSIONS: usize = 1024;
+/// The longest token the sign-in form takes (longer ones are no token of ours).
+const MAX_TOKEN_BYTES: usize = 4096;
+
+/// The web view's signed-in browsers: random keys, each with the scope of the token it
+/// signed in with and when it ends. Kept in memory only.
+#[derive(Default)]
+pub(crate) struct WebSessions {
+    sessions: Mutex<HashMap<String, (Arc<Scope>, Instant)>>,
+}
+
+impl WebSessions {
+    /// A new session for `scope`; returns its key.
+    fn start(&self, scope: Arc<Scope>) -> String {
+        let key = format!(
+            "{}{}",
+            uuid::Uuid::new_v4().simple(),
+            uuid::Uuid::new_v4().simple()
+        );
+        let now = Instant::now();
+        let mut sessions = self.lock();
+        sessions.retain(|_, (_, ends)| *ends > now);
+        if sessions.len() >= MAX_SESSIONS {
+            let oldest = sessions
+                .iter()
+                .min_by_key(|(_, (_, ends))| *ends)
+                .map(|(key, _)| key.clone());
+            if let Some(oldest) = oldest {
+                sessions.remove(&oldest);
+            }
+        }
+        sessions.insert(key.clone(), (scope, now + SESSION_LIFETIME));
+        key
+    }
+
+    /// The scope of the session the request's cookie names, while it lasts.
+    pub(crate) fn find(&self, headers: &HeaderMap) -> Option<Arc<Scope>> {
+        let key = cookie(headers, SESSION_COOKIE)?;
+        let sessions = self.lock();
+        let (scope, ends) = sessions.get(&key)?;
+        (*ends > Instant::now()).then(|| scope.clone())
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (Arc<Scope>, Instant)>> {
+        self.sessions
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
 
 /// `router` with the web view nested at `/ui`, its sign-in page, and `GET /`.
 pub(crate) fn mount(router: Router<AppState>, state: &AppState) -> Router<AppState> {
@@ -53,21 +112,25 @@ pub(crate) fn sign_in_first() -> Response {
     Redirect::to(LOGIN_PATH).into_response()
 }
 
-/// The token in the request's sign-in cookie, if any.
-pub(crate) fn cookie_token(headers: &HeaderMap) -> Option<String> {
+/// The value of cookie `name` in the request, if it sends one.
+fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
     headers
         .get_all(header::COOKIE)
         .iter()
         .filter_map(|value| value.to_str().ok())
         .flat_map(|value| value.split(';'))
         .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(name, _)| *name == TOKEN_COOKIE)
-        .and_then(|(_, value)| hex_decode(value))
+        .find(|(found, _)| *found == name)
+        .map(|(_, value)| value.to_owned())
 }
 
-/// Hands the web view the request's scope as its [`mnemo_web::Viewer`].
+/// Hands the web view the request's scope as its [`mnemo_web::Viewer`]; the stylesheet,
+/// which the sign-in page needs, is served to anyone.
 async fn admit(mut request: Request, next: Next) -> Response {
     let Some(grant) = request.extensions().get::<Grant>().cloned() else {
+        if request.uri().path() == "/style.css" {
+            return next.run(request).await;
+        }
         return sign_in_first();
     };
     request
@@ -100,57 +163,66 @@ async fn login(
         Ok(Form(form)) => form.token.trim().to_owned(),
         Err(e) => return mnemo_web::page::sign_in(StatusCode::BAD_REQUEST, Some(&e.body_text())),
     };
-    if !state.options.auth.accepts(&token) {
+    let scope = match token.len() <= MAX_TOKEN_BYTES {
+        true => state.options.auth.scope_of(&token),
+        false => None,
+    };
+    let Some(scope) = scope else {
         return mnemo_web::page::sign_in(
             StatusCode::UNAUTHORIZED,
             Some("that is not a token this mnemo knows"),
         );
-    }
+    };
+    let key = state.web_sessions.start(scope);
     let cookie = format!(
-        "{TOKEN_COOKIE}={}; Path=/ui; HttpOnly; SameSite=Strict",
-        hex_encode(&token)
+        "{SESSION_COOKIE}={key}; Path=/ui; HttpOnly; SameSite=Strict; Max-Age={}",
+        SESSION_LIFETIME.as_secs()
     );
     let mut response = Redirect::to("/ui/").into_response();
-    match HeaderValue::from_str(&cookie) {
-        Ok(value) => {
-            response.headers_mut().insert(header::SET_COOKIE, value);
-            response
-        }
-        Err(_) => mnemo_web::page::sign_in(StatusCode::BAD_REQUEST, Some("unusable token")),
+    // A key is hex: always a valid header value.
+    if let Ok(value) = HeaderValue::from_str(&cookie) {
+        response.headers_mut().insert(header::SET_COOKIE, value);
     }
-}
-
-fn hex_encode(text: &str) -> String {
-    text.bytes().map(|b| format!("{b:02x}")).collect()
-}
-
-fn hex_decode(hex: &str) -> Option<String> {
-    if !hex.len().is_multiple_of(2) || hex.len() > 4096 {
-        return None;
-    }
-    let bytes = (0..hex.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(hex.get(i..i + 2)?, 16).ok())
-        .collect::<Option<Vec<u8>>>()?;
-    String::from_utf8(bytes).ok()
+    response
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn the_cookie_carries_any_token_and_refuses_garbage() {
-        let token = "tok en;=,\"ü-0123456789";
+    fn with_cookie(value: &str) -> HeaderMap {
         let mut headers = HeaderMap::new();
-        let cookie = format!("other=1; {TOKEN_COOKIE}={}", hex_encode(token));
-        headers.insert(header::COOKIE, HeaderValue::from_str(&cookie).unwrap());
-        assert_eq!(cookie_token(&headers).as_deref(), Some(token));
-        for bad in ["zz", "abc", "ff"] {
-            let mut headers = HeaderMap::new();
-            let cookie = format!("{TOKEN_COOKIE}={bad}");
-            headers.insert(header::COOKIE, HeaderValue::from_str(&cookie).unwrap());
-            assert_eq!(cookie_token(&headers), None, "{bad}");
+        headers.insert(header::COOKIE, HeaderValue::from_str(value).unwrap());
+        headers
+    }
+
+    #[test]
+    fn a_session_key_opens_only_its_own_session_while_it_lasts() {
+        let sessions = WebSessions::default();
+        let key = sessions.start(Arc::new(Scope::everything()));
+        assert_eq!(key.len(), 64);
+        let found = sessions.find(&with_cookie(&format!("other=1; {SESSION_COOKIE}={key}")));
+        assert!(found.is_some());
+        for bad in ["", "zz", &key[..63]] {
+            let headers = with_cookie(&format!("{SESSION_COOKIE}={bad}"));
+            assert!(sessions.find(&headers).is_none(), "{bad}");
         }
+        assert!(sessions.find(&HeaderMap::new()).is_none());
+        // An ended session opens nothing.
+        sessions.lock().get_mut(&key).unwrap().1 = Instant::now();
+        assert!(sessions
+            .find(&with_cookie(&format!("{SESSION_COOKIE}={key}")))
+            .is_none());
+    }
+
+    #[test]
+    fn sessions_are_bounded_and_the_oldest_goes_first() {
+        let sessions = WebSessions::default();
+        let first = sessions.start(Arc::new(Scope::everything()));
+        for _ in 0..MAX_SESSIONS {
+            sessions.start(Arc::new(Scope::everything()));
+        }
+        assert_eq!(sessions.lock().len(), MAX_SESSIONS);
+        assert!(!sessions.lock().contains_key(&first));
     }
 }

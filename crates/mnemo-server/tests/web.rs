@@ -190,6 +190,25 @@ async fn pages_escape_every_value_and_refuse_hostile_paths() {
     let (status, page) = get(&format!("{}/ui/conversations/c1?show=bogus", server.url)).await;
     assert_eq!(status, 400);
     assert!(page.contains("unknown variant"), "{page}");
+    // A tombstone names what replaced it, with that fact's text.
+    let bike = fact_id(&server, "My bike is red.").await;
+    let deleted = server.root.join("entries/c1/deleted/facts");
+    std::fs::create_dir_all(&deleted).unwrap();
+    std::fs::write(
+        deleted.join("20240101T000000000Z__6d7f5a52-5c1e-4d7a-9a51-1f0e2b3c4d5e.md"),
+        format!(
+            "---\nid: 6d7f5a52-5c1e-4d7a-9a51-1f0e2b3c4d5e\nconversation_id: c1\nrole: memory\ncreated_at: \"2024-01-01T00:00:00Z\"\nreplaced_by: {bike}\ndeleted_at: \"2024-02-01T00:00:00Z\"\n---\nMy bike is yellow.\n"
+        ),
+    )
+    .unwrap();
+    let (_, page) = get(&format!("{}/ui/conversations/c1?show=deleted", server.url)).await;
+    assert!(page.contains("My bike is yellow."), "{page}");
+    assert!(
+        page.contains(&format!("href=\"/ui/memories/{bike}\"")),
+        "{page}"
+    );
+    assert!(page.contains(": “My bike is red.”"), "{page}");
+
     // Absurd page numbers are a page past the end, or a 400 when they are no number.
     let (status, page) = get(&format!(
         "{}/ui/conversations/c1?page=18446744073709551615",
@@ -389,6 +408,23 @@ async fn with_tokens_a_browser_signs_in_and_sees_only_its_scope() {
     let (status, page) = get(&format!("{}/ui/login", server.url)).await;
     assert_eq!(status, 200);
     assert!(page.contains("type=\"password\""));
+    let (status, css) = get(&format!("{}/ui/style.css", server.url)).await;
+    assert_eq!(status, 200, "the sign-in page is styled");
+    assert!(css.contains("font"), "{css}");
+    let forged = browser_like()
+        .get(format!("{}/ui/", server.url))
+        .header("Cookie", format!("mnemo_session={}", "0".repeat(64)))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(forged.status(), 303, "a made-up session opens nothing");
+    let huge = browser_like()
+        .post(format!("{}/ui/login", server.url))
+        .form(&[("token", "x".repeat(5000))])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(huge.status(), 401);
 
     let wrong = browser_like()
         .post(format!("{}/ui/login", server.url))
@@ -409,9 +445,11 @@ async fn with_tokens_a_browser_signs_in_and_sees_only_its_scope() {
             assert_eq!(answer.status(), 303);
             let cookie = answer.headers()["set-cookie"].to_str().unwrap().to_owned();
             assert!(cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"));
+            assert!(cookie.contains("Path=/ui") && cookie.contains("Max-Age="));
+            let hex: String = token.bytes().map(|b| format!("{b:02x}")).collect();
             assert!(
-                !cookie.contains(token),
-                "the cookie does not show the token as is"
+                !cookie.contains(token) && !cookie.contains(&hex),
+                "the cookie holds a session key, never the token"
             );
             cookie.split(';').next().unwrap().to_owned()
         }

@@ -63,7 +63,7 @@ pub async fn index(State(state): State<WebState>, viewer: Viewer) -> Result<Resp
                             td.num { (o.turns) }
                             td.num { (o.tombstones) }
                             td { @if let Some(at) = o.last_activity { (time(at)) } }
-                            td.summary { @if let Some(summary) = &o.summary { (summary) } }
+                            td.summary { @if let Some(summary) = &o.summary { (preview(summary)) } }
                         }
                     }
                 }
@@ -255,18 +255,29 @@ fn gather(store: &FileStore, c: &ConversationId, show: Show, page: usize) -> Lis
                 .into_iter()
                 .any(|deleted| !store.listed_files(c, *kind, deleted).is_empty())
         });
-    // What replaced a tombstone on this page, when it is still live.
-    let replacements = items
-        .iter()
-        .filter_map(|m| m.record.replaced_by)
-        .filter_map(|id| live_text(store, c, id).map(|text| (id, text)))
-        .collect();
+    // What replaced a tombstone on this page, when it is still live (the facts listed once).
+    let wanted: Vec<MemoryId> = items.iter().filter_map(|m| m.record.replaced_by).collect();
+    let replacements = match wanted.is_empty() {
+        true => HashMap::new(),
+        false => live_texts(store, c, &wanted),
+    };
     Listing {
         total,
         items,
         summary: summary.map(|m| m.record.content),
         exists,
         replacements,
+    }
+}
+
+/// Characters of a summary the conversation list shows.
+const SUMMARY_PREVIEW_CHARS: usize = 300;
+
+/// The start of `text`, cut at a character boundary, with an ellipsis when cut.
+fn preview(text: &str) -> String {
+    match text.char_indices().nth(SUMMARY_PREVIEW_CHARS) {
+        Some((end, _)) => format!("{}…", &text[..end]),
+        None => text.to_owned(),
     }
 }
 
@@ -331,14 +342,21 @@ fn newest_first(
     timed.into_iter().map(|(_, path)| path).collect()
 }
 
-/// The text of live fact `id` of `conversation`, found by its file name.
-fn live_text(store: &FileStore, conversation: &ConversationId, id: MemoryId) -> Option<String> {
-    let suffix = format!("__{id}.md");
-    let file = store
+/// The texts of the live facts of `conversation` among `ids`, found by their file names.
+fn live_texts(
+    store: &FileStore,
+    conversation: &ConversationId,
+    ids: &[MemoryId],
+) -> HashMap<MemoryId, String> {
+    store
         .listed_files(conversation, MemoryKind::Fact, false)
         .into_iter()
-        .find(|f| f.path.to_string_lossy().ends_with(&suffix))?;
-    store.read(&file.path).ok().map(|m| m.record.content)
+        .filter_map(|file| {
+            let id = id_in_name(&file.path)?.parse::<MemoryId>().ok()?;
+            ids.contains(&id).then_some((id, file.path))
+        })
+        .filter_map(|(id, path)| store.read(&path).ok().map(|m| (id, m.record.content)))
+        .collect()
 }
 
 /// Runs blocking file work off the async threads.

@@ -143,9 +143,20 @@ fn version_entry(
     }
 }
 
-/// A line diff of `old` to `new`, three lines of context around each change.
+/// Versions larger than this are not diffed (their pages show them whole).
+pub const MAX_DIFF_BYTES: usize = 64 << 10;
+/// How long one diff may search for the smallest edit before it settles for a coarser one.
+const DIFF_DEADLINE: std::time::Duration = std::time::Duration::from_millis(20);
+
+/// A line diff of `old` to `new`, three lines of context around each change; bounded in
+/// size and time, so a page of 50 versions stays cheap whatever the files hold.
 pub fn diff(old: &str, new: &str) -> Markup {
-    let diff = TextDiff::from_lines(old, new);
+    if old.len() > MAX_DIFF_BYTES || new.len() > MAX_DIFF_BYTES {
+        return html! { p.hint { "Too large to diff here: open the versions to compare them." } };
+    }
+    let diff = TextDiff::configure()
+        .timeout(DIFF_DEADLINE)
+        .diff_lines(old, new);
     html! {
         pre.diff {
             @for group in diff.grouped_ops(3) {

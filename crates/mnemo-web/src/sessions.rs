@@ -32,7 +32,7 @@ pub async fn index(State(state): State<WebState>, viewer: Viewer) -> Result<Resp
                     @for (id, meta) in &sessions {
                         tr {
                             td { a href={ "/ui/sessions/" (id.as_str()) } { (meta.title) } br; code { (id.as_str()) } }
-                            td { a href={ "/ui/conversations/" (meta.conversation) } { (meta.conversation) } }
+                            td { (conversation_link(&meta.conversation)) }
                             td.num { (meta.messages) }
                             td {
                                 @match (meta.tokens, meta.window) {
@@ -80,10 +80,16 @@ pub async fn one(
     let body = html! {
         h1 { (info.meta.title) }
         p {
-            code { (id.as_str()) } " · conversation "
-            a href={ "/ui/conversations/" (info.meta.conversation) } { (info.meta.conversation) }
+            code { (id.as_str()) } " · conversation " (conversation_link(&info.meta.conversation))
             @if let Some(agent) = &info.meta.agent { " · agent " code { (agent) } }
-            @if let Some(parent) = &info.meta.parent { " · forked from " a href={ "/ui/sessions/" (parent) } { code { (parent) } } }
+            @if let Some(parent) = &info.meta.parent {
+                " · forked from "
+                @if SessionId::new(parent).is_ok() {
+                    a href={ "/ui/sessions/" (parent) } { code { (parent) } }
+                } @else {
+                    code { (parent) }
+                }
+            }
         }
         section.context {
             h2 { "Context" }
@@ -100,6 +106,18 @@ pub async fn one(
         (pager(&base, page, PER_PAGE, messages.total))
     };
     Ok(respond(StatusCode::OK, layout(&info.meta.title, body)))
+}
+
+/// A link to a conversation named in a session's (hand-editable) metadata; a name that is
+/// no conversation id is shown as text.
+fn conversation_link(name: &str) -> Markup {
+    html! {
+        @if mnemo_core::ConversationId::new(name).is_ok() {
+            a href={ "/ui/conversations/" (name) } { (name) }
+        } @else {
+            code { (name) }
+        }
+    }
 }
 
 /// One logged message, marked when compaction covers it or its tool output was offloaded.
