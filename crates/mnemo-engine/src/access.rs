@@ -11,6 +11,7 @@
 use mnemo_core::{ConversationId, MemoryId, Metadata, Role};
 use mnemo_git::FileVersion;
 use mnemo_session::SessionId;
+use mnemo_store::StoredMemory;
 
 use crate::answers::{
     AddResult, AgentMemory, Deleted, History, HistoryResults, Memory, MemoryPage, SearchResult,
@@ -173,6 +174,11 @@ impl HistoryScope {
     }
 }
 
+/// Refused unless `access` may write the conversation of `memory`.
+fn writable(access: &dyn Access, memory: &StoredMemory) -> Result<(), EngineError> {
+    access.check_write(memory.record.conversation_id.as_str())
+}
+
 impl MemoryClient {
     /// [`search`](Self::search) for `access`: the conversation must be readable, and
     /// `global` is left out unless `access` reads it. Paths are made relative to the store.
@@ -267,13 +273,10 @@ impl MemoryClient {
         access: &dyn Access,
         id: MemoryId,
     ) -> Result<Deleted, EngineError> {
-        if !access.is_unrestricted() {
-            let memory = self.get(id).await?.ok_or_else(|| no_memory(id))?;
-            // A memory never changes conversation (its folder decides it), so this still
-            // holds when the delete runs.
-            access.check_write(memory.record.conversation_id.as_str())?;
-        }
-        let tombstone = self.delete(id).await?.ok_or_else(|| no_memory(id))?;
+        let tombstone = self
+            .delete_checked(id, &|m| writable(access, m))
+            .await?
+            .ok_or_else(|| no_memory(id))?;
         Ok(Deleted {
             deleted: id,
             tombstone: self.store().relative(&tombstone).as_ref().into(),
@@ -288,10 +291,10 @@ impl MemoryClient {
         id: MemoryId,
         content: String,
     ) -> Result<Memory, EngineError> {
-        let memory = self.get(id).await?.ok_or_else(|| no_memory(id))?;
-        // A memory never changes conversation (its folder decides it).
-        access.check_write(memory.record.conversation_id.as_str())?;
-        let edited = self.edit(id, content).await?.ok_or_else(|| no_memory(id))?;
+        let edited = self
+            .edit_checked(id, content, &|m| writable(access, m))
+            .await?
+            .ok_or_else(|| no_memory(id))?;
         Ok(Memory::of(&edited, self.store()))
     }
 

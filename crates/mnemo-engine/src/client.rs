@@ -34,6 +34,9 @@ use crate::timeline::Timeline;
 use crate::watcher::{self, WatcherHandle};
 use crate::EngineError;
 
+/// A caller's check of the memory a delete or an edit is about to change.
+pub(crate) type MemoryCheck<'a> = &'a (dyn Fn(&StoredMemory) -> Result<(), EngineError> + Sync);
+
 /// How to open a [`MemoryClient`] beyond its [`Config`].
 #[derive(Default)]
 pub struct OpenOptions {
@@ -368,17 +371,21 @@ impl MemoryClient {
     /// Soft-deletes a memory (its file moves under `deleted/`) and commits. Returns the
     /// tombstone's path, or `None` when no live memory has this id.
     pub async fn delete(&self, id: MemoryId) -> Result<Option<PathBuf>, EngineError> {
-        let Some(memory) = self.get(id).await? else {
+        self.delete_checked(id, &|_| Ok(())).await
+    }
+
+    /// [`delete`](Self::delete), once `check` accepts the memory as it is under the lock.
+    pub(crate) async fn delete_checked(
+        &self,
+        id: MemoryId,
+        check: MemoryCheck<'_>,
+    ) -> Result<Option<PathBuf>, EngineError> {
+        let Some((memory, _turn)) = self.lock_live(id, check).await? else {
             return Ok(None);
         };
-        let conversation = memory.record.conversation_id.clone();
-        let _turn = self
-            .inner
-            .conversation_lock(&conversation)
-            .lock_owned()
-            .await;
         let inner = self.inner.clone();
         blocking(move || {
+            let conversation = memory.record.conversation_id.clone();
             let tombstone = inner.tombstone(&[(memory.path, None)])?.pop();
             inner.commit(&format!("{conversation}: 1 deleted on request"));
             Ok(tombstone)
@@ -394,44 +401,67 @@ impl MemoryClient {
         id: MemoryId,
         content: String,
     ) -> Result<Option<StoredMemory>, EngineError> {
+        self.edit_checked(id, content, &|_| Ok(())).await
+    }
+
+    /// [`edit`](Self::edit), once `check` accepts the memory as it is under the lock.
+    pub(crate) async fn edit_checked(
+        &self,
+        id: MemoryId,
+        content: String,
+        check: MemoryCheck<'_>,
+    ) -> Result<Option<StoredMemory>, EngineError> {
         let content = content.trim().to_owned();
         if content.is_empty() {
             return Err(EngineError::InvalidInput(
                 "a memory's text cannot be empty; delete the memory instead".into(),
             ));
         }
-        let Some(memory) = self.get(id).await? else {
+        let Some((memory, _turn)) = self.lock_live(id, check).await? else {
             return Ok(None);
         };
-        let conversation = memory.record.conversation_id.clone();
-        let _turn = self
-            .inner
-            .conversation_lock(&conversation)
-            .lock_owned()
-            .await;
+        if memory.record.content == content {
+            return Ok(Some(memory));
+        }
         let inner = self.inner.clone();
         blocking(move || {
-            // Read again under the lock: a pass may have replaced or deleted it meanwhile.
-            let current = match inner.store.read(&memory.path) {
-                Ok(current) if current.record.id == id => current,
-                Ok(_) => return Ok(None),
-                Err(mnemo_store::StoreError::Io { source, .. })
-                    if source.kind() == std::io::ErrorKind::NotFound =>
-                {
-                    return Ok(None)
-                }
-                Err(e) => return Err(e.into()),
+            let conversation = memory.record.conversation_id.clone();
+            let record = MemoryRecord {
+                content,
+                ..memory.record
             };
-            if current.record.content == content {
-                return Ok(Some(current));
-            }
-            let mut record = current.record;
-            record.content = content;
-            let edited = inner.rewrite_record(&current.path, record)?;
+            let edited = inner.rewrite_record(&memory.path, record)?;
             inner.commit(&format!("{conversation}: 1 edited on request"));
             Ok(Some(edited))
         })
         .await
+    }
+
+    /// Live memory `id` with its conversation's write lock held (no write-path pass changes
+    /// it meanwhile), once `check` (a caller's scope) accepts it as it is under the lock:
+    /// what is checked is what is changed. `None` when there is no such memory.
+    async fn lock_live(
+        &self,
+        id: MemoryId,
+        check: MemoryCheck<'_>,
+    ) -> Result<Option<(StoredMemory, tokio::sync::OwnedMutexGuard<()>)>, EngineError> {
+        let Some(seen) = self.get(id).await? else {
+            return Ok(None);
+        };
+        let conversation = seen.record.conversation_id;
+        let turn = self
+            .inner
+            .conversation_lock(&conversation)
+            .lock_owned()
+            .await;
+        // Again under the lock: a pass may have replaced or deleted it meanwhile.
+        match self.get(id).await? {
+            Some(memory) if memory.record.conversation_id == conversation => {
+                check(&memory)?;
+                Ok(Some((memory, turn)))
+            }
+            _ => Ok(None),
+        }
     }
 
     /// Compares the index with the files: every live memory has its point, and no point

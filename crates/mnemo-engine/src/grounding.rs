@@ -149,19 +149,13 @@ pub fn ground(fact: &str, message: &str) -> Grounding {
         missing_names: Vec::new(),
         missing_words: Vec::new(),
     };
-    for (i, (word, capitalised)) in words(fact).enumerate() {
-        // Single letters are the remains of contractions ("doesn't").
-        let letter = word.chars().count() == 1 && !word.chars().all(|c| c.is_ascii_digit());
-        if letter || NOT_CONTENT.contains(&word.as_str()) {
-            continue;
-        }
-        let is_name = (capitalised && i > 0) || word.chars().any(|c| c.is_ascii_digit());
-        if said.contains(&stem(&word)) {
-            grounding.matched.push(word);
-        } else if is_name {
-            grounding.missing_names.push(word);
+    for term in content_terms(fact) {
+        if said.contains(&term.stem) {
+            grounding.matched.push(term.word);
+        } else if term.is_name {
+            grounding.missing_names.push(term.word);
         } else {
-            grounding.missing_words.push(word);
+            grounding.missing_words.push(term.word);
         }
     }
     grounding
@@ -244,13 +238,17 @@ pub fn without_stale_sentences(
     (kept.trim().to_owned(), cut)
 }
 
-/// A content word of a text, by its stem, and whether it is a name or number.
+/// A content word of a text: the word (lowercased), what it is compared by, and whether it
+/// is a name or number.
 struct Term {
+    word: String,
     stem: String,
     is_name: bool,
 }
 
-/// The content words of `text` (as grounding counts them).
+/// The content words of `text`: no function words, no framing, no single letters (the
+/// remains of contractions, "doesn't"). A name is a capitalised word past the first, or a
+/// word with a digit.
 fn content_terms(text: &str) -> Vec<Term> {
     words(text)
         .enumerate()
@@ -261,6 +259,7 @@ fn content_terms(text: &str) -> Vec<Term> {
         .map(|(i, (word, capitalised))| Term {
             is_name: (capitalised && i > 0) || word.chars().any(|c| c.is_ascii_digit()),
             stem: stem(&word),
+            word,
         })
         .collect()
 }
