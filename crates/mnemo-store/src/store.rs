@@ -95,6 +95,8 @@ pub struct StoredMemory {
 pub struct ListedFile {
     /// Its absolute path.
     pub path: PathBuf,
+    /// The memory id its name carries, if it has one.
+    pub named_id: Option<MemoryId>,
     /// The creation time its name carries (`<ts>__<uuid>.md`), if it has such a name.
     pub named_time: Option<DateTime<Utc>>,
 }
@@ -535,7 +537,7 @@ impl FileStore {
     }
 
     /// The memory files of one kind of `conversation` (its tombstones with `deleted`),
-    /// each with the creation time its name carries (`None` for a name a person chose),
+    /// each with the id and creation time its name carries (`None` for a name a person chose),
     /// without reading them: what a page of a large conversation needs to pick the files
     /// it shows.
     pub fn listed_files(
@@ -551,8 +553,14 @@ impl FileStore {
         self.memory_files_in(&dir.join(kind.folder()))
             .into_iter()
             .map(|path| {
-                let named_time = self.locate(&path).ok().and_then(|(l, _)| l.name_parts().1);
-                ListedFile { path, named_time }
+                let (named_id, named_time) = self
+                    .locate(&path)
+                    .map_or((None, None), |(location, _)| location.name_parts());
+                ListedFile {
+                    path,
+                    named_id,
+                    named_time,
+                }
             })
             .collect()
     }

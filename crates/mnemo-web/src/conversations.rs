@@ -9,10 +9,10 @@ use axum::response::Response;
 use chrono::{DateTime, Utc};
 use maud::{html, Markup};
 use mnemo_core::{ConversationId, MemoryId};
-use mnemo_store::{FileStore, ListedFile, MemoryKind, StoredMemory};
+use mnemo_store::{FileStore, ListedFile, Location, MemoryKind, StoredMemory};
 use serde::Deserialize;
 
-use crate::page::{layout, pager, respond, short, text_block, time, PageQuery};
+use crate::page::{blocking, layout, pager, respond, short, text_block, time, PageQuery};
 use crate::{Viewer, WebError, WebState};
 
 /// Memories per page of a conversation.
@@ -183,7 +183,7 @@ pub async fn one(
 /// replaced it and why.
 fn memory_card(
     memory: &StoredMemory,
-    reasons: &HashMap<String, String>,
+    reasons: &HashMap<MemoryId, String>,
     replacements: &HashMap<MemoryId, String>,
 ) -> Markup {
     let record = &memory.record;
@@ -209,7 +209,7 @@ fn memory_card(
                         }
                         None => { "Deleted " (time(deleted_at)) }
                     }
-                    @if let Some(reason) = reasons.get(&id) {
+                    @if let Some(reason) = reasons.get(&record.id) {
                         br; "Why: " span.commit { (reason) }
                     }
                 }
@@ -352,20 +352,11 @@ fn live_texts(
         .listed_files(conversation, MemoryKind::Fact, false)
         .into_iter()
         .filter_map(|file| {
-            let id = id_in_name(&file.path)?.parse::<MemoryId>().ok()?;
-            ids.contains(&id).then_some((id, file.path))
+            let id = file.named_id.filter(|id| ids.contains(id))?;
+            Some((id, file.path))
         })
         .filter_map(|(id, path)| store.read(&path).ok().map(|m| (id, m.record.content)))
         .collect()
-}
-
-/// Runs blocking file work off the async threads.
-async fn blocking<T: Send + 'static>(
-    work: impl FnOnce() -> T + Send + 'static,
-) -> Result<T, WebError> {
-    tokio::task::spawn_blocking(work)
-        .await
-        .map_err(|e| WebError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))
 }
 
 /// Commits of the conversation walked for why its memories were deleted.
@@ -376,19 +367,20 @@ const REASON_COMMITS: usize = 500;
 async fn deletion_reasons(
     client: &mnemo_engine::MemoryClient,
     conversation: &ConversationId,
-) -> HashMap<String, String> {
+) -> HashMap<MemoryId, String> {
     let Ok(commits) = client.log(Some(conversation.clone()), REASON_COMMITS).await else {
         return HashMap::new();
     };
     let mut reasons = HashMap::new();
     for commit in commits {
         for change in &commit.changes {
-            let moved = change.status == mnemo_git::ChangeStatus::Renamed
-                && change.path.components().any(|c| c.as_os_str() == "deleted");
-            if !moved {
-                continue;
-            }
-            if let Some(id) = id_in_name(&change.path) {
+            // A file moved into `deleted/`, named by its id.
+            let tombstoned = (change.status == mnemo_git::ChangeStatus::Renamed)
+                .then(|| Location::parse(&change.path))
+                .flatten()
+                .filter(|location| location.tombstone)
+                .and_then(|location| location.name_parts().0);
+            if let Some(id) = tombstoned {
                 let line = commit.message.lines().next().unwrap_or_default();
                 reasons
                     .entry(id)
@@ -397,13 +389,6 @@ async fn deletion_reasons(
         }
     }
     reasons
-}
-
-/// The memory id a memory file's name ends with (`…-<uuid>.md`).
-fn id_in_name(path: &std::path::Path) -> Option<String> {
-    let stem = path.file_stem()?.to_str()?;
-    let id = stem.get(stem.len().checked_sub(36)?..)?;
-    id.parse::<MemoryId>().ok().map(|id| id.to_string())
 }
 
 /// `name` as a conversation id, or a 400 saying why it is not one.

@@ -13,7 +13,7 @@ use mnemo_git::FileVersion;
 use serde::Deserialize;
 use similar::{ChangeTag, TextDiff};
 
-use crate::page::{form_token, layout, respond, short, text_block, time};
+use crate::page::{blocking, form_token, layout, respond, short, text_block, time};
 use crate::{Viewer, WebError, WebState};
 
 /// Versions of a memory a page shows.
@@ -51,9 +51,8 @@ pub async fn one(
         Some(memory) => {
             let store = client.store().clone();
             let path = store.root().join(&memory.path);
-            tokio::task::spawn_blocking(move || store.read_bytes(&path))
-                .await
-                .map_err(|e| WebError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?
+            blocking(move || store.read_bytes(&path))
+                .await?
                 .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
                 .map_err(mnemo_engine::EngineError::from)?
         }
@@ -188,7 +187,8 @@ pub async fn old_version(
     }
     let history = state
         .client
-        .history_as(viewer.0.as_ref(), id, Some(mnemo_core::MAX_PAGE))
+        // The versions the memory's page links to, no more.
+        .history_as(viewer.0.as_ref(), id, Some(VERSIONS))
         .await?;
     let version = history
         .versions

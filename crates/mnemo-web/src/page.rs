@@ -141,6 +141,15 @@ impl<T: serde::de::DeserializeOwned, S: Send + Sync> FromRequestParts<S> for Pag
     }
 }
 
+/// Runs blocking file work off the async threads.
+pub async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, WebError> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| WebError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))
+}
+
 /// A time as the pages show it (UTC, to the second).
 pub fn time(at: DateTime<Utc>) -> String {
     at.format("%Y-%m-%d %H:%M:%S UTC").to_string()

@@ -7,6 +7,7 @@ use axum::response::Response;
 use maud::{html, Markup};
 use mnemo_context::offload::safe_name;
 use mnemo_engine::{SessionId, SessionUse};
+use mnemo_session::history::message_text;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -139,28 +140,7 @@ fn message(
                 @if is_offloaded { " · " span.badge title="its output is kept on disk; upstream got a preview and a pointer" { "offloaded" } }
                 @if let Some(call) = call_id { " · call " code { (call) } }
             }
-            (text_block(&content_text(message)))
+            (text_block(&message_text(message)))
         }
     }
-}
-
-/// A message's text: its string content, its parts' texts, or its tool calls.
-fn content_text(message: &Value) -> String {
-    let mut text = match &message["content"] {
-        Value::String(s) => s.clone(),
-        Value::Array(parts) => parts
-            .iter()
-            .filter_map(|p| p["text"].as_str())
-            .collect::<Vec<_>>()
-            .join("\n"),
-        _ => String::new(),
-    };
-    if let Some(calls) = message["tool_calls"].as_array() {
-        for call in calls {
-            let name = call["function"]["name"].as_str().unwrap_or("?");
-            let arguments = call["function"]["arguments"].as_str().unwrap_or("");
-            text.push_str(&format!("\n→ {name}({arguments})"));
-        }
-    }
-    text
 }
