@@ -70,6 +70,13 @@ fn browser_like() -> reqwest::Client {
         .unwrap()
 }
 
+/// Posts a form as a browser would; the status and the page.
+async fn post_form(url: &str, fields: &[(&str, &str)]) -> (u16, String) {
+    let response = browser_like().post(url).form(fields).send().await.unwrap();
+    let status = response.status().as_u16();
+    (status, response.text().await.unwrap())
+}
+
 async fn get(url: &str) -> (u16, String) {
     let response = browser_like().get(url).send().await.unwrap();
     let status = response.status().as_u16();
@@ -264,21 +271,15 @@ async fn edits_and_deletes_go_through_the_engine_and_forged_forms_do_not() {
     let token = form_token(&page);
 
     // A form posted without the page's token, or from another origin, changes nothing.
-    let forged = browser_like()
-        .post(format!("{memory_url}/edit"))
-        .form(&[
-            ("content", "My bike is stolen."),
-            ("form_token", "0".repeat(32).as_str()),
-        ])
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(forged.status(), 403);
-    assert!(forged
-        .text()
-        .await
-        .unwrap()
-        .contains("did not come from one of mnemo's pages"));
+    let zeros = "0".repeat(32);
+    let edit_url = format!("{memory_url}/edit");
+    let (status, forged) = post_form(
+        &edit_url,
+        &[("content", "My bike is stolen."), ("form_token", &zeros)],
+    )
+    .await;
+    assert_eq!(status, 403);
+    assert!(forged.contains("did not come from one of mnemo's pages"));
     let foreign = browser_like()
         .post(format!("{memory_url}/edit"))
         .header("Origin", "http://evil.example")
@@ -293,16 +294,15 @@ async fn edits_and_deletes_go_through_the_engine_and_forged_forms_do_not() {
     assert!(file_of(&server.root, &id).contains("My bike is red."));
 
     // The real form: the file changes, git records it, the index follows.
-    let edited = browser_like()
-        .post(format!("{memory_url}/edit"))
-        .form(&[
+    let (status, _) = post_form(
+        &edit_url,
+        &[
             ("content", "My bike is blue.\r\nIt has a bell."),
-            ("form_token", token.as_str()),
-        ])
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(edited.status(), 303);
+            ("form_token", &token),
+        ],
+    )
+    .await;
+    assert_eq!(status, 303);
     let file = file_of(&server.root, &id);
     assert!(file.contains("My bike is blue.\nIt has a bell."), "{file}");
     assert!(
@@ -365,25 +365,11 @@ async fn edits_and_deletes_go_through_the_engine_and_forged_forms_do_not() {
     assert!(page.contains("<ins>+It has two bells.\n</ins>"), "{page}");
 
     // An empty text is refused with a reason; delete tombstones it.
-    let empty = browser_like()
-        .post(format!("{memory_url}/edit"))
-        .form(&[("content", "  "), ("form_token", token.as_str())])
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(empty.status(), 400);
-    assert!(empty
-        .text()
-        .await
-        .unwrap()
-        .contains("delete the memory instead"));
-    let deleted = browser_like()
-        .post(format!("{memory_url}/delete"))
-        .form(&[("form_token", token.as_str())])
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(deleted.status(), 303);
+    let (status, empty) = post_form(&edit_url, &[("content", "  "), ("form_token", &token)]).await;
+    assert_eq!(status, 400);
+    assert!(empty.contains("delete the memory instead"));
+    let (status, _) = post_form(&format!("{memory_url}/delete"), &[("form_token", &token)]).await;
+    assert_eq!(status, 303);
     let (_, tombstones) = get(&format!("{}/ui/conversations/c1?show=deleted", server.url)).await;
     assert!(tombstones.contains("tombstone"), "{tombstones}");
     assert!(
@@ -418,21 +404,12 @@ async fn with_tokens_a_browser_signs_in_and_sees_only_its_scope() {
         .await
         .unwrap();
     assert_eq!(forged.status(), 303, "a made-up session opens nothing");
-    let huge = browser_like()
-        .post(format!("{}/ui/login", server.url))
-        .form(&[("token", "x".repeat(5000))])
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(huge.status(), 401);
+    let login_url = format!("{}/ui/login", server.url);
+    let (status, _) = post_form(&login_url, &[("token", &"x".repeat(5000))]).await;
+    assert_eq!(status, 401);
 
-    let wrong = browser_like()
-        .post(format!("{}/ui/login", server.url))
-        .form(&[("token", "not-a-token-at-all-000")])
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(wrong.status(), 401);
+    let (status, _) = post_form(&login_url, &[("token", "not-a-token-at-all-000")]).await;
+    assert_eq!(status, 401);
     let signed_in = |token: &'static str| {
         let url = server.url.clone();
         async move {
