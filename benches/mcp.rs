@@ -20,10 +20,8 @@ use std::path::Path;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::Instant;
 
-use mnemo_core::{Config, ConversationId, MemoryRecord, Role};
-use mnemo_engine::{MemoryClient, OpenOptions};
 use serde_json::{json, Value};
-use support::{memory_text, models_dir};
+use support::{filled_store, models_dir};
 
 const MEMORIES: usize = 10_000;
 const CONVERSATIONS: usize = 50;
@@ -85,27 +83,7 @@ fn conversation(i: usize) -> String {
 fn build_store(root: &Path) {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
-        let mut config = Config {
-            memory_path: root.to_owned(),
-            models_dir: models_dir(),
-            start_watcher: false,
-            enable_git_versioning: false,
-            max_entries: MEMORIES,
-            ..Config::default()
-        };
-        config.retrieval.reranker = mnemo_core::RerankerMode::Off;
-        let client = MemoryClient::open(config, OpenOptions::default())
-            .await
-            .unwrap();
-        let records: Vec<MemoryRecord> = (0..MEMORIES)
-            .map(|i| {
-                let conversation = ConversationId::new(&conversation(i)).unwrap();
-                MemoryRecord::new(conversation, Role::Memory, memory_text(i))
-            })
-            .collect();
-        for chunk in records.chunks(500) {
-            client.add_records(chunk.to_vec()).await.unwrap();
-        }
+        let client = filled_store(root, MEMORIES, conversation).await;
         client.wait_idle().await;
     });
 }

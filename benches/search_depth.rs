@@ -9,10 +9,10 @@ mod support;
 
 use std::time::Instant;
 
-use mnemo_core::{Config, ConversationId, MemoryRecord, Role};
-use mnemo_engine::{MemoryClient, OpenOptions, SearchRequest};
+use mnemo_core::ConversationId;
+use mnemo_engine::SearchRequest;
 use serde_json::json;
-use support::{memory_text, models_dir};
+use support::filled_store;
 
 const MEMORIES: usize = 2_000;
 
@@ -35,25 +35,8 @@ fn main() {
 
 async fn run(rounds: usize) -> serde_json::Value {
     let dir = tempfile::tempdir().unwrap();
-    let mut config = Config {
-        memory_path: dir.path().to_owned(),
-        models_dir: models_dir(),
-        start_watcher: false,
-        enable_git_versioning: false,
-        max_entries: MEMORIES * 2,
-        ..Config::default()
-    };
-    config.retrieval.reranker = mnemo_core::RerankerMode::Off;
-    let client = MemoryClient::open(config, OpenOptions::default())
-        .await
-        .unwrap();
+    let client = filled_store(dir.path(), MEMORIES, |_| "bench".to_owned()).await;
     let conversation = ConversationId::new("bench").unwrap();
-    let records: Vec<MemoryRecord> = (0..MEMORIES)
-        .map(|i| MemoryRecord::new(conversation.clone(), Role::Memory, memory_text(i)))
-        .collect();
-    for chunk in records.chunks(500) {
-        client.add_records(chunk.to_vec()).await.unwrap();
-    }
     let queries = [
         "who is allergic to peanuts",
         "trips to Lisbon",

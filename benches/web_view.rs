@@ -11,10 +11,8 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use mnemo_core::{Config, ConversationId, MemoryRecord, Role};
-use mnemo_engine::{MemoryClient, OpenOptions};
 use serde_json::json;
-use support::{memory_text, models_dir, ms, percentile, round};
+use support::{filled_store, ms, percentile, round};
 
 const MEMORIES: usize = 10_000;
 
@@ -39,25 +37,7 @@ fn main() {
 }
 
 async fn run(rounds: usize, store: &std::path::Path) -> serde_json::Value {
-    let mut config = Config {
-        memory_path: store.to_owned(),
-        models_dir: models_dir(),
-        start_watcher: false,
-        enable_git_versioning: false,
-        max_entries: MEMORIES,
-        ..Config::default()
-    };
-    config.retrieval.reranker = mnemo_core::RerankerMode::Off;
-    let client = MemoryClient::open(config, OpenOptions::default())
-        .await
-        .unwrap();
-    let conversation = ConversationId::new("big").unwrap();
-    let records: Vec<MemoryRecord> = (0..MEMORIES)
-        .map(|i| MemoryRecord::new(conversation.clone(), Role::Memory, memory_text(i)))
-        .collect();
-    for chunk in records.chunks(500) {
-        client.add_records(chunk.to_vec()).await.unwrap();
-    }
+    let client = filled_store(store, MEMORIES, |_| "big".to_owned()).await;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let app = mnemo_server::router(client, mnemo_server::ServerOptions::default());

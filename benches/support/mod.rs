@@ -86,3 +86,35 @@ pub fn conversation_filter(c: usize) -> mnemo_index::Filter {
         ))
         .must_not(Condition::equals("role", "summary"))
 }
+
+/// A store at `root` holding `memories` synthetic facts ([`memory_text`]), the `i`th in
+/// conversation `conversation_of(i)`, written in batches of 500: no git, no watcher, no
+/// cross-encoder, nothing evicted.
+pub async fn filled_store(
+    root: &std::path::Path,
+    memories: usize,
+    conversation_of: impl Fn(usize) -> String,
+) -> mnemo_engine::MemoryClient {
+    let mut config = mnemo_core::Config {
+        memory_path: root.to_owned(),
+        models_dir: models_dir(),
+        start_watcher: false,
+        enable_git_versioning: false,
+        max_entries: memories,
+        ..mnemo_core::Config::default()
+    };
+    config.retrieval.reranker = mnemo_core::RerankerMode::Off;
+    let client = mnemo_engine::MemoryClient::open(config, mnemo_engine::OpenOptions::default())
+        .await
+        .unwrap();
+    let records: Vec<mnemo_core::MemoryRecord> = (0..memories)
+        .map(|i| {
+            let conversation = mnemo_core::ConversationId::new(&conversation_of(i)).unwrap();
+            mnemo_core::MemoryRecord::new(conversation, mnemo_core::Role::Memory, memory_text(i))
+        })
+        .collect();
+    for chunk in records.chunks(500) {
+        client.add_records(chunk.to_vec()).await.unwrap();
+    }
+    client
+}
