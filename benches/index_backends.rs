@@ -16,7 +16,6 @@
 //! The servers come from `MNEMO_QDRANT_BIN` or `../shared/qdrant/qdrant`; all nodes share this
 //! machine's cores, so the cluster's figures show its cost, not a scale-out.
 
-use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 
 use mnemo_core::{ConversationId, MemoryId, MemoryRecord, Role};
@@ -271,24 +270,16 @@ impl Synthetic {
 fn wait_until_optimised(qdrant: &LocalQdrant, collection: &str) {
     let deadline = Instant::now() + Duration::from_secs(3600);
     loop {
-        let info = http_get(&qdrant.http_url(0), &format!("/collections/{collection}"));
+        let info: Value = qdrant
+            .rest_get(0, &format!("/collections/{collection}"))
+            .and_then(|(_, body)| serde_json::from_str(&body).ok())
+            .unwrap_or(Value::Null);
         if info["result"]["status"] == "green" {
             return;
         }
         assert!(Instant::now() < deadline, "never optimised: {info}");
         std::thread::sleep(Duration::from_millis(500));
     }
-}
-
-/// A GET on the server's REST port, as JSON (HTTP/1.0: the server closes after answering).
-fn http_get(base: &str, path: &str) -> Value {
-    let address = base.trim_start_matches("http://");
-    let mut stream = std::net::TcpStream::connect(address).expect("the REST port answers");
-    write!(stream, "GET {path} HTTP/1.0\r\nHost: {address}\r\n\r\n").expect("request sent");
-    let mut answer = String::new();
-    stream.read_to_string(&mut answer).expect("an answer");
-    let body = answer.split_once("\r\n\r\n").map_or("", |(_, body)| body);
-    serde_json::from_str(body).unwrap_or(Value::Null)
 }
 
 /// Resident memory of every node of `qdrant`, in KiB.

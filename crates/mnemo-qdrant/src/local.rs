@@ -87,6 +87,13 @@ impl LocalQdrant {
         format!("http://127.0.0.1:{}", self.nodes[n].http_port)
     }
 
+    /// `GET path` on node `n`'s REST API: the status and the body, or `None` when it does
+    /// not answer (tests and benchmarks read what the gRPC client does not show, such as a
+    /// collection's optimiser status).
+    pub fn rest_get(&self, n: usize, path: &str) -> Option<(u16, String)> {
+        rest_get(self.nodes[n].http_port, path)
+    }
+
     /// How many nodes there are.
     pub fn len(&self) -> usize {
         self.nodes.len()
@@ -217,19 +224,23 @@ fn free_ports(n: usize) -> Result<Vec<u16>, String> {
 
 /// Whether the node's REST port answers `GET /readyz` with 200.
 fn ready(port: u16) -> bool {
+    rest_get(port, "/readyz").is_some_and(|(status, _)| status == 200)
+}
+
+/// `GET path` on a REST port of this machine: the status and the body, or `None` when the
+/// port does not answer (within a second per read).
+fn rest_get(port: u16, path: &str) -> Option<(u16, String)> {
     use std::io::{Read, Write};
-    let Ok(mut stream) = TcpStream::connect(("127.0.0.1", port)) else {
-        return false;
-    };
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
     let _ = stream.set_read_timeout(Some(Duration::from_secs(1)));
     let request =
-        format!("GET /readyz HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n");
-    if stream.write_all(request.as_bytes()).is_err() {
-        return false;
-    }
+        format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).ok()?;
     let mut answer = String::new();
     let _ = stream.read_to_string(&mut answer);
-    answer.starts_with("HTTP/1.1 200")
+    let status = answer.split(' ').nth(1)?.parse().ok()?;
+    let body = answer.split_once("\r\n\r\n").map_or("", |(_, body)| body);
+    Some((status, body.to_owned()))
 }
 
 /// The node gets SIGKILL when the thread that started it ends, so a test that panics or is
