@@ -754,23 +754,20 @@ impl MemoryClient {
         read_output(dir, call_id, offset, limit, format!("session {id:?}")).await
     }
 
-    /// The tool calls whose outputs governance offloaded for session `id`, by the names
-    /// their files have ([`mnemo_context::offload::safe_name`] of the call id).
-    pub async fn offloaded_outputs(
+    /// Which of `call_ids` had their tool outputs offloaded by governance for session `id`
+    /// (kept on disk, readable with [`session_tool_output`](Self::session_tool_output)).
+    pub async fn offloaded_calls(
         &self,
         id: &SessionId,
+        call_ids: Vec<String>,
     ) -> Result<std::collections::HashSet<String>, EngineError> {
         self.sessions().existing_meta(id)?;
-        let dir = self.sessions().tool_outputs_dir(id);
+        let outputs = DirOutputStore::new(self.sessions().tool_outputs_dir(id));
         blocking(move || {
-            let Ok(entries) = std::fs::read_dir(&dir) else {
-                return Ok(Default::default());
-            };
-            Ok(entries
-                .filter_map(Result::ok)
-                .filter_map(|e| {
-                    let name = e.file_name().into_string().ok()?;
-                    name.strip_suffix(".txt").map(str::to_owned)
+            Ok(call_ids
+                .into_iter()
+                .filter(|call| {
+                    std::fs::symlink_metadata(outputs.path_of(call)).is_ok_and(|m| m.is_file())
                 })
                 .collect())
         })

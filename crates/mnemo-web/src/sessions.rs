@@ -5,7 +5,6 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use maud::{html, Markup};
-use mnemo_context::offload::safe_name;
 use mnemo_engine::{SessionId, SessionUse};
 use mnemo_session::history::message_text;
 use serde::Deserialize;
@@ -72,11 +71,16 @@ pub async fn one(
         .await?;
     let info = client.session(&id).await?;
     let context = client.session_context(&id).await?;
-    let offloaded = client.offloaded_outputs(&id).await?;
     let page = query.page.unwrap_or(1).max(1);
     let messages = client
         .session_messages(&id, (page - 1).saturating_mul(PER_PAGE), PER_PAGE, false)
         .await?;
+    let calls = messages
+        .messages
+        .iter()
+        .filter_map(|m| m.message["tool_call_id"].as_str().map(str::to_owned))
+        .collect();
+    let offloaded = client.offloaded_calls(&id, calls).await?;
     let base = format!("/ui/sessions/{}", id.as_str());
     let body = html! {
         h1 { (info.meta.title) }
@@ -131,7 +135,7 @@ fn message(
 ) -> Markup {
     let role = message["role"].as_str().unwrap_or("?");
     let call_id = message["tool_call_id"].as_str();
-    let is_offloaded = call_id.is_some_and(|c| offloaded.contains(&safe_name(c)));
+    let is_offloaded = call_id.is_some_and(|c| offloaded.contains(c));
     html! {
         article.message.compacted[compacted].offloaded[is_offloaded] id={ "msg-" (index) } {
             header {
