@@ -39,6 +39,10 @@ struct LocomoArgs {
     /// Print the report as JSON
     #[arg(long)]
     json: bool,
+    /// Also write one JSON line per question (its text, category, evidence and the turns
+    /// retrieved, best first) to this file: what an analysis of the misses reads
+    #[arg(long, value_name = "FILE")]
+    questions_out: Option<PathBuf>,
 }
 
 /// Runs a benchmark. Without `--memory-path` it works in a temporary store, never in the
@@ -91,6 +95,7 @@ pub async fn eval(global: &GlobalArgs, args: EvalArgs) -> CommandResult {
     let mut latencies = Vec::new();
     let questions: usize = samples.iter().map(|s| s.questions.len()).sum();
     let bar = progress_bar(questions as u64, "questions");
+    let mut question_lines = String::new();
     for sample in &samples {
         for question in &sample.questions {
             let request = SearchRequest {
@@ -105,6 +110,9 @@ pub async fn eval(global: &GlobalArgs, args: EvalArgs) -> CommandResult {
                 .iter()
                 .filter_map(|h| h.metadata.get("dia_id")?.as_str().map(str::to_owned))
                 .collect();
+            if args.questions_out.is_some() {
+                question_lines.push_str(&question_line(sample, question, &retrieved));
+            }
             overall.add(&question.evidence, &retrieved, &ks);
             by_category.entry(question.category).or_default().add(
                 &question.evidence,
@@ -119,6 +127,10 @@ pub async fn eval(global: &GlobalArgs, args: EvalArgs) -> CommandResult {
         }
     }
     bar.finish_and_clear();
+    if let Some(path) = &args.questions_out {
+        std::fs::write(path, question_lines)
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
     latencies.sort_by(f64::total_cmp);
     let report = EvalReport {
         conversations: samples.len(),
@@ -142,6 +154,24 @@ pub async fn eval(global: &GlobalArgs, args: EvalArgs) -> CommandResult {
     }
     print_eval_report(&report, &ks);
     Ok(())
+}
+
+/// One question's line for `--questions-out`.
+fn question_line(
+    sample: &locomo::Sample,
+    question: &locomo::Question,
+    retrieved: &[String],
+) -> String {
+    let mut evidence: Vec<&String> = question.evidence.iter().collect();
+    evidence.sort();
+    let line = serde_json::json!({
+        "conversation": sample.conversation.as_str(),
+        "question": question.text,
+        "category": question.category,
+        "evidence": evidence,
+        "retrieved": retrieved,
+    });
+    format!("{line}\n")
 }
 
 /// Writes a sample's turns unless the store already holds them all.

@@ -196,6 +196,10 @@ pub struct RetrievalConfig {
     pub lexical_date: bool,
     /// A chat turn's lexical key includes the words of the turns next to it.
     pub lexical_neighbours: bool,
+    /// Lexical keys and queries carry canonical date tokens (`d20230507 m202305 ...`): the
+    /// memory's own day, and every date its text mentions ("yesterday", "last May", "on 3
+    /// June") resolved against it; a query's dates are resolved against the time it is asked.
+    pub lexical_date_tokens: bool,
     /// Whether the cross-encoder reranks: `auto` when one is installed, `on` always (a
     /// missing model is an error), `off` never.
     pub reranker: RerankerMode,
@@ -255,6 +259,7 @@ impl Default for RetrievalConfig {
             mmr_pool: 30,
             lexical_date: true,
             lexical_neighbours: true,
+            lexical_date_tokens: true,
             reranker: RerankerMode::Auto,
             reranker_model: "ms-marco-MiniLM-L-6-v2".into(),
             rerank_candidates: 30,

@@ -16,6 +16,8 @@
 
 use mnemo_core::MemoryRecord;
 
+use crate::dates;
+
 /// Metadata field naming who said a turn (from the OpenAI message's `name`, or set by hand).
 pub const SPEAKER_FIELD: &str = "speaker";
 
@@ -26,12 +28,18 @@ pub struct KeyScheme {
     pub date: bool,
     /// Add the neighbouring turns' words to a turn's key.
     pub neighbours: bool,
+    /// Add canonical date tokens: the memory's day and the dates its text mentions
+    /// ([`crate::dates`]).
+    pub date_tokens: bool,
 }
 
 impl KeyScheme {
     /// A short description, stored in `memory_index.json`.
     pub fn describe(&self, bm25: &str) -> String {
-        format!("date={} neighbours={} {bm25}", self.date, self.neighbours)
+        format!(
+            "date={} neighbours={} date_tokens={} {bm25}",
+            self.date, self.neighbours, self.date_tokens
+        )
     }
 }
 
@@ -77,6 +85,16 @@ pub fn lexical_key(
         key.push('\n');
         key.push_str(next);
     }
+    if scheme.date_tokens {
+        let day = record.created_at.date_naive();
+        key.push('\n');
+        key.push_str(&dates::day_tokens(day));
+        let mentioned = dates::date_tokens(&record.content, day);
+        if !mentioned.is_empty() {
+            key.push(' ');
+            key.push_str(&mentioned);
+        }
+    }
     key
 }
 
@@ -98,6 +116,7 @@ mod tests {
     const ALL: KeyScheme = KeyScheme {
         date: true,
         neighbours: true,
+        date_tokens: false,
     };
 
     #[test]
@@ -114,10 +133,26 @@ mod tests {
         let bare = KeyScheme {
             date: false,
             neighbours: false,
+            date_tokens: false,
         };
         assert_eq!(
             lexical_key(&r, Some("x"), Some("y"), bare),
             "Caroline: I went to a support group."
+        );
+    }
+
+    #[test]
+    fn date_tokens_name_the_day_and_the_days_the_turn_speaks_of() {
+        let r = turn("I went to a support group yesterday.", Some("Caroline"));
+        let scheme = KeyScheme {
+            date: false,
+            neighbours: false,
+            date_tokens: true,
+        };
+        assert_eq!(
+            lexical_key(&r, None, None, scheme),
+            "Caroline: I went to a support group yesterday.\n\
+             d20230508 m202305 w2023w19 y2023 d20230507 m202305 w2023w18 y2023"
         );
     }
 

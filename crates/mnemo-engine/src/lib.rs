@@ -26,6 +26,7 @@ pub mod answers;
 pub mod chat;
 mod client;
 pub mod context;
+pub mod dates;
 mod error;
 mod files;
 pub mod filter;

@@ -151,6 +151,56 @@ async fn a_rare_exact_word_is_found_lexically() {
     assert!(hits[0].scores.lexical.is_some());
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn a_question_naming_a_day_finds_what_was_said_of_that_day_in_other_words() {
+    let dir = tempfile::tempdir().unwrap();
+    let said_on = |content: &str, day: &str| {
+        let mut r = MemoryRecord::new(conv("c1"), Role::User, content);
+        r.created_at = format!("{day}T14:00:00Z").parse().unwrap();
+        r
+    };
+    let records = vec![
+        // 8 May 2023: "yesterday" is 7 May.
+        said_on(
+            "I went swimming at the lake yesterday, and the water was lovely.",
+            "2023-05-08",
+        ),
+        said_on("I went swimming at the lake with Ann.", "2023-06-20"),
+        said_on("I went swimming at the lake, it was cold.", "2023-03-02"),
+        said_on("I went swimming at the lake before work.", "2023-09-14"),
+    ];
+    let ask = |client: &MemoryClient, query: &str| {
+        let request = SearchRequest {
+            now: Some("2023-10-01T12:00:00Z".parse().unwrap()),
+            ..SearchRequest::new(query, conv("c1")).top_k(1)
+        };
+        let client = client.clone();
+        async move { client.search(request).await.unwrap() }
+    };
+    // Words alone cannot tell these apart; the date prefix is off so that only the tokens
+    // carry dates.
+    let mut lexical_only = config(dir.path());
+    lexical_only.retrieval.dense = false;
+    lexical_only.retrieval.lexical_date = false;
+    let client = open_with(lexical_only).await;
+    client.add_records(records).await.unwrap();
+    for query in [
+        "Where did I go swimming on May 7, 2023?",
+        "where did I swim on the 7th of May",
+        "Where did I go swimming the day before 8 May 2023?",
+    ] {
+        let hits = ask(&client, query).await;
+        assert_eq!(
+            contents(&hits),
+            ["I went swimming at the lake yesterday, and the water was lovely."],
+            "{query}"
+        );
+    }
+    // A month: the one memory written in June.
+    let hits = ask(&client, "Who did I swim with in June 2023?").await;
+    assert_eq!(contents(&hits), ["I went swimming at the lake with Ann."]);
+}
+
 fn turns(conversation: &str, texts: &[&str]) -> Vec<MemoryRecord> {
     let start = Utc::now() - Duration::hours(1);
     texts

@@ -19,47 +19,14 @@ const PRESENT_CUES: [&str; 13] = [
     "so far",
 ];
 
-/// Month names, which make a query one about a date.
-const MONTHS: [&str; 12] = [
-    "january",
-    "february",
-    "march",
-    "april",
-    "may",
-    "june",
-    "july",
-    "august",
-    "september",
-    "october",
-    "november",
-    "december",
-];
-
 /// True when the query asks about now rather than about the past: it has a present-tense cue
 /// and names no date. Recency only applies then: blended into every query it buries the
 /// answers to "when did ..." and "what did ... first" (on LoCoMo, recall falls from 0.50 to
 /// 0.31 with dense retrieval).
 pub fn asks_about_now(query: &str) -> bool {
     let words = words(query);
-    PRESENT_CUES.iter().any(|cue| contains_phrase(&words, cue)) && !names_a_date(query)
-}
-
-/// A year (1900-2099) or a month name; "may" only capitalised and not first ("in May", not
-/// "May I ...").
-fn names_a_date(query: &str) -> bool {
-    let raw: Vec<&str> = query
-        .split(|c: char| !c.is_alphanumeric())
-        .filter(|w| !w.is_empty())
-        .collect();
-    raw.iter().enumerate().any(|(i, word)| {
-        let lower = word.to_lowercase();
-        let year = word.len() == 4
-            && word.chars().all(|c| c.is_ascii_digit())
-            && (word.starts_with("19") || word.starts_with("20"));
-        let month =
-            MONTHS.contains(&lower.as_str()) && (lower != "may" || (*word == "May" && i > 0));
-        year || month
-    })
+    PRESENT_CUES.iter().any(|cue| contains_phrase(&words, cue))
+        && !crate::dates::names_a_date(query)
 }
 
 /// The lower-case words of `text` (runs of letters and digits).

@@ -249,7 +249,8 @@ impl ReadPath<'_> {
         Ok(chosen.into_iter().map(|c| self.hit(c)).collect())
     }
 
-    /// Stage 1 and fusion: both retrievers in both scopes, merged.
+    /// Stage 1 and fusion: both retrievers in both scopes, merged. A query's dates are
+    /// resolved and added to its lexical terms as canonical tokens ([`crate::dates`]).
     fn candidates(
         &self,
         query: &str,
@@ -257,9 +258,26 @@ impl ReadPath<'_> {
         settings: &ResolvedSearch,
     ) -> Result<Vec<Candidate>, EngineError> {
         let tuning = &self.config.retrieval;
-        let per_query = (settings.top_k * 3).max(tuning.min_candidates);
         let dense = self.embedder.embed_one(query)?;
-        let lexical = self.lexical.query(query);
+        let lexical = if tuning.lexical_date_tokens {
+            let dates = crate::dates::date_tokens(query, settings.now.date_naive());
+            self.lexical.query(&format!("{query}\n{dates}"))
+        } else {
+            self.lexical.query(query)
+        };
+        self.first_stage(&dense, &lexical, request, settings)
+    }
+
+    /// Both retrievers in both scopes, fused.
+    fn first_stage(
+        &self,
+        dense: &[f32],
+        lexical: &mnemo_index::SparseVector,
+        request: &SearchRequest,
+        settings: &ResolvedSearch,
+    ) -> Result<Vec<Candidate>, EngineError> {
+        let tuning = &self.config.retrieval;
+        let per_query = (settings.top_k * 3).max(tuning.min_candidates);
         let mut results = Vec::new();
         let scopes = scope_filters(
             &request.conversation_id,
@@ -278,7 +296,7 @@ impl ReadPath<'_> {
                 Ok(())
             };
             if tuning.dense {
-                run(QueryVector::Dense(dense.clone()), Retriever::Dense)?;
+                run(QueryVector::Dense(dense.to_vec()), Retriever::Dense)?;
             }
             if tuning.lexical {
                 run(QueryVector::Lexical(lexical.clone()), Retriever::Lexical)?;
