@@ -166,12 +166,30 @@ impl MemoryClient {
         })?;
         let lock = lock_store(&store)?;
         store.remove_stale_temp_files();
+        let dense_model = format!(
+            "{} ({} dimensions)",
+            config.embedding_model,
+            embedder.dimension()
+        );
+        let mut snapshot = Snapshot::load(&store.snapshot_path());
+        let model_changed = !snapshot.dense_model.is_empty() && snapshot.dense_model != dense_model;
+        if model_changed {
+            warn!(
+                from = %snapshot.dense_model,
+                to = %dense_model,
+                "the embedding model changed: re-embedding every memory"
+            );
+        }
+        let rebuild = options.rebuild || model_changed;
+        if rebuild {
+            snapshot = Snapshot::default();
+        }
         let (index, index_backend) = open_index(
             &config,
             &store,
             embedder.dimension(),
             options.index.take(),
-            options.rebuild,
+            rebuild,
         )?;
         // Only a server can be lost while serving; its calls are watched so a sync follows.
         let watched = matches!(index_backend, IndexBackend::Qdrant { .. })
@@ -181,7 +199,6 @@ impl MemoryClient {
             None => index,
         };
         let key_scheme = key_scheme(&config);
-        let mut snapshot = Snapshot::load(&store.snapshot_path());
         let mut progress = options.on_progress.take();
         let startup_sync = Indexer {
             store: &store,
@@ -197,6 +214,11 @@ impl MemoryClient {
                 f(p)
             }
         })?;
+        // Every vector is now the current model's: rebuilt, or recorded before the model was.
+        if snapshot.dense_model != dense_model {
+            snapshot.dense_model = dense_model;
+            snapshot.mark_changed();
+        }
         let timeline = Timeline::build(&snapshot);
         let snapshot = Arc::new(SnapshotCell::new(
             &store.snapshot_path(),

@@ -77,6 +77,10 @@ pub struct Snapshot {
     /// ([`KeyScheme::describe`](crate::keys::KeyScheme::describe)); a change rebuilds them all.
     #[serde(default)]
     pub key_scheme: String,
+    /// Which embedding model made the dense vectors (its name and dimension); a change
+    /// re-embeds every memory. Empty in snapshots written before it was recorded.
+    #[serde(default)]
+    pub dense_model: String,
     /// Every indexed file, by its path relative to the store.
     pub files: BTreeMap<String, SnapshotEntry>,
     /// Bumped by every change: lets derived views (the turn timeline) know they are stale.

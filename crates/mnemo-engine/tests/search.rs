@@ -201,6 +201,56 @@ async fn a_question_naming_a_day_finds_what_was_said_of_that_day_in_other_words(
     assert_eq!(contents(&hits), ["I went swimming at the lake with Ann."]);
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn another_embedding_model_re_embeds_every_memory_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let client = open_with(config(&store)).await;
+    client
+        .add(
+            vec![
+                "My dog Biscuit loves the beach.".into(),
+                "I work as a nurse.".into(),
+            ],
+            &conv("c1"),
+        )
+        .await
+        .unwrap();
+    drop(client);
+    let client = open_with(config(&store)).await;
+    assert_eq!(
+        client.startup_sync().embedded,
+        0,
+        "same model: nothing to embed"
+    );
+    drop(client);
+
+    // The same weights under another name stand for another model of the same dimension,
+    // whose vectors must not be mixed with the old ones.
+    let other = dir.path().join("other-model");
+    std::fs::create_dir(&other).unwrap();
+    for file in std::fs::read_dir(models().join("all-MiniLM-L6-v2")).unwrap() {
+        let file = file.unwrap().path();
+        std::fs::copy(&file, other.join(file.file_name().unwrap())).unwrap();
+    }
+    let mut switched = config(&store);
+    switched.embedding_model = other.to_string_lossy().into_owned();
+    let client = open_with(switched.clone()).await;
+    assert_eq!(
+        client.startup_sync().embedded,
+        2,
+        "a new model re-embeds every memory"
+    );
+    let hits = client
+        .search(SearchRequest::new("Biscuit", conv("c1")).top_k(1))
+        .await
+        .unwrap();
+    assert_eq!(contents(&hits), ["My dog Biscuit loves the beach."]);
+    drop(client);
+    let client = open_with(switched).await;
+    assert_eq!(client.startup_sync().embedded, 0, "and only once");
+}
+
 fn turns(conversation: &str, texts: &[&str]) -> Vec<MemoryRecord> {
     let start = Utc::now() - Duration::hours(1);
     texts
