@@ -200,6 +200,12 @@ pub struct RetrievalConfig {
     /// memory's own day, and every date its text mentions ("yesterday", "last May", "on 3
     /// June") resolved against it; a query's dates are resolved against the time it is asked.
     pub lexical_date_tokens: bool,
+    /// Ask the upstream LLM, before each search, for words an answer would use, and merge
+    /// the search for the query with and without them (reciprocal rank). Off by default: it
+    /// costs an LLM call per search.
+    pub query_expansion: bool,
+    /// How long a search waits for the expansion before it goes on without it, in ms.
+    pub query_expansion_timeout_ms: u64,
     /// Whether the cross-encoder reranks: `auto` when one is installed, `on` always (a
     /// missing model is an error), `off` never.
     pub reranker: RerankerMode,
@@ -260,6 +266,8 @@ impl Default for RetrievalConfig {
             lexical_date: true,
             lexical_neighbours: true,
             lexical_date_tokens: true,
+            query_expansion: false,
+            query_expansion_timeout_ms: 5000,
             reranker: RerankerMode::Auto,
             reranker_model: "ms-marco-MiniLM-L-6-v2".into(),
             rerank_candidates: 30,

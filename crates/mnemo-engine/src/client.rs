@@ -305,6 +305,8 @@ impl MemoryClient {
     /// query, best first (see [`crate::retrieval`] for the stages). Summaries are not
     /// searched.
     pub async fn search(&self, request: SearchRequest) -> Result<Vec<SearchHit>, EngineError> {
+        request.validate()?;
+        let expansion = self.expand_query(&request).await;
         let inner = self.inner.clone();
         blocking(move || {
             let timeline = inner.timeline();
@@ -317,9 +319,39 @@ impl MemoryClient {
                 timeline: &timeline,
                 store_root: inner.store.root(),
             }
-            .search(&request)
+            .search(&request, expansion.as_deref())
         })
         .await
+    }
+
+    /// Words an answer to the query would use, from the upstream LLM, when
+    /// `retrieval.query_expansion` is on. A search never fails for want of them: no upstream,
+    /// an error or a late answer (past `query_expansion_timeout_ms`) leaves the query as it is.
+    async fn expand_query(&self, request: &SearchRequest) -> Option<String> {
+        let tuning = &self.inner.config.retrieval;
+        let llm = self.inner.llm.as_ref().filter(|_| tuning.query_expansion)?;
+        if request.top_k == Some(0) || request.query.trim().is_empty() {
+            return None;
+        }
+        let body = serde_json::json!({
+            "messages": crate::prompts::query_expansion(&request.query),
+            "temperature": 0,
+            "max_tokens": 60,
+        });
+        let wait = std::time::Duration::from_millis(tuning.query_expansion_timeout_ms);
+        let reply = match tokio::time::timeout(wait, llm.chat(&body)).await {
+            Ok(Ok(reply)) => reply,
+            Ok(Err(e)) => {
+                warn!("query expansion failed, searching without it: {e}");
+                return None;
+            }
+            Err(_) => {
+                warn!("query expansion took longer than {wait:?}, searching without it");
+                return None;
+            }
+        };
+        let text = reply["choices"][0]["message"]["content"].as_str()?;
+        crate::prompts::expansion_words(text)
     }
 
     /// Writes fully formed records (any role, any time) and indexes them, as they are: no

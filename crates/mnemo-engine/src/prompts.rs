@@ -1,6 +1,6 @@
 //! What mnemo asks the LLM, and how it checks the answers.
 //!
-//! Every call asks for JSON under a schema ([`JsonSchema`]) derived from the Rust type the
+//! Every write-path call asks for JSON under a schema ([`JsonSchema`]) derived from the Rust type the
 //! answer is read into ([`Extraction`], [`Reconciliation`], [`Summary`]), so the two cannot
 //! drift. The schema is strict (every field required, nothing else allowed); reading is
 //! lenient (a missing id or text, a lower-case event), and every answer is validated here
@@ -240,6 +240,34 @@ pub struct Summary {
     pub summary: String,
 }
 
+const QUERY_EXPANSION_PROMPT: &str = "List 8 to 12 words or short phrases, comma-separated, that messages answering this question would likely contain: synonyms, related activities, kinds of things. Do not answer the question. No commentary.";
+
+/// Longest expansion kept: a few dozen words; a rambling reply is cut here.
+const MAX_EXPANSION_CHARS: usize = 300;
+
+/// The messages asking for words an answer to `query` would use: the optional query
+/// expansion of the read path (`[retrieval] query_expansion`). The reply is plain text, not
+/// JSON: it is only ever added to a search's words.
+pub fn query_expansion(query: &str) -> Vec<ChatMessage> {
+    vec![
+        ChatMessage::system(QUERY_EXPANSION_PROMPT),
+        ChatMessage::user(query),
+    ]
+}
+
+/// The words of an expansion reply, on one line and cut to a bounded length; `None` when
+/// nothing is left.
+pub fn expansion_words(reply: &str) -> Option<String> {
+    let words: String = reply
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .chars()
+        .take(MAX_EXPANSION_CHARS)
+        .collect();
+    (!words.is_empty()).then_some(words)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -357,5 +385,19 @@ mod tests {
         assert!(messages[1].content.contains("0: The user's wife is Jane."));
         assert!(messages[1].content.contains("- The user's wife is Anne."));
         assert_eq!(schema.name, "memory_operations");
+    }
+
+    #[test]
+    fn an_expansion_reply_is_one_bounded_line() {
+        assert_eq!(
+            expansion_words("books, novel,\n  author ").as_deref(),
+            Some("books, novel, author")
+        );
+        assert_eq!(expansion_words(" \n "), None);
+        let long = "word ".repeat(200);
+        assert_eq!(
+            expansion_words(&long).map(|w| w.chars().count()),
+            Some(MAX_EXPANSION_CHARS)
+        );
     }
 }

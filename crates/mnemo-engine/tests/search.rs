@@ -1,6 +1,6 @@
 //! The read path over a real store, the real embedding model and the real embedded index:
 //! scopes, metadata filters, lexical search, neighbour-aware keys, the cross-encoder stage,
-//! recency and per-request knobs.
+//! recency, per-request knobs, and the optional query expansion (against a scripted LLM).
 
 use std::path::{Path, PathBuf};
 
@@ -249,6 +249,64 @@ async fn another_embedding_model_re_embeds_every_memory_once() {
     drop(client);
     let client = open_with(switched).await;
     assert_eq!(client.startup_sync().embedded, 0, "and only once");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn query_expansion_adds_the_llms_words_and_never_fails_a_search() {
+    use mnemo_scripted_llm::{ChatRequest, Reply, ScriptedLlm};
+    let dir = tempfile::tempdir().unwrap();
+    let llm = ScriptedLlm::with_handler(|_: &ChatRequest| {
+        Reply::text("books, novel, reading,\n author, Dune, series")
+    })
+    .await;
+    // Lexical only: the query shares no word with the memory; only the expansion does.
+    let with_expansion = |on: bool| {
+        let mut config = config(dir.path());
+        config.openai_base_url = Some(llm.base_url());
+        config.retrieval.dense = false;
+        config.retrieval.query_expansion = on;
+        config.retrieval.query_expansion_timeout_ms = 500;
+        config
+    };
+    let question = "Which stories has Ann enjoyed?";
+    let dune = "I finally finished Dune by Frank Herbert.";
+    {
+        let client = open_with(with_expansion(false)).await;
+        client
+            .add_records(vec![
+                record("c1", Role::User, dune, 30),
+                record("c1", Role::User, "The weather was lovely today.", 20),
+            ])
+            .await
+            .unwrap();
+        let hits = client
+            .search(SearchRequest::new(question, conv("c1")).top_k(1))
+            .await
+            .unwrap();
+        assert!(hits.is_empty(), "{:?}", contents(&hits));
+        assert_eq!(llm.chat_calls(), 0, "off: no call");
+    }
+    let client = open_with(with_expansion(true)).await;
+    let hits = client
+        .search(SearchRequest::new(question, conv("c1")).top_k(1))
+        .await
+        .unwrap();
+    assert_eq!(contents(&hits), [dune]);
+    let asked = String::from_utf8_lossy(&llm.requests()[0].raw_body).into_owned();
+    assert!(asked.contains(question), "{asked}");
+
+    // A failing or late LLM leaves the query as it is: no error, no expansion.
+    for fault in [
+        Reply::status(500, "boom"),
+        Reply::delay(std::time::Duration::from_secs(3), Reply::text("Dune")),
+    ] {
+        llm.set_handler(move |_: &ChatRequest| fault.clone());
+        let hits = client
+            .search(SearchRequest::new(question, conv("c1")).top_k(1))
+            .await
+            .unwrap();
+        assert!(hits.is_empty(), "{:?}", contents(&hits));
+    }
 }
 
 fn turns(conversation: &str, texts: &[&str]) -> Vec<MemoryRecord> {

@@ -13,6 +13,10 @@
 //!    (`rank::smooth`), because an answer often sits one turn away from the words that match
 //!    the question; and when the query names exactly one speaker, that speaker's turns are
 //!    lifted (`rank::boost_speaker`).
+//!    With query expansion on (`[retrieval] query_expansion`, off by default), the engine
+//!    first asks the upstream LLM for words an answer would use ([`crate::prompts`]); the
+//!    query followed by them goes through stages 1-2 as well, and the two rankings are
+//!    merged by reciprocal rank (`rank::merge_by_rank`).
 //! 3. **Rerank.** With a cross-encoder installed, the best candidates are rescored by it;
 //!    its logits are squashed into 0..1 and normalised over the pool.
 //! 4. **Recency.** `exp(-age_days / 30)` blended with weight `w` — only when the query asks
@@ -219,18 +223,25 @@ pub(crate) struct ReadPath<'a> {
 impl ReadPath<'_> {
     /// The memories of the request's conversation and of `global` that best answer its
     /// query, best first. Summaries are not searched.
-    pub fn search(&self, request: &SearchRequest) -> Result<Vec<SearchHit>, EngineError> {
+    /// With `expansion` (words an answer would use, from the LLM), the first stage also runs
+    /// for the query followed by them, and the two rankings are merged by reciprocal rank.
+    pub fn search(
+        &self,
+        request: &SearchRequest,
+        expansion: Option<&str>,
+    ) -> Result<Vec<SearchHit>, EngineError> {
         let settings = request.resolve(self.config)?;
         let query = request.query.as_str();
         if settings.top_k == 0 || query.trim().is_empty() {
             return Ok(Vec::new());
         }
+        let mut candidates = self.ranked_candidates(query, request, &settings)?;
+        if let Some(words) = expansion {
+            let expanded = format!("{query}\n{words}");
+            let more = self.ranked_candidates(&expanded, request, &settings)?;
+            candidates = rank::merge_by_rank(candidates, more, EXPANSION_RANK_OFFSET);
+        }
         let tuning = &self.config.retrieval;
-        let mut candidates = self.candidates(query, request, &settings)?;
-        rank::smooth(&mut candidates, tuning.neighbour_weight, |id| {
-            self.timeline.neighbours(id)
-        });
-        rank::boost_speaker(&mut candidates, query, tuning.speaker_boost);
         self.rerank(query, &mut candidates)?;
         if let Some(threshold) = settings.score_threshold {
             candidates.retain(|c| c.relevance >= threshold);
@@ -247,6 +258,23 @@ impl ReadPath<'_> {
             tuning.mmr_pool,
         );
         Ok(chosen.into_iter().map(|c| self.hit(c)).collect())
+    }
+
+    /// Stages 1 and 2: candidates, fused, smoothed over neighbouring turns, and the speaker
+    /// the query names lifted; best first.
+    fn ranked_candidates(
+        &self,
+        query: &str,
+        request: &SearchRequest,
+        settings: &ResolvedSearch,
+    ) -> Result<Vec<Candidate>, EngineError> {
+        let tuning = &self.config.retrieval;
+        let mut candidates = self.candidates(query, request, settings)?;
+        rank::smooth(&mut candidates, tuning.neighbour_weight, |id| {
+            self.timeline.neighbours(id)
+        });
+        rank::boost_speaker(&mut candidates, query, tuning.speaker_boost);
+        Ok(candidates)
     }
 
     /// Stage 1 and fusion: both retrievers in both scopes, merged. A query's dates are
@@ -342,6 +370,10 @@ impl ReadPath<'_> {
         }
     }
 }
+
+/// Reciprocal-rank offset when the rankings of a query with and without its expansion are
+/// merged: small, so that what leads either ranking stays ahead.
+const EXPANSION_RANK_OFFSET: f32 = 10.0;
 
 /// The index filters for the two scopes of a search: the conversation, then `global` (when
 /// `with_global`).

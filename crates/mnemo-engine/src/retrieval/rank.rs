@@ -101,6 +101,37 @@ pub(crate) fn fuse(results: Vec<(Retriever, Vec<Hit>)>, lexical_weight: f32) -> 
     candidates
 }
 
+/// Merges two rankings of candidates (each best first) by reciprocal rank:
+/// `1/(offset + rank)` summed over the rankings a memory is in, then divided by the best sum
+/// so that relevance stays in 0..1.
+pub(crate) fn merge_by_rank(
+    first: Vec<Candidate>,
+    second: Vec<Candidate>,
+    offset: f32,
+) -> Vec<Candidate> {
+    let mut merged: HashMap<MemoryId, (Candidate, f32)> = HashMap::new();
+    for ranking in [first, second] {
+        for (rank, c) in ranking.into_iter().enumerate() {
+            let score = 1.0 / (offset + rank as f32 + 1.0);
+            merged
+                .entry(c.hit.id)
+                .and_modify(|(_, s)| *s += score)
+                .or_insert((c, score));
+        }
+    }
+    let best = merged.values().map(|(_, s)| *s).fold(0.0f32, f32::max);
+    let mut candidates: Vec<Candidate> = merged
+        .into_values()
+        .map(|(mut c, s)| {
+            c.scores.fused = if best > 0.0 { s / best } else { 0.0 };
+            c.relevance = c.scores.fused;
+            c
+        })
+        .collect();
+    sort_by_relevance(&mut candidates);
+    candidates
+}
+
 /// Turns borrow relevance from the turns just before and after them in the same
 /// conversation: `fused += weight · max(neighbours' fused)`, then rescaled to 0..1.
 /// `neighbours` gives, for a turn, the ids of the turns next to it.
