@@ -43,6 +43,17 @@ struct LocomoArgs {
     /// retrieved, best first) to this file: what an analysis of the misses reads
     #[arg(long, value_name = "FILE")]
     questions_out: Option<PathBuf>,
+    /// Also use the dataset's observations (facts about each speaker, with the turn each came
+    /// from), to measure what facts written at ingest add: `memories` stores them as facts (a
+    /// fact found counts as finding its turn), `in-turns` appends them to their turn's text
+    #[arg(long, value_enum)]
+    observations: Option<Observations>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Observations {
+    Memories,
+    InTurns,
 }
 
 /// Runs a benchmark. Without `--memory-path` it works in a temporary store, never in the
@@ -85,7 +96,7 @@ pub async fn eval(global: &GlobalArgs, args: EvalArgs) -> CommandResult {
     let ingest_started = std::time::Instant::now();
     let mut turns = 0;
     for sample in &samples {
-        turns += ingest(&client, sample).await?;
+        turns += ingest(&client, sample, args.observations).await?;
     }
     let ingest_s = ingest_started.elapsed().as_secs_f64();
 
@@ -106,10 +117,15 @@ pub async fn eval(global: &GlobalArgs, args: EvalArgs) -> CommandResult {
             let started = std::time::Instant::now();
             let hits = client.search(request).await?;
             latencies.push(started.elapsed().as_secs_f64() * 1000.0);
-            let retrieved: Vec<String> = hits
-                .iter()
-                .filter_map(|h| h.metadata.get("dia_id")?.as_str().map(str::to_owned))
-                .collect();
+            // A fact stands for its turn; a turn found twice counts once, where first found.
+            let mut retrieved: Vec<String> = Vec::new();
+            for hit in &hits {
+                if let Some(id) = hit.metadata.get("dia_id").and_then(|v| v.as_str()) {
+                    if !retrieved.iter().any(|r| r == id) {
+                        retrieved.push(id.to_owned());
+                    }
+                }
+            }
             if args.questions_out.is_some() {
                 question_lines.push_str(&question_line(sample, question, &retrieved));
             }
@@ -174,27 +190,61 @@ fn question_line(
     format!("{line}\n")
 }
 
-/// Writes a sample's turns unless the store already holds them all.
-async fn ingest(client: &MemoryClient, sample: &locomo::Sample) -> Result<usize, Failure> {
+/// Writes a sample's turns (and observations, with `observations`) unless the store already
+/// holds them all.
+async fn ingest(
+    client: &MemoryClient,
+    sample: &locomo::Sample,
+    observations: Option<Observations>,
+) -> Result<usize, Failure> {
+    let mut records = sample.turns.clone();
+    match observations {
+        Some(Observations::Memories) => records.extend(sample.observations.iter().cloned()),
+        Some(Observations::InTurns) => append_observations(&mut records, &sample.observations),
+        None => {}
+    }
     let present = client.list(Some(sample.conversation.clone())).await?.len();
-    if present == sample.turns.len() {
-        return Ok(present);
+    if present == records.len() {
+        return Ok(sample.turns.len());
     }
     if present > 0 {
         return Err(anyhow!(
-            "the store holds {present} memories of {} but the data has {} turns; use an empty --memory-path",
+            "the store holds {present} memories of {} but the data has {} to store; use an empty --memory-path",
             sample.conversation,
-            sample.turns.len()
+            records.len()
         )
         .into());
     }
-    let bar = progress_bar(sample.turns.len() as u64, "turns");
-    for chunk in sample.turns.chunks(256) {
+    let bar = progress_bar(records.len() as u64, "memories");
+    for chunk in records.chunks(256) {
         client.add_records(chunk.to_vec()).await?;
         bar.inc(chunk.len() as u64);
     }
     bar.finish_and_clear();
     Ok(sample.turns.len())
+}
+
+/// Appends each observation to the text of the turn it came from.
+fn append_observations(
+    turns: &mut [mnemo_core::MemoryRecord],
+    observations: &[mnemo_core::MemoryRecord],
+) {
+    let dia_id = |r: &mnemo_core::MemoryRecord| {
+        r.metadata
+            .get("dia_id")
+            .and_then(|v| v.as_str())
+            .map(str::to_owned)
+    };
+    for turn in turns {
+        let Some(id) = dia_id(turn) else { continue };
+        for fact in observations
+            .iter()
+            .filter(|o| dia_id(o).as_deref() == Some(id.as_str()))
+        {
+            turn.content.push(' ');
+            turn.content.push_str(&fact.content);
+        }
+    }
 }
 
 fn parse_range(raw: &str, len: usize) -> anyhow::Result<(usize, usize)> {

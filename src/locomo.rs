@@ -21,6 +21,9 @@ use serde_json::Value;
 pub struct Sample {
     pub conversation: ConversationId,
     pub turns: Vec<MemoryRecord>,
+    /// The dataset's observations (facts about each speaker, written per session by the
+    /// benchmark's authors with an LLM), as facts whose `dia_id` is the turn they came from.
+    pub observations: Vec<MemoryRecord>,
     pub questions: Vec<Question>,
     /// When the last session took place: "now" for the questions.
     pub last_session: DateTime<Utc>,
@@ -104,12 +107,80 @@ fn parse_sample(sample: &Value) -> anyhow::Result<Sample> {
                 .collect()
         })
         .unwrap_or_default();
+    let observations = parse_observations(sample, &conversation, &sessions_dates(conv)?, &known);
     Ok(Sample {
         conversation,
+        observations,
         turns,
         questions,
         last_session: last_session.ok_or_else(|| anyhow!("no sessions"))?,
     })
+}
+
+/// Each session's date, by session number.
+fn sessions_dates(
+    conv: &serde_json::Map<String, Value>,
+) -> anyhow::Result<BTreeMap<u32, DateTime<Utc>>> {
+    let mut dates = BTreeMap::new();
+    for (key, value) in conv {
+        let Some(n) = key
+            .strip_prefix("session_")
+            .and_then(|k| k.strip_suffix("_date_time"))
+            .and_then(|n| n.parse().ok())
+        else {
+            continue;
+        };
+        if let Some(raw) = value.as_str() {
+            dates.insert(n, parse_date(raw)?);
+        }
+    }
+    Ok(dates)
+}
+
+/// `observation.session_N_observation.{speaker: [[text, dia_id], ...]}`; an observation whose
+/// source is not a known turn is skipped.
+fn parse_observations(
+    sample: &Value,
+    conversation: &ConversationId,
+    dates: &BTreeMap<u32, DateTime<Utc>>,
+    known: &HashSet<&str>,
+) -> Vec<MemoryRecord> {
+    let Some(sessions) = sample["observation"].as_object() else {
+        return Vec::new();
+    };
+    let mut facts = Vec::new();
+    for (key, speakers) in sessions {
+        let Some(date) = key
+            .strip_prefix("session_")
+            .and_then(|k| k.strip_suffix("_observation"))
+            .and_then(|n| n.parse::<u32>().ok())
+            .and_then(|n| dates.get(&n))
+        else {
+            continue;
+        };
+        for (speaker, items) in speakers.as_object().into_iter().flatten() {
+            for item in items.as_array().into_iter().flatten() {
+                let (Some(text), Some(source)) = (item[0].as_str(), item[1].as_str()) else {
+                    continue;
+                };
+                let Some(dia_id) = source
+                    .split(|c: char| c == ';' || c == ',' || c.is_whitespace())
+                    .find(|id| known.contains(id))
+                else {
+                    continue;
+                };
+                let mut fact = MemoryRecord::new(conversation.clone(), Role::Memory, text);
+                fact.created_at = *date;
+                fact.metadata.insert("dia_id".into(), Value::from(dia_id));
+                fact.metadata.insert(
+                    mnemo_engine::keys::SPEAKER_FIELD.into(),
+                    Value::from(speaker.as_str()),
+                );
+                facts.push(fact);
+            }
+        }
+    }
+    facts
 }
 
 fn turn_text(turn: &Value) -> String {
@@ -213,6 +284,11 @@ mod tests {
                 "session_3_date_time": "9:00 am on 1 July, 2023",
                 "session_2": [{"speaker": "Ann", "dia_id": "D2:1", "text": "Miso is fine."}]
             },
+            "observation": {
+                "session_2_observation": {
+                    "Ann": [["Ann's cat Miso is fine.", "D2:1"], ["Unknown source.", "D9:9"]]
+                }
+            },
             "qa": [
                 {"question": "What did Ann adopt?", "category": 4, "evidence": ["D1:1"]},
                 {"question": "Pets?", "category": 1, "evidence": ["D1:1; D2:1", "D30:05", "D"]},
@@ -242,6 +318,12 @@ mod tests {
         );
         assert_eq!(s.last_session.to_rfc3339(), "2023-06-22T10:04:00+00:00");
         assert_eq!(s.questions.len(), 2, "category 5 and evidence-less skipped");
+        assert_eq!(s.observations.len(), 1, "only observations of known turns");
+        let fact = &s.observations[0];
+        assert_eq!(fact.role, Role::Memory);
+        assert_eq!(fact.content, "Ann's cat Miso is fine.");
+        assert_eq!(fact.metadata["dia_id"], "D2:1");
+        assert_eq!(fact.created_at.to_rfc3339(), "2023-06-22T10:04:00+00:00");
         let pets = &s.questions[1].evidence;
         assert_eq!(pets.len(), 2);
         assert!(pets.contains("D2:1"));
