@@ -223,6 +223,7 @@ pub(crate) struct ReadPath<'a> {
 impl ReadPath<'_> {
     /// The memories of the request's conversation and of `global` that best answer its
     /// query, best first. Summaries are not searched.
+    ///
     /// With `expansion` (words an answer would use, from the LLM), the first stage also runs
     /// for the query followed by them, and the two rankings are merged by reciprocal rank.
     pub fn search(
@@ -293,18 +294,6 @@ impl ReadPath<'_> {
         } else {
             self.lexical.query(query)
         };
-        self.first_stage(&dense, &lexical, request, settings)
-    }
-
-    /// Both retrievers in both scopes, fused.
-    fn first_stage(
-        &self,
-        dense: &[f32],
-        lexical: &mnemo_index::SparseVector,
-        request: &SearchRequest,
-        settings: &ResolvedSearch,
-    ) -> Result<Vec<Candidate>, EngineError> {
-        let tuning = &self.config.retrieval;
         let per_query = (settings.top_k * 3).max(tuning.min_candidates);
         let mut results = Vec::new();
         let scopes = scope_filters(
@@ -324,7 +313,7 @@ impl ReadPath<'_> {
                 Ok(())
             };
             if tuning.dense {
-                run(QueryVector::Dense(dense.to_vec()), Retriever::Dense)?;
+                run(QueryVector::Dense(dense.clone()), Retriever::Dense)?;
             }
             if tuning.lexical {
                 run(QueryVector::Lexical(lexical.clone()), Retriever::Lexical)?;
