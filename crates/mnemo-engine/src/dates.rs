@@ -79,8 +79,11 @@ impl Mention {
             Mention::Week(day) => {
                 let week = day.iso_week();
                 out.insert(format!("w{}w{:02}", week.year(), week.week()));
-                let monday = day - Days::new(day.weekday().num_days_from_monday().into());
-                for d in [monday, monday + Days::new(6)] {
+                // Checked: a hand-edited date may sit at the end of the calendar.
+                let monday =
+                    day.checked_sub_days(Days::new(day.weekday().num_days_from_monday().into()));
+                let sunday = monday.and_then(|m| m.checked_add_days(Days::new(6)));
+                for d in [monday, sunday].into_iter().flatten() {
                     Mention::Month(d.year(), d.month()).tokens(out);
                 }
             }
@@ -421,7 +424,10 @@ impl Relative {
                 };
                 saturday
                     .into_iter()
-                    .flat_map(|sat| [Mention::Day(sat), Mention::Day(sat + Days::new(1))])
+                    .flat_map(|sat| {
+                        let sunday = sat.checked_add_days(Days::new(1));
+                        std::iter::once(Mention::Day(sat)).chain(sunday.map(Mention::Day))
+                    })
                     .collect()
             }
             Relative::Season(first, direction) => {
@@ -765,6 +771,21 @@ mod tests {
             "d20230508 m202305 w2023w19 y2023"
         );
         assert_eq!(date_tokens("no date here", day(2023, 5, 8)), "");
+    }
+
+    #[test]
+    fn the_ends_of_the_calendar_do_not_panic() {
+        // A hand-edited created_at may be anything chrono can hold.
+        for anchor in [NaiveDate::MIN, NaiveDate::MAX] {
+            for text in [
+                "yesterday and tomorrow, last weekend, next weekend, this Sunday",
+                "in 3 weeks, 5 years ago, next month, last summer, next winter",
+                "on 31 December, in January",
+            ] {
+                let _ = date_tokens(text, anchor);
+            }
+            let _ = day_tokens(anchor);
+        }
     }
 
     #[test]

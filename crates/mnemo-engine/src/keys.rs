@@ -8,7 +8,8 @@
 //!   the words of the exchange a turn belongs to (a question is often answered one turn later,
 //!   in words that only the question shares). Neighbours are the adjacent chat turns of the
 //!   same session (see [`crate::timeline`]), without their speaker names, which would only
-//!   dilute the match on the speaker's own name.
+//!   dilute the match on the speaker's own name. A last line holds canonical date tokens:
+//!   the memory's day and every date its text mentions, resolved ([`crate::dates`]).
 //!
 //! On LoCoMo these keys lift BM25's evidence recall from 0.59 to 0.75 (docs/retrieval.md).
 //! Because the lexical key reads the neighbours, it is rebuilt when they change; the dense
