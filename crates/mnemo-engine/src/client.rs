@@ -27,7 +27,7 @@ use tracing::{info, warn};
 
 use crate::keys::KeyScheme;
 use crate::recovery::{Recovery, WatchedIndex};
-use crate::retrieval::{ReadPath, SearchHit, SearchRequest};
+use crate::retrieval::{ReadPath, ResolvedSearch, SearchHit, SearchRequest};
 use crate::snapshot::{Flusher, Snapshot, SnapshotCell};
 use crate::sync::{Indexer, SyncProgress, SyncReport};
 use crate::timeline::Timeline;
@@ -305,8 +305,8 @@ impl MemoryClient {
     /// query, best first (see [`crate::retrieval`] for the stages). Summaries are not
     /// searched.
     pub async fn search(&self, request: SearchRequest) -> Result<Vec<SearchHit>, EngineError> {
-        request.validate()?;
-        let expansion = self.expand_query(&request).await;
+        let settings = request.resolve(&self.inner.config)?;
+        let expansion = self.expand_query(&request, &settings).await;
         let inner = self.inner.clone();
         blocking(move || {
             let timeline = inner.timeline();
@@ -319,7 +319,7 @@ impl MemoryClient {
                 timeline: &timeline,
                 store_root: inner.store.root(),
             }
-            .search(&request, expansion.as_deref())
+            .search(&request, &settings, expansion.as_deref())
         })
         .await
     }
@@ -327,10 +327,14 @@ impl MemoryClient {
     /// Words an answer to the query would use, from the upstream LLM, when
     /// `retrieval.query_expansion` is on. A search never fails for want of them: no upstream,
     /// an error or a late answer (past `query_expansion_timeout_ms`) leaves the query as it is.
-    async fn expand_query(&self, request: &SearchRequest) -> Option<String> {
+    async fn expand_query(
+        &self,
+        request: &SearchRequest,
+        settings: &ResolvedSearch,
+    ) -> Option<String> {
         let tuning = &self.inner.config.retrieval;
         let llm = self.inner.llm.as_ref().filter(|_| tuning.query_expansion)?;
-        if request.top_k == Some(0) || request.query.trim().is_empty() {
+        if settings.top_k == 0 || request.query.trim().is_empty() {
             return None;
         }
         let body = serde_json::json!({

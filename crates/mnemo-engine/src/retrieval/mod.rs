@@ -104,6 +104,15 @@ impl SearchRequest {
 
     /// Checks every value the caller set; the message names the field and the allowed range.
     pub fn validate(&self) -> Result<(), EngineError> {
+        self.check_knobs()?;
+        if let Some(filter) = &self.filter {
+            crate::filter::compile(filter)?;
+        }
+        Ok(())
+    }
+
+    /// The range checks of [`validate`](Self::validate), all but the filter's.
+    fn check_knobs(&self) -> Result<(), EngineError> {
         let invalid = |m: String| Err(EngineError::InvalidInput(m));
         if let Some(k) = self.top_k.filter(|&k| k > MAX_TOP_K) {
             return invalid(format!("top_k may be at most {MAX_TOP_K}, got {k}"));
@@ -117,15 +126,12 @@ impl SearchRequest {
                 return invalid(format!("{name} must be between 0 and 1, got {v}"));
             }
         }
-        if let Some(filter) = &self.filter {
-            crate::filter::compile(filter)?;
-        }
         Ok(())
     }
 
     /// Checks the request and decides every knob: the request's value, else the config's.
     pub fn resolve(&self, config: &Config) -> Result<ResolvedSearch, EngineError> {
-        self.validate()?;
+        self.check_knobs()?;
         Ok(ResolvedSearch {
             top_k: self.top_k.unwrap_or(config.default_top_k),
             recency_weight: self.recency_weight.unwrap_or(config.recency_weight),
@@ -229,17 +235,17 @@ impl ReadPath<'_> {
     pub fn search(
         &self,
         request: &SearchRequest,
+        settings: &ResolvedSearch,
         expansion: Option<&str>,
     ) -> Result<Vec<SearchHit>, EngineError> {
-        let settings = request.resolve(self.config)?;
         let query = request.query.as_str();
         if settings.top_k == 0 || query.trim().is_empty() {
             return Ok(Vec::new());
         }
-        let mut candidates = self.ranked_candidates(query, request, &settings)?;
+        let mut candidates = self.candidates(query, request, settings)?;
         if let Some(words) = expansion {
             let expanded = format!("{query}\n{words}");
-            let more = self.ranked_candidates(&expanded, request, &settings)?;
+            let more = self.candidates(&expanded, request, settings)?;
             candidates = rank::merge_by_rank(candidates, more, EXPANSION_RANK_OFFSET);
         }
         let tuning = &self.config.retrieval;
@@ -261,24 +267,8 @@ impl ReadPath<'_> {
         Ok(chosen.into_iter().map(|c| self.hit(c)).collect())
     }
 
-    /// Stages 1 and 2: candidates, fused, smoothed over neighbouring turns, and the speaker
-    /// the query names lifted; best first.
-    fn ranked_candidates(
-        &self,
-        query: &str,
-        request: &SearchRequest,
-        settings: &ResolvedSearch,
-    ) -> Result<Vec<Candidate>, EngineError> {
-        let tuning = &self.config.retrieval;
-        let mut candidates = self.candidates(query, request, settings)?;
-        rank::smooth(&mut candidates, tuning.neighbour_weight, |id| {
-            self.timeline.neighbours(id)
-        });
-        rank::boost_speaker(&mut candidates, query, tuning.speaker_boost);
-        Ok(candidates)
-    }
-
-    /// Stage 1 and fusion: both retrievers in both scopes, merged. A query's dates are
+    /// Stages 1 and 2, best first: both retrievers in both scopes, fused, smoothed over
+    /// neighbouring turns, and the speaker the query names lifted. A query's dates are
     /// resolved and added to its lexical terms as canonical tokens ([`crate::dates`]).
     fn candidates(
         &self,
@@ -319,7 +309,12 @@ impl ReadPath<'_> {
                 run(QueryVector::Lexical(lexical.clone()), Retriever::Lexical)?;
             }
         }
-        Ok(rank::fuse(results, tuning.lexical_weight))
+        let mut candidates = rank::fuse(results, tuning.lexical_weight);
+        rank::smooth(&mut candidates, tuning.neighbour_weight, |id| {
+            self.timeline.neighbours(id)
+        });
+        rank::boost_speaker(&mut candidates, query, tuning.speaker_boost);
+        Ok(candidates)
     }
 
     /// Rescores the best candidates with the cross-encoder, when one is loaded; the rest
