@@ -1,7 +1,7 @@
 //! `mnemo eval`: measuring retrieval quality on a benchmark (LoCoMo's evidence recall; the
 //! data and its scoring are in [`crate::locomo`]).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 
 use anyhow::{anyhow, Context};
@@ -229,22 +229,24 @@ fn append_observations(
     turns: &mut [mnemo_core::MemoryRecord],
     observations: &[mnemo_core::MemoryRecord],
 ) {
-    let dia_id = |r: &mnemo_core::MemoryRecord| {
-        r.metadata
-            .get("dia_id")
-            .and_then(|v| v.as_str())
-            .map(str::to_owned)
-    };
-    for turn in turns {
-        let Some(id) = dia_id(turn) else { continue };
-        for fact in observations
-            .iter()
-            .filter(|o| dia_id(o).as_deref() == Some(id.as_str()))
-        {
-            turn.content.push(' ');
-            turn.content.push_str(&fact.content);
+    let mut by_turn: HashMap<&str, String> = HashMap::new();
+    for fact in observations {
+        if let Some(id) = dia_id(fact) {
+            let text = by_turn.entry(id).or_default();
+            text.push(' ');
+            text.push_str(&fact.content);
         }
     }
+    for turn in turns {
+        let facts = dia_id(turn).and_then(|id| by_turn.get(id)).cloned();
+        if let Some(facts) = facts {
+            turn.content.push_str(&facts);
+        }
+    }
+}
+
+fn dia_id(record: &mnemo_core::MemoryRecord) -> Option<&str> {
+    record.metadata.get("dia_id")?.as_str()
 }
 
 fn parse_range(raw: &str, len: usize) -> anyhow::Result<(usize, usize)> {

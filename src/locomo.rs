@@ -67,14 +67,14 @@ fn parse_sample(sample: &Value) -> anyhow::Result<Sample> {
         }
     }
     let mut turns = Vec::new();
-    let mut last_session = None;
+    let mut dates = BTreeMap::new();
     for (n, session) in sessions {
         let raw_date = conv
             .get(&format!("session_{n}_date_time"))
             .and_then(Value::as_str)
             .ok_or_else(|| anyhow!("session {n} has no date"))?;
         let date = parse_date(raw_date)?;
-        last_session = last_session.max(Some(date));
+        dates.insert(n, date);
         for (i, turn) in session.iter().enumerate() {
             let speaker = turn["speaker"].as_str().unwrap_or("someone");
             let dia_id = turn["dia_id"]
@@ -107,7 +107,8 @@ fn parse_sample(sample: &Value) -> anyhow::Result<Sample> {
                 .collect()
         })
         .unwrap_or_default();
-    let observations = parse_observations(sample, &conversation, &sessions_dates(conv)?, &known);
+    let observations = parse_observations(sample, &conversation, &dates, &known);
+    let last_session = dates.values().max().copied();
     Ok(Sample {
         conversation,
         observations,
@@ -115,26 +116,6 @@ fn parse_sample(sample: &Value) -> anyhow::Result<Sample> {
         questions,
         last_session: last_session.ok_or_else(|| anyhow!("no sessions"))?,
     })
-}
-
-/// Each session's date, by session number.
-fn sessions_dates(
-    conv: &serde_json::Map<String, Value>,
-) -> anyhow::Result<BTreeMap<u32, DateTime<Utc>>> {
-    let mut dates = BTreeMap::new();
-    for (key, value) in conv {
-        let Some(n) = key
-            .strip_prefix("session_")
-            .and_then(|k| k.strip_suffix("_date_time"))
-            .and_then(|n| n.parse().ok())
-        else {
-            continue;
-        };
-        if let Some(raw) = value.as_str() {
-            dates.insert(n, parse_date(raw)?);
-        }
-    }
-    Ok(dates)
 }
 
 /// `observation.session_N_observation.{speaker: [[text, dia_id], ...]}`; an observation whose

@@ -45,9 +45,10 @@ const MONTHS: [&str; 12] = [
 ];
 
 /// Words after which a bare month name is a month ("in May", "since March", "early June").
-const BEFORE_A_MONTH: [&str; 16] = [
+/// After "last", "next" or "this" it is relative instead ("last May": see `relative_at`).
+const BEFORE_A_MONTH: [&str; 13] = [
     "in", "during", "since", "by", "until", "till", "through", "of", "early", "mid", "late",
-    "last", "next", "this", "from", "before",
+    "from", "before",
 ];
 
 /// Words after which a bare year is a year ("in 2022", "since 2019").
