@@ -636,8 +636,7 @@ fn relative_at(words: &[Word]) -> Option<(usize, Relative)> {
         "year" => Years((sign * n) as i32),
         _ => return None,
     };
-    // "in a week" is a time from now; "in 2 years" said of a past duration is not worth
-    // guessing at, so only "in" with a week, month or day is taken.
+    // "in two weeks" is a time from the anchor; "in a few days" is too vague to place.
     if lead == 1 && vague {
         return None;
     }
