@@ -20,7 +20,12 @@
 //! - `no_ops`: chit-chat and question dialogues that stored nothing;
 //! - `summary_contradictions`: dialogues whose summary holds both sides of a
 //!   `summary_conflicts` pair, and `summary_false`: summaries holding an `absent` set;
-//! - the write path's time per turn (LLM and engine), median.
+//! - the write path's time per turn (LLM and engine), median;
+//! - `injection` (grounding on only): for each dialogue with an `ask`, the best
+//!   [`INJECTED`] memories of its conversation, as a prompt with little room would get them,
+//!   with turns that say nothing of their own placed last (`low_information_last`, the
+//!   default) and ranked like any memory: how many such turns took a place, and how many
+//!   asks got a memory holding their `answer` words.
 //!
 //! `cargo bench --bench write_quality [-- --json] [-- --only NAME] [-- --kinds K,K]
 //! [-- --verbose]` (`--kinds correction,deletion` plays those kinds of dialogue only). Needs
@@ -30,7 +35,7 @@
 mod support;
 
 use mnemo_core::{Config, ConversationId, MemoryRecord, Role, LOCAL_LLM_ALIAS};
-use mnemo_engine::{MemoryClient, OpenOptions, Unrestricted};
+use mnemo_engine::{MemoryClient, OpenOptions, SearchRequest, Unrestricted};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
@@ -51,7 +56,16 @@ struct Dialogue {
     new: Vec<String>,
     #[serde(default)]
     summary_conflicts: Vec<[String; 2]>,
+    /// A question about the dialogue, asked afterwards of its memories.
+    #[serde(default)]
+    ask: Option<String>,
+    /// Words a memory answering `ask` holds.
+    #[serde(default)]
+    answer: Vec<String>,
 }
+
+/// How many memories the injection probe takes per ask: a prompt with little room.
+const INJECTED: usize = 2;
 
 #[derive(Deserialize)]
 struct Turn {
@@ -120,7 +134,7 @@ async fn run(dialogues: &[Dialogue], verbose: bool) -> Value {
             fact_grounding: grounding,
             ..base.clone()
         };
-        let client = MemoryClient::open(config, OpenOptions::default())
+        let client = MemoryClient::open(config.clone(), OpenOptions::default())
             .await
             .expect("a client");
         let mut outcomes = Vec::new();
@@ -144,8 +158,51 @@ async fn run(dialogues: &[Dialogue], verbose: bool) -> Value {
             outcomes.push((dialogue, outcome));
         }
         report[mode] = summarise(&outcomes, verbose);
+        if grounding {
+            drop(client);
+            report["injection"] = probe_injection(&config, dialogues).await;
+        }
     }
     llm.stop().await;
+    report
+}
+
+/// Asks each dialogue's `ask` of the store `config` names, with turns that say nothing
+/// placed last and ranked like any memory.
+async fn probe_injection(config: &Config, dialogues: &[Dialogue]) -> Value {
+    let mut report = json!({});
+    for (label, last) in [("placed_last", true), ("ranked_as_any", false)] {
+        let mut config = config.clone();
+        config.retrieval.low_information_last = last;
+        let client = MemoryClient::open(config, OpenOptions::default())
+            .await
+            .expect("the played store opens again");
+        let (mut asks, mut answered, mut low) = (0, 0, 0);
+        let mut injected = Vec::new();
+        for dialogue in dialogues {
+            let Some(ask) = &dialogue.ask else { continue };
+            let conversation = ConversationId::new(&dialogue.name).expect("an id");
+            let request = SearchRequest::new(ask.as_str(), conversation).top_k(INJECTED);
+            let hits = client.search(request).await.expect("a search");
+            asks += 1;
+            answered += usize::from(hits.iter().any(|h| contains(&h.content, &dialogue.answer)));
+            low += hits.iter().filter(|h| h.scores.low_information).count();
+            injected.push(json!({
+                "ask": ask,
+                "hits": hits.iter().map(|h| json!({
+                    "content": h.content,
+                    "low_information": h.scores.low_information,
+                })).collect::<Vec<_>>(),
+            }));
+        }
+        report[label] = json!({
+            "asks": asks,
+            "answered": answered,
+            "low_information_injected": low,
+            "places": asks * INJECTED,
+            "injected": injected,
+        });
+    }
     report
 }
 

@@ -192,6 +192,10 @@ pub struct RetrievalConfig {
     pub query_aware_recency: bool,
     /// How many of the best candidates MMR chooses the final results from.
     pub mmr_pool: usize,
+    /// A chat turn that says nothing of its own (only filler, or only what the turn it
+    /// answers said: "Thanks!", "I don't have that information") comes after every memory
+    /// that says something: it fills only places nothing else wants.
+    pub low_information_last: bool,
     /// Lexical keys start with the memory's date ("[8 May 2023]").
     pub lexical_date: bool,
     /// A chat turn's lexical key includes the words of the turns next to it.
@@ -263,6 +267,7 @@ impl Default for RetrievalConfig {
             speaker_boost: 0.2,
             query_aware_recency: true,
             mmr_pool: 30,
+            low_information_last: true,
             lexical_date: true,
             lexical_neighbours: true,
             lexical_date_tokens: true,

@@ -11,7 +11,11 @@
 //! Words are compared by a short prefix (their first five letters), so "peanuts" supports
 //! "peanut" and "smoking" supports "smokes", and numbers by their digits ("14th" is "14");
 //! function words, single letters and the model's own framing ("user", "their") are not
-//! content. What supported a kept fact is recorded with it
+//! content. A message that only asks (every sentence a question, or a request such as
+//! "Suggest a gift for my brother.") says little about the asker, so a fact drawn from it
+//! must use the message's words alone and must not report the asking ("The user asked about
+//! the weather in London.", "The user told you about food."). What supported a kept fact is
+//! recorded with it
 //! ([`Grounding::matched`]); a refused fact is logged with the words that were missing.
 //!
 //! The same words keep the rolling summary honest: [`without_stale_sentences`] cuts the
@@ -105,6 +109,94 @@ const NOT_CONTENT: &[&str] = &[
     "s",
 ];
 
+/// Words a fact uses to report the conversation instead of something about the speaker.
+const SPEECH_ACTS: &[&str] = &[
+    "ask",
+    "asked",
+    "asking",
+    "asks",
+    "inquire",
+    "inquired",
+    "inquires",
+    "question",
+    "questions",
+    "remind",
+    "reminded",
+    "reminds",
+    "request",
+    "requested",
+    "requests",
+    "tell",
+    "telling",
+    "tells",
+    "told",
+    "wonder",
+    "wondering",
+    "wonders",
+];
+
+/// First words of a sentence that asks for something instead of telling it.
+const REQUESTS: &[&str] = &[
+    "calculate",
+    "compare",
+    "describe",
+    "draft",
+    "explain",
+    "find",
+    "give",
+    "help",
+    "list",
+    "please",
+    "recommend",
+    "remind",
+    "show",
+    "suggest",
+    "summarise",
+    "summarize",
+    "tell",
+    "translate",
+    "write",
+];
+
+/// Phrases by which a speaker says something stopped being true of them.
+const CESSATIONS: &[&str] = &[
+    "anymore",
+    "no longer",
+    "quit",
+    "stopped",
+    "gave up",
+    "given up",
+    "cancelled",
+    "canceled",
+    "used to",
+];
+
+/// The words of a cessation phrase, and the negations around one ("I don't run anymore"):
+/// not what stopped.
+const CESSATION_WORDS: &[&str] = &[
+    "anymore",
+    "any",
+    "more",
+    "no",
+    "longer",
+    "quit",
+    "stopped",
+    "gave",
+    "given",
+    "up",
+    "cancelled",
+    "canceled",
+    "used",
+    "not",
+    "never",
+    "don",
+    "doesn",
+    "didn",
+    "won",
+    "can",
+    "cannot",
+];
+
 /// How a fact stands against the message it was extracted from.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Grounding {
@@ -114,6 +206,10 @@ pub struct Grounding {
     pub missing_names: Vec<String>,
     /// Its other content words not found there.
     pub missing_words: Vec<String>,
+    /// The message only asks (questions and requests, no statement).
+    pub message_only_asks: bool,
+    /// The fact's words that report the asking ("asked", "told").
+    pub speech_acts: Vec<String>,
 }
 
 impl Grounding {
@@ -128,6 +224,20 @@ impl Grounding {
         let plain = self.matched.len() + self.missing_words.len();
         if plain == 0 {
             return Err("no content words".into());
+        }
+        if self.message_only_asks {
+            if !self.speech_acts.is_empty() {
+                return Err(format!(
+                    "it reports the user's question, not a fact ({})",
+                    self.speech_acts.join(", ")
+                ));
+            }
+            if !self.missing_words.is_empty() {
+                return Err(format!(
+                    "the user only asked, and these words are not theirs: {}",
+                    self.missing_words.join(", ")
+                ));
+            }
         }
         let support = self.matched.len() as f32 / plain as f32;
         if support < MIN_SUPPORT {
@@ -148,6 +258,11 @@ pub fn ground(fact: &str, message: &str) -> Grounding {
         matched: Vec::new(),
         missing_names: Vec::new(),
         missing_words: Vec::new(),
+        message_only_asks: only_asks(message),
+        speech_acts: words(fact)
+            .map(|(w, _)| w)
+            .filter(|w| SPEECH_ACTS.contains(&w.as_str()))
+            .collect(),
     };
     for term in content_terms(fact) {
         if said.contains(&term.stem) {
@@ -159,6 +274,90 @@ pub fn ground(fact: &str, message: &str) -> Grounding {
         }
     }
     grounding
+}
+
+/// What `message` says stopped being true: for each clause with a cessation ("I don't run
+/// anymore", "I cancelled Netflix", "I quit smoking"), its content words without the
+/// cessation's own. Clauses are cut at sentence ends, commas, semicolons and "but"/"so";
+/// questions are skipped, and a clause left with no content word says nothing about what
+/// stopped.
+pub fn cessations(message: &str) -> Vec<Vec<String>> {
+    let mut found = Vec::new();
+    // A question ("Did you quit?") states nothing.
+    for sentence in sentences(message)
+        .into_iter()
+        .filter(|s| !s.trim_end().ends_with('?'))
+    {
+        let lower = sentence.to_lowercase();
+        for clause in lower
+            .split([',', ';', ':'])
+            .flat_map(|c| c.split(" but "))
+            .flat_map(|c| c.split(" so "))
+        {
+            let padded = format!(
+                " {} ",
+                words(clause).map(|(w, _)| w).collect::<Vec<_>>().join(" ")
+            );
+            if !CESSATIONS
+                .iter()
+                .any(|c| padded.contains(&format!(" {c} ")))
+            {
+                continue;
+            }
+            let what: Vec<String> = content_terms(clause)
+                .into_iter()
+                .map(|t| t.word)
+                .filter(|w| !CESSATION_WORDS.contains(&w.as_str()))
+                .collect();
+            if !what.is_empty() {
+                found.push(what);
+            }
+        }
+    }
+    found
+}
+
+/// Whether `fact` states what a cessation ([`cessations`]) says stopped: it is about the
+/// speaker ("The user runs...", not "The user's friend Sara runs..."), holds every one of
+/// those words (as a word sharing their first four letters, or all of a shorter word: "run"
+/// is in "runs", "smoking" in "smokes") and states no cessation itself.
+pub fn states_what_ceased(fact: &str, ceased: &[String]) -> bool {
+    let fact_words: Vec<String> = words(fact).map(|(w, _)| w).collect();
+    let about_the_speaker = match fact_words.as_slice() {
+        [the, user, next, ..] if the == "the" && user == "user" => next != "s",
+        [first, ..] => first == "user" || first == "i",
+        [] => false,
+    };
+    let padded = format!(" {} ", fact_words.join(" "));
+    let states_one = CESSATIONS
+        .iter()
+        .any(|c| padded.contains(&format!(" {c} ")));
+    if !about_the_speaker || states_one {
+        return false;
+    }
+    let same = |a: &str, b: &str| {
+        let n = a.chars().count().min(b.chars().count()).min(4);
+        a.chars().take(n).eq(b.chars().take(n))
+    };
+    ceased.iter().all(|c| fact_words.iter().any(|w| same(c, w)))
+}
+
+/// Whether every sentence of `message` is a question or a request.
+fn only_asks(message: &str) -> bool {
+    let mut asked = false;
+    for sentence in sentences(message) {
+        let sentence = sentence.trim();
+        if sentence.is_empty() {
+            continue;
+        }
+        let first = words(sentence).next().map(|(w, _)| w);
+        let requests = first.is_some_and(|w| REQUESTS.contains(&w.as_str()));
+        if !(sentence.ends_with('?') || requests) {
+            return false;
+        }
+        asked = true;
+    }
+    asked
 }
 
 /// The words of `text`, lowercased, each with whether it was capitalised.
@@ -264,6 +463,16 @@ fn content_terms(text: &str) -> Vec<Term> {
         .collect()
 }
 
+/// What the content words of `text` are compared by (see [`ground`]).
+pub(crate) fn content_stems(text: &str) -> HashSet<String> {
+    content_terms(text).into_iter().map(|t| t.stem).collect()
+}
+
+/// What `word` is compared by, as a content word of a text is.
+pub(crate) fn word_stem(word: &str) -> String {
+    stem(&word.to_lowercase())
+}
+
 /// `text` cut after each sentence's end (`.`, `!` or `?` before a space, or a line end),
 /// every piece keeping what follows it, so the pieces join back into `text`.
 fn sentences(text: &str) -> Vec<&str> {
@@ -300,6 +509,114 @@ mod tests {
 
     fn kept(fact: &str, message: &str) -> bool {
         ground(fact, message).verdict().is_ok()
+    }
+
+    #[test]
+    fn a_question_or_request_grounds_only_facts_in_its_own_words() {
+        let refused = [
+            ("The user calculated 17 times 23.", "What is 17 times 23?"),
+            (
+                "The user told you about food.",
+                "Can you remind me what I told you about food?",
+            ),
+            (
+                "The user suggests a gift for a boy.",
+                "Suggest a gift for my brother.",
+            ),
+            (
+                "The user is asking about the weather in London.",
+                "Will it rain tomorrow in London?",
+            ),
+            ("The user is feeling well today.", "How are you today?"),
+        ];
+        for (fact, message) in refused {
+            let verdict = ground(fact, message).verdict();
+            assert!(verdict.is_err(), "{fact} from {message}");
+        }
+        assert!(kept(
+            "The user is vegan.",
+            "Can you suggest recipes for my vegan diet?"
+        ));
+        assert!(kept(
+            "The user has a brother.",
+            "Suggest a gift for my brother."
+        ));
+        // A statement beside the question grounds as any statement does.
+        assert!(kept(
+            "The user is learning Spanish.",
+            "How do I say hello? I'm learning Spanish on weekends."
+        ));
+        assert!(kept(
+            "The user told their boss about the move to Munich.",
+            "I told my boss about the move to Munich."
+        ));
+        let why = ground(
+            "The user told you about food.",
+            "What did I tell you about food?",
+        )
+        .verdict()
+        .unwrap_err();
+        assert!(why.contains("reports the user's question"), "{why}");
+    }
+
+    #[test]
+    fn a_cessation_names_what_stopped_and_finds_the_facts_that_state_it() {
+        assert_eq!(cessations("I don't run anymore, my knee hurts."), [["run"]]);
+        assert_eq!(
+            cessations("I cancelled Netflix, I no longer have it."),
+            [["netflix"]]
+        );
+        assert_eq!(
+            cessations("Good news: I quit smoking, I no longer smoke at all."),
+            [vec!["smoking"], vec!["smoke"]]
+        );
+        assert_eq!(
+            cessations("I moved to Munich last month, so I don't live in Berlin anymore."),
+            [["live", "berlin"]]
+        );
+        for none in [
+            "I run 10 km every Saturday morning.",
+            "I don't drink alcohol.",
+            "Actually my wife is Anne, not Jane.",
+            "Can you stop for a moment?",
+            "Is there any more cake?",
+        ] {
+            assert!(cessations(none).is_empty(), "{none}");
+        }
+        let ran = |fact: &str, message: &str| {
+            cessations(message)
+                .iter()
+                .any(|c| states_what_ceased(fact, c))
+        };
+        assert!(ran(
+            "The user runs 10 km every Saturday morning.",
+            "I don't run anymore, my knee hurts."
+        ));
+        assert!(ran(
+            "The user smokes about five cigarettes a day.",
+            "I quit smoking."
+        ));
+        assert!(ran(
+            "The user has a Netflix subscription.",
+            "I cancelled Netflix."
+        ));
+        assert!(ran(
+            "The user lives in Berlin.",
+            "So I don't live in Berlin anymore."
+        ));
+        // Not what stopped, or already saying it stopped.
+        assert!(!ran(
+            "The user has a knee injury.",
+            "I don't run anymore, my knee hurts."
+        ));
+        assert!(!ran(
+            "The user no longer runs.",
+            "I don't run anymore, my knee hurts."
+        ));
+        assert!(!ran(
+            "The user's friend Sara lives in Munich.",
+            "I moved, I don't live in Munich anymore."
+        ));
     }
 
     #[test]

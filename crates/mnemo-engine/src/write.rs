@@ -199,9 +199,63 @@ impl MemoryClient {
         };
         self.reconcile_and_apply(conversation, facts, &origin, &mut report)
             .await?;
+        if self.inner.config.fact_grounding {
+            self.retract_what_stopped(conversation, message, &origin, &mut report)
+                .await?;
+        }
         self.finish_pass(conversation, turns_written, &mut report, started)
             .await?;
         Ok(report)
+    }
+
+    /// Deletes the facts the user's message says stopped being true ("I don't run anymore"
+    /// retracts "The user runs 10 km every Saturday morning.") when reconciliation left them
+    /// live: a small model often extracts the reason ("has a knee injury") and not the
+    /// retraction, and then the reconciler has nothing to delete for. No LLM call:
+    /// [`grounding::cessations`] and [`grounding::states_what_ceased`] decide.
+    async fn retract_what_stopped(
+        &self,
+        conversation: &ConversationId,
+        message: &str,
+        origin: &Origin,
+        report: &mut WriteReport,
+    ) -> Result<(), EngineError> {
+        let ceased = grounding::cessations(message);
+        if ceased.is_empty() {
+            return Ok(());
+        }
+        let existing = {
+            let inner = self.inner.clone();
+            let conversation = conversation.clone();
+            let probes: Vec<String> = ceased.iter().map(|words| words.join(" ")).collect();
+            blocking(move || inner.nearest_facts(&conversation, &probes, 0.0)).await?
+        };
+        let this_pass: std::collections::HashSet<MemoryId> =
+            report.added.iter().map(|m| m.record.id).collect();
+        let operations: Vec<Operation> = existing
+            .iter()
+            .enumerate()
+            .filter(|(_, fact)| !this_pass.contains(&fact.id))
+            .filter(|(_, fact)| {
+                ceased
+                    .iter()
+                    .any(|words| grounding::states_what_ceased(&fact.content, words))
+            })
+            .map(|(i, fact)| {
+                info!(conversation = %conversation, fact = %fact.content, "deleted: the user said it stopped");
+                Operation::Delete(i)
+            })
+            .collect();
+        if operations.is_empty() {
+            return Ok(());
+        }
+        let inner = self.inner.clone();
+        let (conversation, origin) = (conversation.clone(), origin.clone());
+        let applied =
+            blocking(move || inner.apply(&conversation, &existing, operations, &origin)).await?;
+        report.deleted.extend(applied.deleted);
+        report.retracted.extend(applied.retracted);
+        Ok(())
     }
 
     /// The extracted facts `message` supports (all of them with `fact_grounding` off); the
@@ -307,7 +361,7 @@ impl MemoryClient {
         let existing = {
             let inner = self.inner.clone();
             let (conversation, facts) = (conversation.clone(), facts.clone());
-            blocking(move || inner.nearest_facts(&conversation, &facts)).await?
+            blocking(move || inner.nearest_facts(&conversation, &facts, RELATED)).await?
         };
         let operations = match (&self.inner.llm, existing.is_empty()) {
             (Some(llm), false) => {
@@ -415,6 +469,15 @@ impl MemoryClient {
             info!(conversation = %conversation, ?cuts, "cut from the summary: they state facts this turn retracted");
         }
         report.summary_cuts = cuts;
+        if text.is_empty() && !report.summary_cuts.is_empty() && previous.is_some() {
+            // All it would say was retracted: no summary beats a false one (the old one is
+            // kept as a tombstone, and the next pass with news writes a new one).
+            let inner = self.inner.clone();
+            let path = inner.store.summary_path(conversation);
+            blocking(move || inner.tombstone(&[(path, None)])).await?;
+            report.summary_updated = true;
+            return Ok(());
+        }
         if text.is_empty() || previous.as_deref().map(str::trim) == Some(text.as_str()) {
             return Ok(());
         }
@@ -551,11 +614,13 @@ impl Inner {
         self.conversation_locks.get(conversation)
     }
 
-    /// The conversation's facts nearest to any of `facts`, best first, without duplicates.
+    /// The conversation's facts nearest to any of `facts` (at least `min_cosine`), best
+    /// first, without duplicates.
     fn nearest_facts(
         &self,
         conversation: &ConversationId,
         facts: &[String],
+        min_cosine: f32,
     ) -> Result<Vec<ExistingFact>, EngineError> {
         let filter = Filter::all()
             .must(Condition::equals(
@@ -575,7 +640,7 @@ impl Inner {
                 limit: NEAREST_PER_FACT,
                 with_vectors: false,
             })?;
-            for hit in hits.into_iter().filter(|h| h.score >= RELATED) {
+            for hit in hits.into_iter().filter(|h| h.score >= min_cosine) {
                 let fact = ExistingFact {
                     id: hit.id,
                     path: self.store.root().join(&hit.payload.path),

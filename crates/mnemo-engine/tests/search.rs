@@ -631,3 +631,72 @@ async fn a_new_key_scheme_or_bm25_setting_rebuilds_every_lexical_vector() {
         k1_20
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn turns_that_say_nothing_give_their_places_to_memories_that_do() {
+    let refusal = "I'm sorry, I don't have that information about your sister.";
+    let mut records = turns(
+        "c1",
+        &[
+            "What's my sister's name?",
+            refusal,
+            "My sister is called Clara and she works as a dentist.",
+            "Thanks, I'll remember that!",
+        ],
+    );
+    records.push(record(
+        "c1",
+        Role::Memory,
+        "The user's sister is Clara.",
+        30,
+    ));
+    let ask = |client: &MemoryClient| {
+        let client = client.clone();
+        async move {
+            let request = SearchRequest::new("What is my sister's name?", conv("c1")).top_k(3);
+            client.search(request).await.unwrap()
+        }
+    };
+
+    // Ranked like any memory, the refusal is among the three best: it shares the question's
+    // words.
+    let dir = tempfile::tempdir().unwrap();
+    let mut as_any = config(dir.path());
+    as_any.retrieval.low_information_last = false;
+    let client = open_with(as_any).await;
+    client.add_records(records.clone()).await.unwrap();
+    let hits = ask(&client).await;
+    assert!(contents(&hits).contains(&refusal), "{:?}", contents(&hits));
+    let flagged: Vec<&str> = hits
+        .iter()
+        .filter(|h| h.scores.low_information)
+        .map(|h| h.content.as_str())
+        .collect();
+    assert_eq!(flagged, [refusal], "the flag is set either way");
+    drop(client);
+
+    // By default it gives its place to what names the sister, and so does the assistant's
+    // "Thanks, I'll remember that!", which MMR would otherwise like for being unlike the rest.
+    let dir = tempfile::tempdir().unwrap();
+    let client = open_with(config(dir.path())).await;
+    client.add_records(records).await.unwrap();
+    let hits = ask(&client).await;
+    let found = contents(&hits);
+    assert!(!found.contains(&refusal), "{found:?}");
+    assert!(found.contains(&"The user's sister is Clara."), "{found:?}");
+    assert!(
+        found.contains(&"My sister is called Clara and she works as a dentist."),
+        "{found:?}"
+    );
+    assert!(hits.iter().all(|h| !h.scores.low_information), "{found:?}");
+    // With more places than memories that say something, they fill the rest, last.
+    let request = SearchRequest::new("What is my sister's name?", conv("c1")).top_k(5);
+    let hits = client.search(request).await.unwrap();
+    let quiet: Vec<bool> = hits.iter().map(|h| h.scores.low_information).collect();
+    assert_eq!(
+        quiet,
+        [false, false, false, true, true],
+        "{:?}",
+        contents(&hits)
+    );
+}

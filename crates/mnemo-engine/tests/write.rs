@@ -1020,3 +1020,110 @@ async fn facts_the_user_did_not_say_are_not_stored() {
     assert_eq!(report.added.len(), 3);
     assert!(report.ungrounded.is_empty());
 }
+
+/// Extraction gives the reason for a change and not the change ("has a knee injury" for "I
+/// don't run anymore"), and reconciliation only ever adds: what a small model does.
+fn reason_not_retraction(request: &ChatRequest) -> Reply {
+    let said = request.last_user_message().unwrap_or_default();
+    match request.schema_name() {
+        Some("facts") if said.contains("knee") => {
+            Reply::Json(json!({"facts": ["The user has a knee injury."]}))
+        }
+        Some("facts") if said.contains("every Saturday") => Reply::Json(
+            json!({"facts": ["The user runs 10 km every Saturday morning.", "The user's friend Sara runs too."]}),
+        ),
+        Some("facts") => Reply::Json(json!({"facts": []})),
+        Some("memory_operations") => add_every_fact(request),
+        Some("summary") => {
+            Reply::Json(json!({"summary": "The user runs 10 km every Saturday morning."}))
+        }
+        _ => Reply::text("Noted."),
+    }
+}
+
+async fn live_facts(client: &MemoryClient, conversation: &ConversationId) -> Vec<String> {
+    let mut facts: Vec<String> = client
+        .list(Some(conversation.clone()))
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|m| m.record.role == mnemo_core::Role::Memory)
+        .map(|m| m.record.content)
+        .collect();
+    facts.sort();
+    facts
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn what_the_user_says_stopped_is_deleted_even_when_the_model_does_not() {
+    let llm = ScriptedLlm::with_handler(reason_not_retraction).await;
+    let dir = tempfile::tempdir().unwrap();
+    let client = open(dir.path(), &llm).await;
+    let conversation = conv("running");
+    learn_from(
+        &client,
+        &conversation,
+        "I run 10 km every Saturday morning, and my friend Sara runs too.",
+    )
+    .await;
+    // A question about stopping states nothing.
+    let (_, asked) = learn_from(&client, &conversation, "Should I quit running?").await;
+    assert!(asked.deleted.is_empty(), "{asked:?}");
+
+    let (_, report) = learn_from(
+        &client,
+        &conversation,
+        "I don't run anymore, my knee hurts.",
+    )
+    .await;
+    assert_eq!(report.deleted.len(), 1, "{report:?}");
+    assert_eq!(
+        report.retracted,
+        ["The user runs 10 km every Saturday morning."]
+    );
+    // Sara's running is hers: not what the user stopped.
+    assert_eq!(
+        live_facts(&client, &conversation).await,
+        [
+            "The user has a knee injury.",
+            "The user's friend Sara runs too."
+        ]
+    );
+    // The tombstone keeps the text; the summary is not left saying it (the scripted one does).
+    let tombstones = files(dir.path(), "running", "deleted/facts");
+    assert!(
+        tombstones.iter().any(|t| t.contains("runs 10 km")),
+        "{tombstones:?}"
+    );
+    let summary = client
+        .summary_as(&mnemo_engine::Unrestricted, &conversation)
+        .await
+        .unwrap_or_default();
+    assert!(!summary.contains("10 km"), "{summary}");
+
+    // With grounding off, the engine leaves the facts to the model.
+    drop(client);
+    let other = tempfile::tempdir().unwrap();
+    let client = MemoryClient::open(
+        Config {
+            fact_grounding: false,
+            ..config(other.path(), &llm)
+        },
+        OpenOptions::default(),
+    )
+    .await
+    .unwrap();
+    learn_from(
+        &client,
+        &conversation,
+        "I run 10 km every Saturday morning, and my friend Sara runs too.",
+    )
+    .await;
+    let (_, report) = learn_from(
+        &client,
+        &conversation,
+        "I don't run anymore, my knee hurts.",
+    )
+    .await;
+    assert!(report.deleted.is_empty(), "{report:?}");
+}

@@ -94,6 +94,9 @@ fn hits_table(hits: &[SearchHit]) -> Markup {
                             a href={ "/ui/memories/" (hit.id) } title=(hit.id) { (short(&hit.id.to_string())) }
                             " · " (time(hit.created_at))
                             @if hit.conversation_id.as_str() == "global" { " · " span.badge { "global" } }
+                            @if hit.scores.low_information {
+                                " · " span.badge title="only filler, or only what the turn it answers said: ranked after every memory that says something" { "says nothing new" }
+                            }
                             div.content { (hit.content) }
                         }
                         td.num { (score(hit.scores.dense)) }

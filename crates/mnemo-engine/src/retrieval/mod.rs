@@ -24,12 +24,17 @@
 //!    past keep pure relevance.
 //! 5. **MMR** (`rank::mmr`) picks the final `top_k` from the best candidates, trading
 //!    relevance (rescaled to 0..1 over that pool) for diversity (cosine of the embeddings).
+//!    A chat turn that says nothing of its own ("Thanks!", an assistant's "I don't have that
+//!    information": [`information`]) is picked only for places left after every candidate
+//!    that says something: to MMR it looks diverse, not useless.
 //!
 //! docs/retrieval.md has the measurements behind each stage.
 
 pub mod cues;
+pub(crate) mod information;
 pub(crate) mod rank;
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, Utc};
@@ -178,6 +183,10 @@ pub struct StageScores {
     pub recency: f32,
     /// Relevance blended with recency: what MMR ranked by.
     pub combined: f32,
+    /// The turn says nothing that is not filler or in the turn it answers
+    /// ([`information`]); with `[retrieval] low_information_last` (the default) it comes
+    /// after every result that says something.
+    pub low_information: bool,
 }
 
 /// One search result.
@@ -258,12 +267,17 @@ impl ReadPath<'_> {
             weight = 0.0;
         }
         rank::blend_recency(&mut candidates, weight, settings.now);
-        let chosen = rank::mmr(
-            candidates,
-            settings.mmr_lambda,
-            settings.top_k,
-            tuning.mmr_pool,
-        );
+        let judged = 2 * tuning.mmr_pool.max(settings.top_k);
+        self.judge_information(&mut candidates, judged)?;
+        let (last, first): (Vec<_>, Vec<_>) = candidates
+            .into_iter()
+            .partition(|c| tuning.low_information_last && c.scores.low_information);
+        let pick = |candidates, k| rank::mmr(candidates, settings.mmr_lambda, k, tuning.mmr_pool);
+        let mut chosen = pick(first, settings.top_k);
+        if chosen.len() < settings.top_k {
+            let rest = settings.top_k - chosen.len();
+            chosen.extend(pick(last, rest));
+        }
         Ok(chosen.into_iter().map(|c| self.hit(c)).collect())
     }
 
@@ -336,6 +350,44 @@ impl ReadPath<'_> {
             c.relevance = 0.0;
             c
         }));
+        Ok(())
+    }
+
+    /// Marks the turns among the best `judged` candidates that say nothing of their own
+    /// ([`information::says_something`]); the turns they answer are read from the index.
+    fn judge_information(
+        &self,
+        candidates: &mut [Candidate],
+        judged: usize,
+    ) -> Result<(), EngineError> {
+        rank::sort_by_combined(candidates);
+        let judged = judged.min(candidates.len());
+        let turns = &mut candidates[..judged];
+        let answered: Vec<Option<MemoryId>> = turns
+            .iter()
+            .map(|c| {
+                c.hit
+                    .payload
+                    .is_turn()
+                    .then(|| self.timeline.neighbours(c.hit.id).previous)
+                    .flatten()
+            })
+            .collect();
+        let wanted: Vec<MemoryId> = answered.iter().flatten().copied().collect();
+        let texts: HashMap<MemoryId, String> = self
+            .index
+            .retrieve(&wanted, false)?
+            .into_iter()
+            .map(|hit| (hit.id, hit.payload.content))
+            .collect();
+        for (candidate, answered) in turns.iter_mut().zip(&answered) {
+            if !candidate.hit.payload.is_turn() {
+                continue;
+            }
+            let before = answered.and_then(|id| texts.get(&id)).map(String::as_str);
+            candidate.scores.low_information =
+                !information::says_something(candidate.content(), before);
+        }
         Ok(())
     }
 

@@ -239,9 +239,7 @@ pub(crate) fn mmr(
     k: usize,
     pool: usize,
 ) -> Vec<Candidate> {
-    candidates.sort_by(|a, b| {
-        (b.scores.combined.total_cmp(&a.scores.combined)).then(a.hit.id.cmp(&b.hit.id))
-    });
+    sort_by_combined(&mut candidates);
     candidates.truncate(pool.max(k));
     let best = candidates.first().map_or(0.0, |c| c.scores.combined);
     let worst = candidates.last().map_or(0.0, |c| c.scores.combined);
@@ -281,6 +279,13 @@ pub(crate) fn mmr(
         chosen.push(taken);
     }
     chosen
+}
+
+/// Best combined score first; ties in id order.
+pub(crate) fn sort_by_combined(candidates: &mut [Candidate]) {
+    candidates.sort_by(|a, b| {
+        (b.scores.combined.total_cmp(&a.scores.combined)).then(a.hit.id.cmp(&b.hit.id))
+    });
 }
 
 /// Best first; ties in id order, so that equal stores give equal answers.
