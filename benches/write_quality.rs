@@ -8,7 +8,11 @@
 //! A dialogue lists `facts` (what must be remembered), `also_true` (true, not required) and
 //! `absent` (what must not be), each a set of words that must all appear (any case) in one
 //! fact. A stored fact is *false* when it matches an `absent` set, *true* when it matches a
-//! `facts` or `also_true` set, and *unjudged* otherwise (printed, for a person to read).
+//! `facts` or `also_true` set, and *unjudged* otherwise (printed, for a person to read). A
+//! fact is judged sentence by sentence against `absent` and `old`: a sentence that negates
+//! ("no longer", "not", "quit"...) states none of the words it holds ("The user no longer
+//! lives in Berlin." is not "lives in Berlin"), and one sentence that states them makes the
+//! fact false ("The user's sister smokes a lot. She quit last year.").
 //! Every dialogue is played twice, on two stores: with `fact_grounding` off (what the
 //! extractor returns is stored) and on (the default). Reported for each:
 //! - `precision`: true facts / all stored facts (unjudged ones count against it), and
@@ -18,8 +22,9 @@
 //!   words are in none;
 //! - `deletions`: deletion dialogues whose `old` words are in no live fact;
 //! - `no_ops`: chit-chat and question dialogues that stored nothing;
-//! - `summary_contradictions`: dialogues whose summary holds both sides of a
-//!   `summary_conflicts` pair, and `summary_false`: summaries holding an `absent` set;
+//! - `summary_contradictions`: dialogues whose summary states both sides of a
+//!   `summary_conflicts` pair, and `summary_false`: summaries stating an `absent` set (both
+//!   judged sentence by sentence, as facts are);
 //! - the write path's time per turn (LLM and engine), median;
 //! - `injection` (grounding on only): for each dialogue with an `ask`, the best
 //!   [`INJECTED`] memories of its conversation, as a prompt with little room would get them,
@@ -27,8 +32,9 @@
 //!   default) and ranked like any memory: how many such turns took a place, and how many
 //!   asks got a memory holding their `answer` words.
 //!
-//! `cargo bench --bench write_quality [-- --json] [-- --only NAME] [-- --kinds K,K]
-//! [-- --verbose]` (`--kinds correction,deletion` plays those kinds of dialogue only). Needs
+//! `cargo bench --bench write_quality [-- --json] [-- --only NAME,NAME] [-- --kinds K,K]
+//! [-- --grounding on|off] [-- --verbose]` (`--kinds correction,deletion` plays those kinds of
+//! dialogue only; `--grounding on` plays them with grounding on only). Needs
 //! `scripts/setup llm` (the local LLM); a few seconds per turn on 2 cores, about a quarter of
 //! an hour in all.
 
@@ -93,10 +99,11 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     let json_out = args.iter().any(|a| a == "--json");
     let verbose = args.iter().any(|a| a == "--verbose");
-    let only = args
+    let only: Option<Vec<String>> = args
         .iter()
         .position(|a| a == "--only")
-        .and_then(|i| args.get(i + 1).cloned());
+        .and_then(|i| args.get(i + 1))
+        .map(|names| names.split(',').map(str::to_owned).collect());
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("benches/write_quality/dialogues.json");
     let dialogues: Vec<Dialogue> =
@@ -109,11 +116,21 @@ fn main() {
         .map(|k| k.split(',').map(str::to_owned).collect());
     let dialogues: Vec<Dialogue> = dialogues
         .into_iter()
-        .filter(|d| only.as_deref().is_none_or(|o| d.name == o))
+        .filter(|d| only.as_ref().is_none_or(|o| o.contains(&d.name)))
         .filter(|d| kinds.as_ref().is_none_or(|k| k.contains(&d.kind)))
         .collect();
+    let grounding: Vec<bool> = match args
+        .iter()
+        .position(|a| a == "--grounding")
+        .and_then(|i| args.get(i + 1))
+        .map(String::as_str)
+    {
+        Some("on") => vec![true],
+        Some("off") => vec![false],
+        _ => vec![false, true],
+    };
     let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
-    let report = runtime.block_on(run(&dialogues, verbose));
+    let report = runtime.block_on(run(&dialogues, &grounding, verbose));
     if json_out {
         println!("{report}");
     } else {
@@ -121,10 +138,15 @@ fn main() {
     }
 }
 
-async fn run(dialogues: &[Dialogue], verbose: bool) -> Value {
+async fn run(dialogues: &[Dialogue], modes: &[bool], verbose: bool) -> Value {
     let (llm, base) = support::local_llm().await;
     let mut report = json!({"llm": LOCAL_LLM_ALIAS});
-    for (mode, grounding) in [("grounding_off", false), ("grounding_on", true)] {
+    for &grounding in modes {
+        let mode = if grounding {
+            "grounding_on"
+        } else {
+            "grounding_off"
+        };
         let dir = tempfile::tempdir().unwrap();
         let config = Config {
             memory_path: dir.path().to_owned(),
@@ -253,10 +275,34 @@ fn contains(text: &str, words: &[String]) -> bool {
     words.iter().all(|w| text.contains(&w.to_lowercase()))
 }
 
+/// Whether `fact` says something stopped or is not so ("The user no longer lives in
+/// Berlin."): it does not state the `absent` or `old` words it holds.
+fn negates(fact: &str) -> bool {
+    let fact = format!(" {} ", fact.to_lowercase());
+    [
+        " no longer ",
+        " anymore",
+        " not ",
+        "n't ",
+        " quit ",
+        " stopped ",
+        " never ",
+    ]
+    .iter()
+    .any(|n| fact.contains(n))
+}
+
+/// Whether a sentence of `fact` states `words` without negating them.
+fn states(fact: &str, words: &[String]) -> bool {
+    fact.split_inclusive(['.', '!', '?'])
+        .any(|sentence| !negates(sentence) && contains(sentence, words))
+}
+
 fn judge(dialogue: &Dialogue, facts: &[String], summary: &str, outcome: &mut Outcome) {
     let mut verdicts = Vec::new();
     for fact in facts {
-        let verdict = if dialogue.absent.iter().any(|a| contains(fact, a)) {
+        let states = |words: &Vec<String>| states(fact, words);
+        let verdict = if dialogue.absent.iter().any(states) {
             outcome.false_facts += 1;
             "false"
         } else if dialogue
@@ -281,7 +327,7 @@ fn judge(dialogue: &Dialogue, facts: &[String], summary: &str, outcome: &mut Out
     let mentions = |word: &String| {
         facts
             .iter()
-            .any(|fact| contains(fact, std::slice::from_ref(word)))
+            .any(|fact| states(fact, std::slice::from_ref(word)))
     };
     outcome.passed = match dialogue.kind.as_str() {
         "correction" => {
@@ -291,10 +337,12 @@ fn judge(dialogue: &Dialogue, facts: &[String], summary: &str, outcome: &mut Out
         "chitchat" | "question" => Some(facts.is_empty()),
         _ => None,
     };
+    // Judged as facts are: "The user no longer lives in Berlin." does not state "lives in
+    // Berlin", so beside "moved to Munich" it is no contradiction.
     outcome.contradiction = dialogue.summary_conflicts.iter().any(|[a, b]| {
-        contains(summary, std::slice::from_ref(a)) && contains(summary, std::slice::from_ref(b))
+        states(summary, std::slice::from_ref(a)) && states(summary, std::slice::from_ref(b))
     });
-    outcome.summary_false = dialogue.absent.iter().any(|a| contains(summary, a));
+    outcome.summary_false = dialogue.absent.iter().any(|a| states(summary, a));
     outcome.detail = json!({"name": dialogue.name, "facts": verdicts, "summary": summary});
 }
 

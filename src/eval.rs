@@ -2,10 +2,11 @@
 //! data and its scoring are in [`crate::locomo`]).
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, Context};
 use clap::Args;
+use mnemo_core::{MemoryRecord, Role};
 use mnemo_engine::{MemoryClient, OpenOptions, SearchRequest};
 use serde::Serialize;
 
@@ -43,17 +44,26 @@ struct LocomoArgs {
     /// retrieved, best first) to this file: what an analysis of the misses reads
     #[arg(long, value_name = "FILE")]
     questions_out: Option<PathBuf>,
-    /// Also use the dataset's observations (facts about each speaker, with the turn each came
-    /// from), to measure what facts written at ingest add: `memories` stores them as facts (a
-    /// fact found counts as finding its turn), `in-turns` appends them to their turn's text
+    /// Also store facts drawn from the turns, to measure what facts written at ingest add:
+    /// `memories` stores the dataset's observations (facts about each speaker, with the turn
+    /// each came from) as facts drawn from their turns, `in-turns` appends them to their
+    /// turn's text instead, and `extracted` stores what the write path's extraction (the
+    /// configured LLM, or the local one, and grounding) draws from each turn. A fact found
+    /// counts as finding its turn
     #[arg(long, value_enum)]
     observations: Option<Observations>,
+    /// With `--observations extracted`: a JSON file of the facts extracted so far, per
+    /// conversation and turn; read first, written as extraction goes, so a second run (or
+    /// one that was stopped) asks the LLM only about turns it has not seen
+    #[arg(long, value_name = "FILE")]
+    facts_cache: Option<PathBuf>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 enum Observations {
     Memories,
     InTurns,
+    Extracted,
 }
 
 /// Runs a benchmark. Without `--memory-path` it works in a temporary store, never in the
@@ -91,14 +101,31 @@ pub async fn eval(global: &GlobalArgs, args: EvalArgs) -> CommandResult {
         .unwrap_or_else(|| scratch.path().join("store"));
     config.start_watcher = false;
     config.enable_git_versioning = false;
+    let extracting = args.observations == Some(Observations::Extracted);
+    let (local_llm, _) = crate::serve::start_upstream(&mut config, extracting).await?;
     let client = MemoryClient::open(config, OpenOptions::default()).await?;
 
     let ingest_started = std::time::Instant::now();
     let mut turns = 0;
+    let mut cache = match (&args.facts_cache, extracting) {
+        (Some(path), true) => FactsCache::load(path)?,
+        _ => FactsCache::default(),
+    };
     for sample in &samples {
-        turns += ingest(&client, sample, args.observations).await?;
+        let observations = match args.observations {
+            Some(Observations::Extracted) => {
+                let facts = extract_facts(&client, sample, &mut cache, args.facts_cache.as_deref());
+                Some(Observations::Memories).zip(Some(facts.await?))
+            }
+            Some(mode) => Some((mode, sample.observations.clone())),
+            None => None,
+        };
+        turns += ingest(&client, sample, observations).await?;
     }
     let ingest_s = ingest_started.elapsed().as_secs_f64();
+    if let Some(llm) = local_llm {
+        llm.stop().await;
+    }
 
     let mut overall = locomo::Tally::default();
     let mut by_category: BTreeMap<u8, locomo::Tally> = BTreeMap::new();
@@ -190,17 +217,17 @@ fn question_line(
     format!("{line}\n")
 }
 
-/// Writes a sample's turns (and observations, with `observations`) unless the store already
-/// holds them all.
+/// Writes a sample's turns (and facts drawn from them, stored as `observations` says)
+/// unless the store already holds them all.
 async fn ingest(
     client: &MemoryClient,
     sample: &locomo::Sample,
-    observations: Option<Observations>,
+    observations: Option<(Observations, Vec<MemoryRecord>)>,
 ) -> Result<usize, Failure> {
     let mut records = sample.turns.clone();
     match observations {
-        Some(Observations::Memories) => records.extend(sample.observations.iter().cloned()),
-        Some(Observations::InTurns) => append_observations(&mut records, &sample.observations),
+        Some((Observations::InTurns, facts)) => append_observations(&mut records, &facts),
+        Some((_, facts)) => records.extend(facts),
         None => {}
     }
     let present = client.list(Some(sample.conversation.clone())).await?.len();
@@ -222,6 +249,85 @@ async fn ingest(
     }
     bar.finish_and_clear();
     Ok(sample.turns.len())
+}
+
+/// Facts extracted from LoCoMo turns: conversation → `dia_id` → the facts kept.
+#[derive(Default, Serialize, serde::Deserialize)]
+struct FactsCache(BTreeMap<String, BTreeMap<String, Vec<String>>>);
+
+impl FactsCache {
+    /// The cache at `path`; empty when there is no file yet.
+    fn load(path: &Path) -> Result<Self, Failure> {
+        match std::fs::read(path) {
+            Ok(bytes) => serde_json::from_slice(&bytes)
+                .with_context(|| format!("{} is not a facts cache", path.display()))
+                .map_err(Failure::invalid),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Self::default()),
+            Err(e) => Err(anyhow!("cannot read {}: {e}", path.display()).into()),
+        }
+    }
+
+    fn save(&self, path: &Path) -> Result<(), Failure> {
+        let bytes = serde_json::to_vec_pretty(self).context("the facts cache serialises")?;
+        mnemo_store::atomic::write_atomic(path, &bytes)
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        Ok(())
+    }
+}
+
+/// The facts the write path's extraction draws from each turn of `sample` (both speakers':
+/// in LoCoMo both are people), as facts drawn from their turns; turns `cache` holds are not
+/// asked about again, and the cache is written to `cache_path` every 25 turns.
+async fn extract_facts(
+    client: &MemoryClient,
+    sample: &locomo::Sample,
+    cache: &mut FactsCache,
+    cache_path: Option<&Path>,
+) -> Result<Vec<MemoryRecord>, Failure> {
+    let conversation = sample.conversation.to_string();
+    let cached = |cache: &FactsCache, id: &str| cache.0.get(&conversation)?.get(id).cloned();
+    let missing = sample
+        .turns
+        .iter()
+        .filter_map(dia_id)
+        .filter(|id| cached(cache, id).is_none())
+        .count();
+    let bar = progress_bar(missing as u64, "turns read for facts");
+    let mut since_save = 0;
+    let mut facts = Vec::new();
+    for turn in &sample.turns {
+        let Some(id) = dia_id(turn) else { continue };
+        let kept = match cached(cache, id) {
+            Some(kept) => kept,
+            None => {
+                let (kept, _) = client
+                    .extract_facts(&sample.conversation, &turn.content)
+                    .await
+                    .with_context(|| format!("extracting facts from {id}"))?;
+                let turns = cache.0.entry(conversation.clone()).or_default();
+                turns.insert(id.to_owned(), kept.clone());
+                bar.inc(1);
+                since_save += 1;
+                kept
+            }
+        };
+        for text in kept {
+            let mut fact = MemoryRecord::new(sample.conversation.clone(), Role::Memory, text);
+            fact.created_at = turn.created_at;
+            fact.source_id = Some(turn.id);
+            fact.metadata = turn.metadata.clone();
+            facts.push(fact);
+        }
+        if let Some(path) = cache_path.filter(|_| since_save >= 25) {
+            cache.save(path)?;
+            since_save = 0;
+        }
+    }
+    bar.finish_and_clear();
+    if let Some(path) = cache_path {
+        cache.save(path)?;
+    }
+    Ok(facts)
 }
 
 /// Appends each observation to the text of the turn it came from.

@@ -8,11 +8,11 @@
 //! (`dia_id`s) the search returns: R_all@k is the share of a question's evidence in the top k,
 //! R_any@k whether any of it is.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use anyhow::{anyhow, bail, Context};
 use chrono::{DateTime, Duration, NaiveDateTime, Utc};
-use mnemo_core::{ConversationId, MemoryRecord, Role};
+use mnemo_core::{ConversationId, MemoryId, MemoryRecord, Role};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -22,7 +22,8 @@ pub struct Sample {
     pub conversation: ConversationId,
     pub turns: Vec<MemoryRecord>,
     /// The dataset's observations (facts about each speaker, written per session by the
-    /// benchmark's authors with an LLM), as facts whose `dia_id` is the turn they came from.
+    /// benchmark's authors with an LLM), as facts drawn from the turn they came from
+    /// (`source_id`, and its `dia_id` in metadata).
     pub observations: Vec<MemoryRecord>,
     pub questions: Vec<Question>,
     /// When the last session took place: "now" for the questions.
@@ -95,10 +96,11 @@ fn parse_sample(sample: &Value) -> anyhow::Result<Sample> {
             turns.push(record);
         }
     }
-    let known: HashSet<&str> = turns
+    let turn_ids: HashMap<&str, MemoryId> = turns
         .iter()
-        .filter_map(|t| t.metadata["dia_id"].as_str())
+        .filter_map(|t| Some((t.metadata["dia_id"].as_str()?, t.id)))
         .collect();
+    let known: HashSet<&str> = turn_ids.keys().copied().collect();
     let questions = sample["qa"]
         .as_array()
         .map(|qa| {
@@ -107,7 +109,7 @@ fn parse_sample(sample: &Value) -> anyhow::Result<Sample> {
                 .collect()
         })
         .unwrap_or_default();
-    let observations = parse_observations(sample, &conversation, &dates, &known);
+    let observations = parse_observations(sample, &conversation, &dates, &turn_ids);
     let last_session = dates.values().max().copied();
     Ok(Sample {
         conversation,
@@ -118,13 +120,13 @@ fn parse_sample(sample: &Value) -> anyhow::Result<Sample> {
     })
 }
 
-/// `observation.session_N_observation.{speaker: [[text, dia_id], ...]}`; an observation whose
-/// source is not a known turn is skipped.
+/// `observation.session_N_observation.{speaker: [[text, dia_id], ...]}`, as facts drawn from
+/// their turn (`source_id`); an observation whose source is not a known turn is skipped.
 fn parse_observations(
     sample: &Value,
     conversation: &ConversationId,
     dates: &BTreeMap<u32, DateTime<Utc>>,
-    known: &HashSet<&str>,
+    turn_ids: &HashMap<&str, MemoryId>,
 ) -> Vec<MemoryRecord> {
     let Some(sessions) = sample["observation"].as_object() else {
         return Vec::new();
@@ -144,14 +146,15 @@ fn parse_observations(
                 let (Some(text), Some(source)) = (item[0].as_str(), item[1].as_str()) else {
                     continue;
                 };
-                let Some(dia_id) = source
+                let Some((dia_id, turn)) = source
                     .split(|c: char| c == ';' || c == ',' || c.is_whitespace())
-                    .find(|id| known.contains(id))
+                    .find_map(|id| Some((id, *turn_ids.get(id)?)))
                 else {
                     continue;
                 };
                 let mut fact = MemoryRecord::new(conversation.clone(), Role::Memory, text);
                 fact.created_at = *date;
+                fact.source_id = Some(turn);
                 fact.metadata.insert("dia_id".into(), Value::from(dia_id));
                 fact.metadata.insert(
                     mnemo_engine::keys::SPEAKER_FIELD.into(),
@@ -304,6 +307,8 @@ mod tests {
         assert_eq!(fact.role, Role::Memory);
         assert_eq!(fact.content, "Ann's cat Miso is fine.");
         assert_eq!(fact.metadata["dia_id"], "D2:1");
+        let source = s.turns.iter().find(|t| t.metadata["dia_id"] == "D2:1");
+        assert_eq!(fact.source_id, source.map(|t| t.id), "drawn from its turn");
         assert_eq!(fact.created_at.to_rfc3339(), "2023-06-22T10:04:00+00:00");
         let pets = &s.questions[1].evidence;
         assert_eq!(pets.len(), 2);

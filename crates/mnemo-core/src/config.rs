@@ -204,6 +204,12 @@ pub struct RetrievalConfig {
     /// memory's own day, and every date its text mentions ("yesterday", "last May", "on 3
     /// June") resolved against it; a query's dates are resolved against the time it is asked.
     pub lexical_date_tokens: bool,
+    /// A chat turn's lexical key includes the facts the write path drew from it (facts whose
+    /// `source_id` names the turn), so the turn is found by the words of what it taught.
+    pub lexical_facts: bool,
+    /// A fact and the turn it was drawn from take one place among the results, not two: the
+    /// fact's, ranked where the better of the two was.
+    pub facts_stand_for_turns: bool,
     /// Ask the upstream LLM, before each search, for words an answer would use, and merge
     /// the search for the query with and without them (reciprocal rank). Off by default: it
     /// costs an LLM call per search.
@@ -271,6 +277,8 @@ impl Default for RetrievalConfig {
             lexical_date: true,
             lexical_neighbours: true,
             lexical_date_tokens: true,
+            lexical_facts: true,
+            facts_stand_for_turns: true,
             query_expansion: false,
             query_expansion_timeout_ms: 5000,
             reranker: RerankerMode::Auto,

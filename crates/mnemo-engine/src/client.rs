@@ -673,6 +673,7 @@ fn key_scheme(config: &Config) -> KeySchemeInUse {
         date: r.lexical_date,
         neighbours: r.lexical_neighbours,
         date_tokens: r.lexical_date_tokens,
+        facts: r.lexical_facts,
     };
     let bm25 = format!("k1={} b={} avg_len={}", r.bm25_k1, r.bm25_b, r.bm25_avg_len);
     KeySchemeInUse {

@@ -14,9 +14,17 @@
 //! content. A message that only asks (every sentence a question, or a request such as
 //! "Suggest a gift for my brother.") says little about the asker, so a fact drawn from it
 //! must use the message's words alone and must not report the asking ("The user asked about
-//! the weather in London.", "The user told you about food."). What supported a kept fact is
-//! recorded with it
+//! the weather in London.", "The user told you about food."); so must a fact with a name the
+//! message only asks about. A fact about the user is refused when every statement of the
+//! message speaks of someone else ("She quit smoking." is not "The user quit smoking.").
+//! When the extractor was shown the user's previous message for context ([`ground_in`]),
+//! its words support a fact too. What supported a kept fact is recorded with it
 //! ([`Grounding::matched`]); a refused fact is logged with the words that were missing.
+//!
+//! The same words decide what a message says stopped ([`cessations`]: "I don't run
+//! anymore", "She quit smoking") and which existing facts that retracts
+//! ([`states_what_ceased`]), and when a reconciler's rewrite moves someone the message never
+//! names ([`carried_name`]).
 //!
 //! The same words keep the rolling summary honest: [`without_stale_sentences`] cuts the
 //! sentences of a rewritten summary that still state a fact the pass retracted.
@@ -120,6 +128,12 @@ const SPEECH_ACTS: &[&str] = &[
     "inquires",
     "question",
     "questions",
+    "recall",
+    "recalled",
+    "recalls",
+    "remember",
+    "remembered",
+    "remembers",
     "remind",
     "reminded",
     "reminds",
@@ -156,6 +170,49 @@ const REQUESTS: &[&str] = &[
     "tell",
     "translate",
     "write",
+];
+
+/// Words by which a speaker speaks of themselves.
+const FIRST_PERSON: &[&str] = &[
+    "i",
+    "me",
+    "my",
+    "mine",
+    "myself",
+    "we",
+    "us",
+    "our",
+    "ours",
+    "ourselves",
+];
+
+/// Pronouns by which a speaker speaks of someone else.
+const THIRD_PERSON: &[&str] = &[
+    "he", "she", "him", "her", "his", "hers", "himself", "herself", "they", "them", "their",
+    "theirs",
+];
+
+/// Words that say when something stopped, not what: "I quit smoking last year actually."
+const WHEN_WORDS: &[&str] = &[
+    "actually",
+    "ago",
+    "already",
+    "day",
+    "days",
+    "ever",
+    "finally",
+    "last",
+    "month",
+    "months",
+    "really",
+    "recently",
+    "since",
+    "today",
+    "week",
+    "weeks",
+    "year",
+    "years",
+    "yesterday",
 ];
 
 /// Phrases by which a speaker says something stopped being true of them.
@@ -206,15 +263,24 @@ pub struct Grounding {
     pub missing_names: Vec<String>,
     /// Its other content words not found there.
     pub missing_words: Vec<String>,
-    /// The message only asks (questions and requests, no statement).
-    pub message_only_asks: bool,
+    /// The fact rests on what the user asked: the message only asks (questions and
+    /// requests, no statement), or a name or number of the fact is only in its questions.
+    pub from_questions: bool,
     /// The fact's words that report the asking ("asked", "told").
     pub speech_acts: Vec<String>,
+    /// The fact is about the user, but the message's statements all speak of someone else
+    /// ("She quit smoking last year."): the pronoun they use.
+    pub said_of_someone_else: Option<String>,
 }
 
 impl Grounding {
     /// Whether the message supports the fact; `Err` says why not.
     pub fn verdict(&self) -> Result<(), String> {
+        if let Some(pronoun) = &self.said_of_someone_else {
+            return Err(format!(
+                "the message speaks of someone else ({pronoun}), not of the user"
+            ));
+        }
         if !self.missing_names.is_empty() {
             return Err(format!(
                 "names or numbers the user did not say: {}",
@@ -225,7 +291,7 @@ impl Grounding {
         if plain == 0 {
             return Err("no content words".into());
         }
-        if self.message_only_asks {
+        if self.from_questions {
             if !self.speech_acts.is_empty() {
                 return Err(format!(
                     "it reports the user's question, not a fact ({})",
@@ -253,19 +319,57 @@ impl Grounding {
 
 /// How `message` supports `fact`.
 pub fn ground(fact: &str, message: &str) -> Grounding {
-    let said: HashSet<String> = words(message).map(|(w, _)| stem(&w)).collect();
+    ground_in(fact, message, "")
+}
+
+/// How `message` supports `fact`, when the extractor was also shown the user's `earlier`
+/// message for context (a short answer such as "It's green." needs the question it
+/// answers): the words of both are the user's, so both support a fact; whom the fact is
+/// about and whether it rests on questions is read from `message` alone.
+pub fn ground_in(fact: &str, message: &str, earlier: &str) -> Grounding {
+    let said: HashSet<String> = words(message)
+        .chain(words(earlier))
+        .map(|(w, _)| stem(&w))
+        .collect();
+    let statements: Vec<&str> = sentences(message)
+        .into_iter()
+        .filter(|s| !s.trim().is_empty() && !asks(s))
+        .collect();
+    let stated: HashSet<String> = statements
+        .iter()
+        .copied()
+        .chain(sentences(earlier).into_iter().filter(|s| !asks(s)))
+        .flat_map(words)
+        .map(|(w, _)| stem(&w))
+        .collect();
+    // "I'm not vegetarian anymore" supports "The user is no longer vegetarian.": a message
+    // that says something stopped supports any wording of the stopping.
+    let message_ceases = states_a_cessation(message);
     let mut grounding = Grounding {
         matched: Vec::new(),
         missing_names: Vec::new(),
         missing_words: Vec::new(),
-        message_only_asks: only_asks(message),
+        from_questions: statements.is_empty(),
         speech_acts: words(fact)
             .map(|(w, _)| w)
             .filter(|w| SPEECH_ACTS.contains(&w.as_str()))
             .collect(),
+        said_of_someone_else: None,
     };
+    if about_the_speaker(fact) && !statements.is_empty() {
+        let others: Vec<Option<String>> = statements.iter().map(|s| of_someone_else(s)).collect();
+        if others.iter().all(Option::is_some) {
+            grounding.said_of_someone_else = others.into_iter().flatten().next();
+        }
+    }
     for term in content_terms(fact) {
-        if said.contains(&term.stem) {
+        let ceasing = message_ceases && CESSATION_WORDS.contains(&term.word.as_str());
+        if ceasing || said.contains(&term.stem) {
+            // A name the user only asked about ("...for my husband's birthday on Friday?")
+            // supports only facts in the message's own words, as a message that only asks.
+            if term.is_name && !ceasing && !stated.contains(&term.stem) {
+                grounding.from_questions = true;
+            }
             grounding.matched.push(term.word);
         } else if term.is_name {
             grounding.missing_names.push(term.word);
@@ -276,12 +380,71 @@ pub fn ground(fact: &str, message: &str) -> Grounding {
     grounding
 }
 
+/// A name from `old`, a fact about someone else, that `text` (the reconciler's rewrite of
+/// it) keeps although `message` never says it: "The user's brother Paul lives in Milan." for
+/// "The user's brother Paul lives in Rome." after "I don't live in Rome anymore, I moved to
+/// Milan." moves Paul, of whom the message says nothing.
+pub fn carried_name(text: &str, old: &str, message: &str) -> Option<String> {
+    let said: HashSet<String> = words(message).map(|(w, _)| stem(&w)).collect();
+    let old_names: HashSet<String> = content_terms(old)
+        .into_iter()
+        .filter(|t| t.is_name)
+        .map(|t| t.stem)
+        .collect();
+    content_terms(text)
+        .into_iter()
+        .find(|t| t.is_name && old_names.contains(&t.stem) && !said.contains(&t.stem))
+        .map(|t| t.word)
+}
+
+/// Whether `message` speaks of its speaker in the first person ("I", "my", "we"): a message
+/// without ("It's green.", "She quit last year.") leans on the exchange before it.
+pub fn names_the_speaker(message: &str) -> bool {
+    words(message).any(|(w, _)| FIRST_PERSON.contains(&w.as_str()))
+}
+
+/// Whether `fact` is about the speaker ("The user runs...", "I run..."), not someone around
+/// them ("The user's friend Sara runs...", "Tom is vegan.").
+pub fn about_the_speaker(fact: &str) -> bool {
+    let fact_words: Vec<String> = words(fact).map(|(w, _)| w).collect();
+    match fact_words.as_slice() {
+        [the, user, next, ..] if the == "the" && user == "user" => next != "s",
+        [first, ..] => first == "user" || first == "i",
+        [] => false,
+    }
+}
+
+/// The third-person pronoun of `text` when it speaks of someone else and not of the speaker:
+/// it has one ("she", "his", "they") and no first-person word ("I", "my", "we").
+fn of_someone_else(text: &str) -> Option<String> {
+    let mut pronoun = None;
+    for (word, _) in words(text) {
+        if FIRST_PERSON.contains(&word.as_str()) {
+            return None;
+        }
+        if pronoun.is_none() && THIRD_PERSON.contains(&word.as_str()) {
+            pronoun = Some(word);
+        }
+    }
+    pronoun
+}
+
+/// Something a message says stopped being true: what stopped, and of whom.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ceased {
+    /// The content words of what stopped ("run", "live berlin").
+    pub words: Vec<String>,
+    /// The clause speaks of someone else ("She quit smoking."), not of the speaker.
+    pub of_someone_else: bool,
+}
+
 /// What `message` says stopped being true: for each clause with a cessation ("I don't run
-/// anymore", "I cancelled Netflix", "I quit smoking"), its content words without the
-/// cessation's own. Clauses are cut at sentence ends, commas, semicolons and "but"/"so";
-/// questions are skipped, and a clause left with no content word says nothing about what
-/// stopped.
-pub fn cessations(message: &str) -> Vec<Vec<String>> {
+/// anymore", "I cancelled Netflix", "She quit smoking last year"), its content words without
+/// the cessation's own and without when it happened ("last year"), and whether the clause
+/// speaks of someone else. Clauses are cut at sentence ends, commas, semicolons and
+/// "but"/"so"; questions are skipped, and a clause left with no content word says nothing
+/// about what stopped.
+pub fn cessations(message: &str) -> Vec<Ceased> {
     let mut found = Vec::new();
     // A question ("Did you quit?") states nothing.
     for sentence in sentences(message)
@@ -294,70 +457,75 @@ pub fn cessations(message: &str) -> Vec<Vec<String>> {
             .flat_map(|c| c.split(" but "))
             .flat_map(|c| c.split(" so "))
         {
-            let padded = format!(
-                " {} ",
-                words(clause).map(|(w, _)| w).collect::<Vec<_>>().join(" ")
-            );
-            if !CESSATIONS
-                .iter()
-                .any(|c| padded.contains(&format!(" {c} ")))
-            {
+            if !states_a_cessation(clause) {
                 continue;
             }
             let what: Vec<String> = content_terms(clause)
                 .into_iter()
                 .map(|t| t.word)
                 .filter(|w| !CESSATION_WORDS.contains(&w.as_str()))
+                .filter(|w| !WHEN_WORDS.contains(&w.as_str()))
                 .collect();
             if !what.is_empty() {
-                found.push(what);
+                found.push(Ceased {
+                    words: what,
+                    of_someone_else: of_someone_else(clause).is_some(),
+                });
             }
         }
     }
     found
 }
 
-/// Whether `fact` states what a cessation ([`cessations`]) says stopped: it is about the
-/// speaker ("The user runs...", not "The user's friend Sara runs..."), holds every one of
-/// those words (as a word sharing their first four letters, or all of a shorter word: "run"
-/// is in "runs", "smoking" in "smokes") and states no cessation itself.
-pub fn states_what_ceased(fact: &str, ceased: &[String]) -> bool {
-    let fact_words: Vec<String> = words(fact).map(|(w, _)| w).collect();
-    let about_the_speaker = match fact_words.as_slice() {
-        [the, user, next, ..] if the == "the" && user == "user" => next != "s",
-        [first, ..] => first == "user" || first == "i",
-        [] => false,
-    };
-    let padded = format!(" {} ", fact_words.join(" "));
-    let states_one = CESSATIONS
+/// Whether `text` holds a cessation phrase ("anymore", "no longer", "quit"...).
+fn states_a_cessation(text: &str) -> bool {
+    let padded = format!(
+        " {} ",
+        words(text).map(|(w, _)| w).collect::<Vec<_>>().join(" ")
+    );
+    CESSATIONS
         .iter()
-        .any(|c| padded.contains(&format!(" {c} ")));
-    if !about_the_speaker || states_one {
+        .any(|c| padded.contains(&format!(" {c} ")))
+}
+
+/// `fact` without its sentences that state what one of `ceased` ([`cessations`] of the
+/// message it comes from) says stopped: "The user is vegetarian. The user now eats fish."
+/// after "I'm not vegetarian anymore, I eat fish now." keeps "The user now eats fish.".
+pub fn without_ceased_sentences(fact: &str, ceased: &[Ceased]) -> String {
+    sentences(fact)
+        .into_iter()
+        .filter(|sentence| !ceased.iter().any(|c| states_what_ceased(sentence, c)))
+        .collect::<String>()
+        .trim()
+        .to_owned()
+}
+
+/// Whether `fact` states what `ceased` says stopped: it is about the same person (the
+/// speaker: "The user runs..."; or, when the message spoke of someone else, anyone else:
+/// "The user's sister smokes..."), holds every word of what stopped (as a word sharing their
+/// first four letters, or all of a shorter word: "run" is in "runs", "smoking" in "smokes")
+/// and states no cessation itself.
+pub fn states_what_ceased(fact: &str, ceased: &Ceased) -> bool {
+    if about_the_speaker(fact) == ceased.of_someone_else || states_a_cessation(fact) {
         return false;
     }
+    let fact_words: Vec<String> = words(fact).map(|(w, _)| w).collect();
     let same = |a: &str, b: &str| {
         let n = a.chars().count().min(b.chars().count()).min(4);
         a.chars().take(n).eq(b.chars().take(n))
     };
-    ceased.iter().all(|c| fact_words.iter().any(|w| same(c, w)))
+    ceased
+        .words
+        .iter()
+        .all(|c| fact_words.iter().any(|w| same(c, w)))
 }
 
-/// Whether every sentence of `message` is a question or a request.
-fn only_asks(message: &str) -> bool {
-    let mut asked = false;
-    for sentence in sentences(message) {
-        let sentence = sentence.trim();
-        if sentence.is_empty() {
-            continue;
-        }
-        let first = words(sentence).next().map(|(w, _)| w);
-        let requests = first.is_some_and(|w| REQUESTS.contains(&w.as_str()));
-        if !(sentence.ends_with('?') || requests) {
-            return false;
-        }
-        asked = true;
-    }
-    asked
+/// Whether `sentence` asks (a question, or a request such as "Suggest a gift.") instead of
+/// telling.
+fn asks(sentence: &str) -> bool {
+    let sentence = sentence.trim();
+    let first = words(sentence).next().map(|(w, _)| w);
+    sentence.ends_with('?') || first.is_some_and(|w| REQUESTS.contains(&w.as_str()))
 }
 
 /// The words of `text`, lowercased, each with whether it was capitalised.
@@ -559,21 +727,28 @@ mod tests {
         assert!(why.contains("reports the user's question"), "{why}");
     }
 
+    /// What [`cessations`] finds stopped, as word lists.
+    fn stopped(message: &str) -> Vec<Vec<String>> {
+        cessations(message).into_iter().map(|c| c.words).collect()
+    }
+
     #[test]
     fn a_cessation_names_what_stopped_and_finds_the_facts_that_state_it() {
-        assert_eq!(cessations("I don't run anymore, my knee hurts."), [["run"]]);
+        assert_eq!(stopped("I don't run anymore, my knee hurts."), [["run"]]);
         assert_eq!(
-            cessations("I cancelled Netflix, I no longer have it."),
+            stopped("I cancelled Netflix, I no longer have it."),
             [["netflix"]]
         );
         assert_eq!(
-            cessations("Good news: I quit smoking, I no longer smoke at all."),
+            stopped("Good news: I quit smoking, I no longer smoke at all."),
             [vec!["smoking"], vec!["smoke"]]
         );
         assert_eq!(
-            cessations("I moved to Munich last month, so I don't live in Berlin anymore."),
+            stopped("I moved to Munich last month, so I don't live in Berlin anymore."),
             [["live", "berlin"]]
         );
+        // When it stopped is not what stopped.
+        assert_eq!(stopped("I gave up coffee last month."), [["coffee"]]);
         for none in [
             "I run 10 km every Saturday morning.",
             "I don't drink alcohol.",
@@ -616,6 +791,137 @@ mod tests {
         assert!(!ran(
             "The user's friend Sara lives in Munich.",
             "I moved, I don't live in Munich anymore."
+        ));
+        // Someone else stopped: what they did is retracted, and not what the user does.
+        let message = "She quit smoking last year actually.";
+        assert!(cessations(message)[0].of_someone_else);
+        assert!(ran("The user's sister smokes a lot.", message));
+        assert!(!ran("The user smokes a lot.", message));
+        assert!(!ran("The user's sister smokes a lot.", "I quit smoking."));
+    }
+
+    #[test]
+    fn a_fact_about_the_user_needs_a_message_that_speaks_of_them() {
+        let why = ground(
+            "The user quit smoking last year.",
+            "She quit smoking last year actually.",
+        )
+        .verdict()
+        .unwrap_err();
+        assert!(why.contains("speaks of someone else (she)"), "{why}");
+        assert!(kept(
+            "The user's sister quit smoking last year.",
+            "My sister quit smoking last year."
+        ));
+        assert!(kept(
+            "The user's husband loves spicy food.",
+            "What should I cook for my husband's birthday? He loves spicy food."
+        ));
+        // One statement of the user's own is enough; so is no pronoun at all.
+        assert!(kept(
+            "The user is going to Paris tomorrow.",
+            "Haha, she is funny. Anyway, going to Paris tomorrow."
+        ));
+        assert!(kept(
+            "The user is going to Paris tomorrow.",
+            "Going to Paris tomorrow."
+        ));
+        assert!(about_the_speaker("The user runs."));
+        assert!(about_the_speaker("I run."));
+        assert!(!about_the_speaker("The user's brother Paul runs."));
+        assert!(!about_the_speaker("Tom is vegan."));
+    }
+
+    #[test]
+    fn a_short_answer_is_grounded_in_the_user_s_earlier_words_too() {
+        let fact = "The user's favourite colour is green.";
+        assert!(!kept(fact, "It's green."));
+        let earlier = "Do you remember my favourite colour?";
+        assert!(ground_in(fact, "It's green.", earlier).verdict().is_ok());
+        // Whom the fact is about is read from the latest message.
+        let verdict = ground_in(
+            "The user quit smoking last year.",
+            "She quit smoking last year.",
+            "My sister smokes a lot.",
+        )
+        .verdict();
+        assert!(verdict.is_err());
+        assert!(!names_the_speaker("It's green."));
+        assert!(names_the_speaker("I'm an architect."));
+    }
+
+    #[test]
+    fn a_rewrite_that_moves_someone_the_message_never_names_is_seen() {
+        let message = "I don't live in Rome anymore, I moved to Milan.";
+        let old = "The user's brother Paul lives in Rome.";
+        assert_eq!(
+            carried_name("The user's brother Paul lives in Milan.", old, message).as_deref(),
+            Some("paul")
+        );
+        assert_eq!(carried_name("The user lives in Milan.", old, message), None);
+        // A name the message says, or a name the old fact did not hold, is not carried.
+        assert_eq!(
+            carried_name(
+                "The user's brother Paul lives in Milan.",
+                old,
+                "Paul moved to Milan."
+            ),
+            None
+        );
+        assert_eq!(
+            carried_name(
+                "The user's wife is Anne.",
+                "The user's wife is Jane.",
+                "I married Anne."
+            ),
+            None
+        );
+    }
+
+    #[test]
+    fn a_name_only_asked_about_grounds_only_facts_in_the_message_s_words() {
+        let message =
+            "What should I cook for my husband's birthday on Friday? He loves spicy food.";
+        let why = ground(
+            "The user's husband's birthday dinner is on Friday and needs a spicy dish.",
+            message,
+        )
+        .verdict()
+        .unwrap_err();
+        assert!(why.contains("only asked"), "{why}");
+        assert!(kept("The user's husband's birthday is on Friday.", message));
+        // Names in a statement ground as in any statement.
+        assert!(kept(
+            "The user is planning a trip to Japan in April.",
+            "Can you help me plan? I'm going to Japan in April for a trip."
+        ));
+    }
+
+    #[test]
+    fn a_stopping_is_supported_in_any_wording_and_cut_from_what_contradicts_it() {
+        let message = "I'm not vegetarian anymore, I eat fish now.";
+        assert!(kept("The user is no longer vegetarian.", message));
+        assert!(!kept(
+            "The user is no longer vegetarian.",
+            "I'm vegetarian and I love it."
+        ));
+        let ceased = cessations(message);
+        assert_eq!(
+            without_ceased_sentences("The user is vegetarian. The user now eats fish.", &ceased),
+            "The user now eats fish."
+        );
+        assert_eq!(
+            without_ceased_sentences("The user is no longer vegetarian.", &ceased),
+            "The user is no longer vegetarian."
+        );
+        assert_eq!(
+            without_ceased_sentences("The user is vegetarian.", &ceased),
+            ""
+        );
+        // Remembering is asked about, not stated.
+        assert!(!kept(
+            "The user remembers their favourite colour.",
+            "Do you remember my favourite colour?"
         ));
     }
 

@@ -8,12 +8,14 @@
 //!   the words of the exchange a turn belongs to (a question is often answered one turn later,
 //!   in words that only the question shares). Neighbours are the adjacent chat turns of the
 //!   same session (see [`crate::timeline`]), without their speaker names, which would only
-//!   dilute the match on the speaker's own name. A last line holds canonical date tokens:
+//!   dilute the match on the speaker's own name. Then the facts the write path drew from
+//!   the turn (facts whose `source_id` names it): "Researching adoption agencies" is found
+//!   by "Caroline wants to adopt children" too. A last line holds canonical date tokens:
 //!   the memory's day and every date its text mentions, resolved ([`crate::dates`]).
 //!
 //! On LoCoMo these keys lift BM25's evidence recall from 0.59 to 0.75 (docs/retrieval.md).
-//! Because the lexical key reads the neighbours, it is rebuilt when they change; the dense
-//! key never is.
+//! Because the lexical key reads the neighbours and the facts, it is rebuilt when they
+//! change; the dense key never is.
 
 use mnemo_core::MemoryRecord;
 
@@ -32,15 +34,23 @@ pub struct KeyScheme {
     /// Add canonical date tokens: the memory's day and the dates its text mentions
     /// ([`crate::dates`]).
     pub date_tokens: bool,
+    /// Add the texts of the facts drawn from a turn to the turn's key.
+    pub facts: bool,
 }
 
 impl KeyScheme {
     /// A short description, stored in `memory_index.json`.
     pub fn describe(&self, bm25: &str) -> String {
         format!(
-            "date={} neighbours={} date_tokens={} {bm25}",
-            self.date, self.neighbours, self.date_tokens
+            "date={} neighbours={} date_tokens={} facts={} {bm25}",
+            self.date, self.neighbours, self.date_tokens, self.facts
         )
+    }
+
+    /// Whether a turn's key reads other files (its neighbours, its facts), and so must be
+    /// rebuilt when they change.
+    pub fn reads_context(&self) -> bool {
+        self.neighbours || self.facts
     }
 }
 
@@ -66,13 +76,25 @@ pub fn dense_key(record: &MemoryRecord) -> String {
     with_speaker(record)
 }
 
-/// The text BM25 reads; `previous` and `next` are the neighbouring turns' contents.
-pub fn lexical_key(
-    record: &MemoryRecord,
-    previous: Option<&str>,
-    next: Option<&str>,
-    scheme: KeyScheme,
-) -> String {
+/// The texts around a memory that its lexical key reads: the neighbouring turns' contents
+/// and the facts drawn from it.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct KeyContextTexts<'a> {
+    /// The turn before, in the same session.
+    pub previous: Option<&'a str>,
+    /// The turn after, in the same session.
+    pub next: Option<&'a str>,
+    /// The live facts whose `source_id` is this turn.
+    pub facts: &'a [String],
+}
+
+/// The text BM25 reads; `context` holds the neighbouring turns and the turn's facts.
+pub fn lexical_key(record: &MemoryRecord, context: KeyContextTexts, scheme: KeyScheme) -> String {
+    let KeyContextTexts {
+        previous,
+        next,
+        facts,
+    } = context;
     let mut key = String::new();
     if scheme.date {
         key.push_str(&record.created_at.format("[%-d %B %Y] ").to_string());
@@ -82,6 +104,10 @@ pub fn lexical_key(
         key.push('\n');
     }
     key.push_str(&with_speaker(record));
+    if scheme.facts && !facts.is_empty() {
+        key.push('\n');
+        key.push_str(&facts.join(" "));
+    }
     if let Some(next) = next.filter(|_| scheme.neighbours) {
         key.push('\n');
         key.push_str(next);
@@ -118,28 +144,66 @@ mod tests {
         date: true,
         neighbours: true,
         date_tokens: false,
+        facts: true,
     };
+
+    fn around<'a>(previous: &'a str, next: &'a str) -> KeyContextTexts<'a> {
+        KeyContextTexts {
+            previous: Some(previous),
+            next: Some(next),
+            facts: &[],
+        }
+    }
 
     #[test]
     fn the_lexical_key_frames_a_turn_with_its_date_and_neighbours() {
         let r = turn("I went to a support group.", Some("Caroline"));
         assert_eq!(
-            lexical_key(&r, Some("How was your week?"), Some("That's brave!"), ALL),
+            lexical_key(&r, around("How was your week?", "That's brave!"), ALL),
             "[8 May 2023] How was your week?\nCaroline: I went to a support group.\nThat's brave!"
         );
         assert_eq!(
-            lexical_key(&r, None, None, ALL),
+            lexical_key(&r, KeyContextTexts::default(), ALL),
             "[8 May 2023] Caroline: I went to a support group."
         );
         let bare = KeyScheme {
             date: false,
             neighbours: false,
             date_tokens: false,
+            facts: false,
+        };
+        let facts = ["The user goes to a support group.".to_owned()];
+        let context = KeyContextTexts {
+            facts: &facts,
+            ..around("x", "y")
         };
         assert_eq!(
-            lexical_key(&r, Some("x"), Some("y"), bare),
+            lexical_key(&r, context, bare),
             "Caroline: I went to a support group."
         );
+    }
+
+    #[test]
+    fn a_turn_s_key_holds_the_facts_drawn_from_it() {
+        let r = turn("Researching adoption agencies.", Some("Caroline"));
+        let facts = [
+            "Caroline wants to adopt children.".to_owned(),
+            "Caroline dreams of a family.".to_owned(),
+        ];
+        let context = KeyContextTexts {
+            facts: &facts,
+            ..around("What are you up to?", "Wow!")
+        };
+        assert_eq!(
+            lexical_key(&r, context, ALL),
+            "[8 May 2023] What are you up to?\nCaroline: Researching adoption agencies.\n\
+             Caroline wants to adopt children. Caroline dreams of a family.\nWow!"
+        );
+        let without = KeyScheme {
+            facts: false,
+            ..ALL
+        };
+        assert!(!lexical_key(&r, context, without).contains("adopt children"));
     }
 
     #[test]
@@ -149,9 +213,10 @@ mod tests {
             date: false,
             neighbours: false,
             date_tokens: true,
+            facts: false,
         };
         assert_eq!(
-            lexical_key(&r, None, None, scheme),
+            lexical_key(&r, KeyContextTexts::default(), scheme),
             "Caroline: I went to a support group yesterday.\n\
              d20230508 m202305 w2023w19 y2023 d20230507 m202305 w2023w18 y2023"
         );

@@ -9,7 +9,8 @@
 //! - Read path ([`retrieval`]): dense and BM25 candidates from the conversation and `global`
 //!   ([`keys`] builds what each memory is indexed under, [`timeline`] finds its neighbouring
 //!   turns, [`filter`] turns metadata filters into index filters), fused, reranked, blended
-//!   with recency and diversified with MMR.
+//!   with recency and diversified with MMR; turns that say nothing of their own
+//!   ([`information`]) come last.
 //! - Chat ([`chat`]): a chat request with memories injected ([`inject`]), its outgoing copy
 //!   governed to fit the model's window ([`context`], over the `mnemo-context` crate),
 //!   forwarded to the upstream LLM, its turns stored.
@@ -17,7 +18,8 @@
 //!   `memory_session` is logged in full and continues the session's history; agents' notes
 //!   (`MEMORY.md`) go into their requests' system prompts.
 //! - Write path (`write`, through `MemoryClient::add` and after every chat turn): fact
-//!   extraction, kept only where the user's words support it ([`grounding`]),
+//!   extraction (none from a message that says nothing, [`information`]), kept only where the
+//!   user's words support it, and what the user says stopped deleted ([`grounding`]),
 //!   ADD/UPDATE/DELETE reconciliation ([`prompts`]), the rolling summary, eviction and one
 //!   git commit per pass.
 
@@ -31,6 +33,7 @@ mod error;
 mod files;
 pub mod filter;
 pub mod grounding;
+pub mod information;
 pub mod inject;
 pub mod keys;
 mod locks;

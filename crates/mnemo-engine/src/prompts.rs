@@ -29,6 +29,13 @@ Examples:
 "My wife Anne and I just moved to Lyon." -> {"facts": ["The user's wife is Anne.", "The user moved to Lyon."]}
 "I'm vegetarian, so no meat please." -> {"facts": ["The user is vegetarian."]}"#;
 
+/// Added to the extraction prompt when the exchange before the message is shown: only then,
+/// so that a message read alone gets the prompt it always got.
+const EXTRACTION_CONTEXT_PROMPT: &str = r#"
+
+The messages just before the latest one are shown as EARLIER. They are context only: use them to understand what the latest message refers to (a short answer, "it", "she"), and take facts from the LATEST message alone. For example:
+"EARLIER: Assistant: Which city do you live in? LATEST: Lisbon, for two years now." -> {"facts": ["The user has lived in Lisbon for two years."]}"#;
+
 const RECONCILE_PROMPT: &str = r#"You maintain a long-term memory of facts about a user. You get the EXISTING memories (numbered) and NEW facts just learned. Decide, for the memory as a whole, what to do:
 
 - ADD: a new fact that no existing memory covers. Give its text; id is -1.
@@ -63,15 +70,55 @@ fn schema_of<T: schemars::JsonSchema>(name: &str) -> JsonSchema {
     JsonSchema::new(name, schema.to_value())
 }
 
-/// The extraction call: the system prompt, then the user's message alone.
-pub fn extraction(message: &str) -> (Vec<ChatMessage>, JsonSchema) {
+/// The exchange before a user's message, shown to the extractor as context.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Earlier {
+    /// The user's message before it.
+    pub user: Option<String>,
+    /// The assistant's answer to that message, the one the latest message replies to.
+    pub assistant: Option<String>,
+}
+
+impl Earlier {
+    fn is_empty(&self) -> bool {
+        self.user.is_none() && self.assistant.is_none()
+    }
+}
+
+/// The extraction call: the system prompt, then the user's message, after the `earlier`
+/// exchange when there is one (as context, not a source of facts).
+pub fn extraction(message: &str, earlier: &Earlier) -> (Vec<ChatMessage>, JsonSchema) {
+    let (system, content) = if earlier.is_empty() {
+        (EXTRACTION_PROMPT.to_owned(), message.to_owned())
+    } else {
+        let mut content = String::from("EARLIER (context only):\n");
+        for (who, text) in [("User", &earlier.user), ("Assistant", &earlier.assistant)] {
+            if let Some(text) = text {
+                content.push_str(&format!("{who}: {}\n", one_line(text, EARLIER_CHARS)));
+            }
+        }
+        content.push_str(&format!("\nLATEST message:\n{message}"));
+        (
+            format!("{EXTRACTION_PROMPT}{EXTRACTION_CONTEXT_PROMPT}"),
+            content,
+        )
+    };
     (
-        vec![
-            ChatMessage::system(EXTRACTION_PROMPT),
-            ChatMessage::user(message),
-        ],
+        vec![ChatMessage::system(system), ChatMessage::user(content)],
         schema_of::<Extraction>("facts"),
     )
+}
+
+/// Most characters of an earlier message shown to the extractor: context, not material.
+const EARLIER_CHARS: usize = 600;
+
+/// `text` on one line, cut to `limit` characters.
+fn one_line(text: &str, limit: usize) -> String {
+    let line = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    match line.char_indices().nth(limit) {
+        Some((cut, _)) => format!("{}…", &line[..cut]),
+        None => line,
+    }
 }
 
 /// The extraction's answer.
@@ -340,8 +387,30 @@ mod tests {
     }
 
     #[test]
+    fn the_earlier_exchange_is_shown_as_context_before_the_message() {
+        let (alone, _) = extraction("I'm an architect.", &Earlier::default());
+        assert_eq!(alone[0].content, EXTRACTION_PROMPT);
+        assert_eq!(alone[1].content, "I'm an architect.");
+        let earlier = Earlier {
+            user: Some("Do you remember my favourite colour?".into()),
+            assistant: Some(format!("I'm sorry,\n{}", "no. ".repeat(400))),
+        };
+        let (messages, _) = extraction("It's green.", &earlier);
+        assert!(messages[0].content.contains("shown as EARLIER"));
+        let content = &messages[1].content;
+        assert!(content.starts_with(
+            "EARLIER (context only):\nUser: Do you remember my favourite colour?\nAssistant: I'm sorry, no."
+        ), "{content}");
+        assert!(
+            content.ends_with("…\n\nLATEST message:\nIt's green."),
+            "{content}"
+        );
+        assert!(content.len() < 800, "the earlier answer is cut");
+    }
+
+    #[test]
     fn the_schemas_are_strict_and_self_contained() {
-        let (_, facts) = extraction("x");
+        let (_, facts) = extraction("x", &Earlier::default());
         let (_, ops) = reconciliation(&["a"], &["b".into()]);
         let (_, summary) = summary(None, &["b".into()], &[]);
         let f = &facts.schema;

@@ -35,18 +35,26 @@ pub struct SnapshotEntry {
     pub role: Role,
     /// When the memory was made.
     pub created_at: DateTime<Utc>,
-    /// The neighbours the lexical key was built with; `None` when built from the file alone.
+    /// For a fact, the turn it was drawn from (front matter `source_id`): that turn's
+    /// lexical key holds the fact's words.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_id: Option<MemoryId>,
+    /// The neighbours and facts the lexical key was built with; `None` when built from the
+    /// file alone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key_context: Option<KeyContext>,
 }
 
-/// Hashes of the neighbouring turns' files a lexical key was built from.
+/// Hashes of the files a turn's lexical key was built from, besides its own.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct KeyContext {
     /// The previous turn's file hash.
     pub previous: Option<String>,
     /// The next turn's file hash.
     pub next: Option<String>,
+    /// The hashes of the facts drawn from the turn, in the timeline's order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub facts: Vec<String>,
 }
 
 impl SnapshotEntry {
@@ -58,6 +66,7 @@ impl SnapshotEntry {
             conversation_id: record.conversation_id.clone(),
             role: record.role,
             created_at: record.created_at,
+            source_id: record.source_id.filter(|_| record.role == Role::Memory),
             key_context: None,
         }
     }
@@ -81,6 +90,10 @@ pub struct Snapshot {
     /// re-embeds every memory. Empty in snapshots written before it was recorded.
     #[serde(default)]
     pub dense_model: String,
+    /// Whether fact entries record their `source_id`. Snapshots written before they did are
+    /// completed by the next sync, from the files' bytes, without re-embedding.
+    #[serde(default)]
+    pub fact_sources: bool,
     /// Every indexed file, by its path relative to the store.
     pub files: BTreeMap<String, SnapshotEntry>,
     /// Bumped by every change: lets derived views (the turn timeline) know they are stale.

@@ -9,14 +9,14 @@
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
-use mnemo_core::{MemoryId, MemoryRecord};
+use mnemo_core::{MemoryId, MemoryRecord, Role};
 use mnemo_embed::Embedder;
 use mnemo_index::{LexicalEncoder, Point, PointPayload, VectorIndex};
 use mnemo_store::{sha256_hex, FileStore, StoredMemory};
 use serde::Serialize;
 use tracing::{info, warn};
 
-use crate::keys::{self, KeyScheme};
+use crate::keys::{self, KeyContextTexts, KeyScheme};
 use crate::snapshot::{KeyContext, Snapshot, SnapshotEntry};
 use crate::timeline::Timeline;
 use crate::EngineError;
@@ -79,7 +79,8 @@ impl Indexer<'_> {
                 .map(|(m, _)| keys::dense_key(&m.record))
                 .collect();
             let vectors = self.embedder.embed(&texts)?;
-            // Neighbours are filled in by `refresh_keys`, once every new turn is recorded.
+            // Neighbours and facts are filled in by `refresh_keys`, once every new memory is
+            // recorded.
             let points = batch
                 .iter()
                 .zip(vectors)
@@ -88,8 +89,7 @@ impl Indexer<'_> {
                     vector,
                     lexical: self.lexical.document(&keys::lexical_key(
                         &memory.record,
-                        None,
-                        None,
+                        KeyContextTexts::default(),
                         self.scheme,
                     )),
                     payload: PointPayload::of(&memory.record, &store.relative(&memory.path)),
@@ -134,6 +134,7 @@ impl Indexer<'_> {
         let mut seen_ids: HashMap<MemoryId, PathBuf> = HashMap::new();
         let mut live_paths = HashSet::new();
         let mut to_embed = Vec::new();
+        let mut sources = Vec::new();
         for path in store.memory_files() {
             let bytes = match read_file(store, &path) {
                 FileRead::Bytes(bytes) => bytes,
@@ -152,6 +153,13 @@ impl Indexer<'_> {
                 .get(&key)
                 .filter(|e| e.sha256 == sha256 && indexed.contains(&e.id));
             let record_id = match known {
+                Some(entry) if entry.role == Role::Memory && !snapshot.fact_sources => {
+                    // A snapshot from before facts recorded their source turn: read it from
+                    // the file, whose point stays as it is.
+                    let id = entry.id;
+                    sources.push((key.clone(), source_of(store, &path, &bytes)));
+                    id
+                }
                 Some(entry) => entry.id,
                 None => match store.parse(&path, &bytes) {
                     Ok(memory) => {
@@ -200,6 +208,15 @@ impl Indexer<'_> {
             snapshot.mark_changed();
         }
 
+        for (key, source_id) in sources {
+            if let Some(entry) = snapshot.files.get_mut(&key) {
+                entry.source_id = source_id;
+            }
+        }
+        if !snapshot.fact_sources {
+            snapshot.fact_sources = true;
+            snapshot.mark_changed();
+        }
         report.embedded = to_embed.len();
         self.index_memories(snapshot, &to_embed, progress)?;
         self.refresh_keys(snapshot, &Timeline::build(snapshot))?;
@@ -287,9 +304,9 @@ impl Indexer<'_> {
 
 impl Indexer<'_> {
     /// Rebuilds the lexical vectors whose key context is out of date: turns whose neighbours
-    /// changed (added, edited, removed), turns indexed from their file alone, and every
-    /// memory when the key scheme changed. Returns how many were rebuilt. `timeline` must be
-    /// built from `snapshot` as it is (this changes nothing it depends on).
+    /// or facts changed (added, edited, removed), turns indexed from their file alone, and
+    /// every memory when the key scheme changed. Returns how many were rebuilt. `timeline`
+    /// must be built from `snapshot` as it is (this changes nothing it depends on).
     pub(crate) fn refresh_keys(
         &self,
         snapshot: &mut Snapshot,
@@ -304,30 +321,49 @@ impl Indexer<'_> {
             .map(|(path, e)| (e.id, (path.as_str(), e.sha256.as_str())))
             .collect();
         let file = |id: Option<MemoryId>| id.and_then(|id| file_of.get(&id)).copied();
-        let mut stale: Vec<(String, Option<KeyContext>, [Option<String>; 2])> = Vec::new();
+        let mut stale: Vec<(String, Option<KeyContext>, ContextFiles)> = Vec::new();
         for (path, entry) in &snapshot.files {
-            if !(entry.is_turn() && self.scheme.neighbours) {
+            if !(entry.is_turn() && self.scheme.reads_context()) {
                 if rebuild_all || entry.key_context.is_some() {
-                    stale.push((path.clone(), None, [None, None]));
+                    stale.push((path.clone(), None, ContextFiles::default()));
                 }
                 continue;
             }
-            let n = timeline.neighbours(entry.id);
+            let n = if self.scheme.neighbours {
+                timeline.neighbours(entry.id)
+            } else {
+                Default::default()
+            };
             let (previous, next) = (file(n.previous), file(n.next));
+            let facts: Vec<(&str, &str)> = if self.scheme.facts {
+                timeline
+                    .facts(entry.id)
+                    .iter()
+                    .filter_map(|id| file(Some(*id)))
+                    .collect()
+            } else {
+                Vec::new()
+            };
             let current = entry.key_context.as_ref().is_some_and(|c| {
                 c.previous.as_deref() == previous.map(|(_, sha)| sha)
                     && c.next.as_deref() == next.map(|(_, sha)| sha)
+                    && c.facts
+                        .iter()
+                        .map(String::as_str)
+                        .eq(facts.iter().map(|(_, sha)| *sha))
             });
             if rebuild_all || !current {
                 let expected = KeyContext {
-                    previous: previous.map(|(_, sha)| sha).map(str::to_owned),
-                    next: next.map(|(_, sha)| sha).map(str::to_owned),
+                    previous: previous.map(|(_, sha)| sha.to_owned()),
+                    next: next.map(|(_, sha)| sha.to_owned()),
+                    facts: facts.iter().map(|(_, sha)| (*sha).to_owned()).collect(),
                 };
-                let paths = [
-                    previous.map(|(path, _)| path.to_owned()),
-                    next.map(|(path, _)| path.to_owned()),
-                ];
-                stale.push((path.clone(), Some(expected), paths));
+                let files = ContextFiles {
+                    previous: previous.map(|(path, _)| path.to_owned()),
+                    next: next.map(|(path, _)| path.to_owned()),
+                    facts: facts.iter().map(|(path, _)| (*path).to_owned()).collect(),
+                };
+                stale.push((path.clone(), Some(expected), files));
             }
         }
         let store = self.store;
@@ -341,16 +377,30 @@ impl Indexer<'_> {
         };
         for batch in stale.chunks(256) {
             let mut updates = Vec::with_capacity(batch.len());
-            for (path, _, [previous, next]) in batch {
+            for (path, _, files) in batch {
                 // A file that vanished or broke since the snapshot was written: the next sync
                 // deals with it; its key stays as it is.
                 let Some(record) = read(path) else {
                     continue;
                 };
-                let previous = previous.as_deref().and_then(&mut read).map(|r| r.content);
-                let next = next.as_deref().and_then(&mut read).map(|r| r.content);
-                let key =
-                    keys::lexical_key(&record, previous.as_deref(), next.as_deref(), self.scheme);
+                let previous = files
+                    .previous
+                    .as_deref()
+                    .and_then(&mut read)
+                    .map(|r| r.content);
+                let next = files.next.as_deref().and_then(&mut read).map(|r| r.content);
+                let facts: Vec<String> = files
+                    .facts
+                    .iter()
+                    .filter_map(|path| read(path))
+                    .map(|r| r.content)
+                    .collect();
+                let context = KeyContextTexts {
+                    previous: previous.as_deref(),
+                    next: next.as_deref(),
+                    facts: &facts,
+                };
+                let key = keys::lexical_key(&record, context, self.scheme);
                 updates.push((record.id, self.lexical.document(&key)));
             }
             self.index.set_lexical(updates)?;
@@ -367,6 +417,20 @@ impl Indexer<'_> {
         }
         Ok(stale.len())
     }
+}
+
+/// The files a stale turn's key is rebuilt from, besides its own.
+#[derive(Default)]
+struct ContextFiles {
+    previous: Option<String>,
+    next: Option<String>,
+    facts: Vec<String>,
+}
+
+/// The `source_id` of the fact in the file at `path`, whose bytes are `bytes`; `None` when
+/// it names none or no longer parses (the next change to the file re-indexes it).
+fn source_of(store: &FileStore, path: &Path, bytes: &[u8]) -> Option<MemoryId> {
+    store.parse(path, bytes).ok()?.record.source_id
 }
 
 /// A memory file's bytes as the index reads them, or why there are none.

@@ -1,9 +1,11 @@
-//! The order of chat turns within each conversation: which turns are *neighbours*.
+//! The order of chat turns within each conversation: which turns are *neighbours*, and which
+//! facts were drawn from each turn.
 //!
 //! Two turns are neighbours when they are adjacent in their conversation (by `created_at`) and
 //! less than [`SESSION_GAP`] apart, i.e. part of the same exchange. Lexical keys include the
-//! neighbours' words, and the read path lets a turn borrow relevance from them. Built from the
-//! snapshot, which records every indexed file's conversation, role and time.
+//! neighbours' words and the turn's facts, and the read path lets a turn borrow relevance from
+//! its neighbours. Built from the snapshot, which records every indexed file's conversation,
+//! role, time and (for a fact) source turn.
 
 use std::collections::HashMap;
 
@@ -24,6 +26,9 @@ pub struct Neighbours {
     pub next: Option<MemoryId>,
 }
 
+/// Where a turn sorts in its conversation: by time, then a message before its answer.
+type TurnOrder = (DateTime<Utc>, bool, MemoryId);
+
 /// Every conversation's turns in order, built from a snapshot.
 #[derive(Debug, Default)]
 pub(crate) struct Timeline {
@@ -33,31 +38,59 @@ pub(crate) struct Timeline {
     turns: Vec<Vec<(DateTime<Utc>, MemoryId)>>,
     /// Where each turn sits: (conversation slot, position).
     position: HashMap<MemoryId, (usize, usize)>,
+    /// The facts drawn from each turn (of the same conversation), oldest first.
+    facts: HashMap<MemoryId, Vec<MemoryId>>,
 }
 
 impl Timeline {
     pub fn build(snapshot: &Snapshot) -> Self {
-        let mut by_conversation: HashMap<&str, Vec<(DateTime<Utc>, MemoryId)>> = HashMap::new();
-        for entry in snapshot.files.values() {
-            if matches!(entry.role, Role::User | Role::Assistant) {
-                by_conversation
-                    .entry(entry.conversation_id.as_str())
-                    .or_default()
-                    .push((entry.created_at, entry.id));
-            }
+        let mut by_conversation: HashMap<&str, Vec<TurnOrder>> = HashMap::new();
+        let mut conversation_of: HashMap<MemoryId, &str> = HashMap::new();
+        for entry in snapshot.files.values().filter(|e| e.is_turn()) {
+            let conversation = entry.conversation_id.as_str();
+            // A message and its answer written in the same millisecond: the answer follows.
+            let answer = entry.role == Role::Assistant;
+            by_conversation.entry(conversation).or_default().push((
+                entry.created_at,
+                answer,
+                entry.id,
+            ));
+            conversation_of.insert(entry.id, conversation);
+        }
+        let mut facts: HashMap<MemoryId, Vec<(DateTime<Utc>, MemoryId)>> = HashMap::new();
+        for entry in snapshot.files.values().filter(|e| e.role == Role::Memory) {
+            // A hand-edited `source_id` naming another conversation's turn must not put this
+            // conversation's words into that turn's key.
+            let Some(turn) = entry
+                .source_id
+                .filter(|turn| conversation_of.get(turn) == Some(&entry.conversation_id.as_str()))
+            else {
+                continue;
+            };
+            facts
+                .entry(turn)
+                .or_default()
+                .push((entry.created_at, entry.id));
         }
         let mut timeline = Timeline {
             generation: snapshot.generation,
             ..Timeline::default()
         };
+        for (turn, mut drawn) in facts {
+            drawn.sort();
+            let ids = drawn.into_iter().map(|(_, id)| id).collect();
+            timeline.facts.insert(turn, ids);
+        }
         for (_, mut turns) in by_conversation {
-            // Ties (turns written in the same millisecond) keep a stable, id-based order.
+            // Other ties (turns written in the same millisecond) keep a stable, id-based order.
             turns.sort();
             let slot = timeline.turns.len();
-            for (i, (_, id)) in turns.iter().enumerate() {
+            for (i, (_, _, id)) in turns.iter().enumerate() {
                 timeline.position.insert(*id, (slot, i));
             }
-            timeline.turns.push(turns);
+            timeline
+                .turns
+                .push(turns.into_iter().map(|(at, _, id)| (at, id)).collect());
         }
         timeline
     }
@@ -78,6 +111,11 @@ impl Timeline {
             next: near(Some(i + 1)),
         }
     }
+
+    /// The live facts drawn from the turn `id`, oldest first.
+    pub fn facts(&self, id: MemoryId) -> &[MemoryId] {
+        self.facts.get(&id).map_or(&[], Vec::as_slice)
+    }
 }
 
 #[cfg(test)]
@@ -96,6 +134,7 @@ mod tests {
                 .unwrap()
                 .to_utc()
                 + Duration::minutes(minute.into()),
+            source_id: None,
             key_context: None,
         }
     }
@@ -138,5 +177,54 @@ mod tests {
             n(Some(ids[1]), None),
             "seven hours later is another session"
         );
+    }
+
+    #[test]
+    fn a_turn_s_facts_are_those_of_its_conversation_that_name_it() {
+        let mut snapshot = Snapshot::default();
+        let turn = entry("a", Role::User, 1);
+        let drawn = |conversation, minute, source: &SnapshotEntry| SnapshotEntry {
+            source_id: Some(source.id),
+            ..entry(conversation, Role::Memory, minute)
+        };
+        let later = drawn("a", 3, &turn);
+        let first = drawn("a", 2, &turn);
+        let elsewhere = drawn("b", 2, &turn);
+        let summary = SnapshotEntry {
+            source_id: Some(turn.id),
+            ..entry("a", Role::Summary, 2)
+        };
+        for (i, e) in [&turn, &later, &first, &elsewhere, &summary]
+            .into_iter()
+            .enumerate()
+        {
+            snapshot.files.insert(format!("f{i}"), e.clone());
+        }
+        let timeline = Timeline::build(&snapshot);
+        assert_eq!(timeline.facts(turn.id), [first.id, later.id]);
+        assert!(timeline.facts(first.id).is_empty(), "a fact has none");
+    }
+
+    #[test]
+    fn an_answer_written_in_the_same_millisecond_follows_its_message() {
+        // Random ids would order about half of these pairs the other way round.
+        let mut snapshot = Snapshot::default();
+        let pairs: Vec<(SnapshotEntry, SnapshotEntry)> = (0..16)
+            .map(|i| {
+                let conversation = format!("c{i}");
+                (
+                    entry(&conversation, Role::User, 1),
+                    entry(&conversation, Role::Assistant, 1),
+                )
+            })
+            .collect();
+        for (i, (message, answer)) in pairs.iter().enumerate() {
+            snapshot.files.insert(format!("m{i}"), message.clone());
+            snapshot.files.insert(format!("a{i}"), answer.clone());
+        }
+        let timeline = Timeline::build(&snapshot);
+        for (message, answer) in &pairs {
+            assert_eq!(timeline.neighbours(answer.id).previous, Some(message.id));
+        }
     }
 }

@@ -24,12 +24,13 @@ use std::time::{Duration, Instant};
 
 use mnemo_core::{ConversationId, MemoryId, MemoryRecord, Metadata, Role, MAX_MEMORY_BYTES};
 use mnemo_index::{Condition, Filter, PointPayload, Query, QueryVector};
+use mnemo_llm::LlmClient;
 use mnemo_store::StoredMemory;
 use tracing::{info, warn};
 
 use crate::client::{blocking, Inner};
 use crate::grounding;
-use crate::prompts::{self, Operation};
+use crate::prompts::{self, Earlier, Operation};
 use crate::{EngineError, MemoryClient};
 
 /// Existing facts closer than this (cosine) to a new fact are shown to the reconciler; less
@@ -41,6 +42,8 @@ const NEAREST_IN_ALL: usize = 10;
 /// Most texts one add takes: each is embedded and reconciled while the conversation's write
 /// lock is held, so a larger batch would stall every other write to it.
 pub const MAX_TEXTS_PER_ADD: usize = 100;
+/// Turns looked at, going back from a user's message, for the exchange it replies to.
+const EARLIER_TURNS: usize = 4;
 /// Waits before the second and third try of a git commit.
 const COMMIT_RETRIES: [Duration; 2] = [Duration::from_millis(100), Duration::from_millis(500)];
 
@@ -158,6 +161,9 @@ const MAX_GROUNDED_WORDS: usize = 32;
 #[derive(Debug, Clone)]
 struct Origin {
     source: Option<(MemoryId, String)>,
+    /// The user's message before the source turn, when the extractor was shown it: the
+    /// user's words too, so it grounds facts as well.
+    earlier: String,
     metadata: Metadata,
 }
 
@@ -179,22 +185,23 @@ impl MemoryClient {
         let _slot = self.inner.queue.running.clone().acquire_owned().await;
         let mut report = WriteReport::new(conversation);
         let started = Instant::now();
-        if let (Some(llm), Some(turn)) = (&self.inner.llm, user_turn) {
-            let (messages, schema) = prompts::extraction(&turn.record.content);
-            let call = Instant::now();
-            let extracted = llm
-                .complete_json::<prompts::Extraction>(messages, &schema)
-                .await;
-            report.llm_time += call.elapsed();
-            match extracted {
-                Ok(extraction) => report.extracted = extraction.clean(),
-                Err(e) => warn!(conversation = %conversation, "fact extraction failed: {e}"),
+        let message = user_turn.map_or("", |t| t.record.content.as_str());
+        let earlier = match user_turn {
+            Some(turn) if self.inner.llm.is_some() && !grounding::names_the_speaker(message) => {
+                self.earlier_exchange(turn).await?
+            }
+            _ => Earlier::default(),
+        };
+        if let Some(llm) = &self.inner.llm {
+            if let Err(e) = extract(llm, message, &earlier, &mut report).await {
+                warn!(conversation = %conversation, "fact extraction failed: {e}");
             }
         }
-        let message = user_turn.map_or("", |t| t.record.content.as_str());
-        let facts = self.grounded(message, &mut report);
+        let earlier_words = earlier.user.unwrap_or_default();
+        let facts = self.grounded(message, &earlier_words, &mut report);
         let origin = Origin {
             source: user_turn.map(|t| (t.record.id, t.record.content.clone())),
+            earlier: earlier_words,
             metadata: Metadata::new(),
         };
         self.reconcile_and_apply(conversation, facts, &origin, &mut report)
@@ -209,10 +216,11 @@ impl MemoryClient {
     }
 
     /// Deletes the facts the user's message says stopped being true ("I don't run anymore"
-    /// retracts "The user runs 10 km every Saturday morning.") when reconciliation left them
-    /// live: a small model often extracts the reason ("has a knee injury") and not the
-    /// retraction, and then the reconciler has nothing to delete for. No LLM call:
-    /// [`grounding::cessations`] and [`grounding::states_what_ceased`] decide.
+    /// retracts "The user runs 10 km every Saturday morning."; "She quit smoking" retracts
+    /// "The user's sister smokes a lot.") when reconciliation left them live: a small model
+    /// often extracts the reason ("has a knee injury") and not the retraction, and then the
+    /// reconciler has nothing to delete for. No LLM call: [`grounding::cessations`] and
+    /// [`grounding::states_what_ceased`] decide.
     async fn retract_what_stopped(
         &self,
         conversation: &ConversationId,
@@ -227,7 +235,7 @@ impl MemoryClient {
         let existing = {
             let inner = self.inner.clone();
             let conversation = conversation.clone();
-            let probes: Vec<String> = ceased.iter().map(|words| words.join(" ")).collect();
+            let probes: Vec<String> = ceased.iter().map(|c| c.words.join(" ")).collect();
             blocking(move || inner.nearest_facts(&conversation, &probes, 0.0)).await?
         };
         let this_pass: std::collections::HashSet<MemoryId> =
@@ -239,7 +247,7 @@ impl MemoryClient {
             .filter(|(_, fact)| {
                 ceased
                     .iter()
-                    .any(|words| grounding::states_what_ceased(&fact.content, words))
+                    .any(|c| grounding::states_what_ceased(&fact.content, c))
             })
             .map(|(i, fact)| {
                 info!(conversation = %conversation, fact = %fact.content, "deleted: the user said it stopped");
@@ -258,16 +266,68 @@ impl MemoryClient {
         Ok(())
     }
 
-    /// The extracted facts `message` supports (all of them with `fact_grounding` off); the
-    /// others are logged and listed in `report.ungrounded`.
-    fn grounded(&self, message: &str, report: &mut WriteReport) -> Vec<String> {
+    /// The facts a pass of the write path would draw from the user's `message` in
+    /// `conversation` (extraction, then grounding), without writing anything: the facts, and
+    /// a report with what was extracted and refused. What `mnemo eval locomo --observations
+    /// extracted` measures the read path with.
+    pub async fn extract_facts(
+        &self,
+        conversation: &ConversationId,
+        message: &str,
+    ) -> Result<(Vec<String>, WriteReport), EngineError> {
+        let llm = self.inner.llm.as_ref().ok_or(EngineError::NoUpstream)?;
+        let mut report = WriteReport::new(conversation);
+        extract(llm, message, &Earlier::default(), &mut report).await?;
+        let facts = self.grounded(message, "", &mut report);
+        Ok((facts, report))
+    }
+
+    /// The exchange before `turn` in its session (the assistant's answer `turn` replies to,
+    /// and the user's message before that), for an extractor reading a message that leans on
+    /// it ("It's green."). Turns written in the same millisecond as `turn` (its own answer,
+    /// stored with it) are not before it.
+    async fn earlier_exchange(&self, turn: &StoredMemory) -> Result<Earlier, EngineError> {
+        let inner = self.inner.clone();
+        let (id, at) = (turn.record.id, turn.record.created_at);
+        blocking(move || {
+            let timeline = inner.timeline();
+            let mut before = Vec::new();
+            let mut cursor = timeline.neighbours(id).previous;
+            while let Some(previous) = cursor.filter(|_| before.len() < EARLIER_TURNS) {
+                before.push(previous);
+                cursor = timeline.neighbours(previous).previous;
+            }
+            let mut hits = inner.index.retrieve(&before, false)?;
+            hits.sort_by_key(|h| before.iter().position(|id| *id == h.id));
+            let mut earlier = Earlier::default();
+            for hit in hits.into_iter().filter(|h| h.payload.created_at < at) {
+                match hit.payload.role {
+                    Role::Assistant if earlier.assistant.is_none() && earlier.user.is_none() => {
+                        earlier.assistant = Some(hit.payload.content)
+                    }
+                    Role::User if earlier.user.is_none() => {
+                        earlier.user = Some(hit.payload.content);
+                        break;
+                    }
+                    _ => {}
+                }
+            }
+            Ok(earlier)
+        })
+        .await
+    }
+
+    /// The extracted facts the user's words support (all of them with `fact_grounding`
+    /// off): `message`, and `earlier` (the user's message before it, when the extractor
+    /// was shown it). The others are logged and listed in `report.ungrounded`.
+    fn grounded(&self, message: &str, earlier: &str, report: &mut WriteReport) -> Vec<String> {
         let mut facts = Vec::new();
         for fact in report.extracted.clone() {
             if !self.inner.config.fact_grounding {
                 facts.push(fact);
                 continue;
             }
-            match grounding::ground(&fact, message).verdict() {
+            match grounding::ground_in(&fact, message, earlier).verdict() {
                 Ok(()) => facts.push(fact),
                 Err(why) => {
                     info!(conversation = %report.conversation, fact = %fact, "not stored, not the user's words: {why}");
@@ -313,6 +373,7 @@ impl MemoryClient {
         let started = Instant::now();
         let origin = Origin {
             source: None,
+            earlier: String::new(),
             metadata,
         };
         self.reconcile_and_apply(conversation, facts, &origin, &mut report)
@@ -376,7 +437,15 @@ impl MemoryClient {
                     .map_err(|e| e.to_string())
                     .and_then(|a| a.validate(existing.len()));
                 match checked {
-                    Ok(ops) => account_for_every_fact(&facts, ops, report),
+                    Ok(ops) => {
+                        let ops = match &origin.source {
+                            Some((_, message)) if self.inner.config.fact_grounding => {
+                                without_moved_people(ops, &existing, &facts, message, report)
+                            }
+                            _ => ops,
+                        };
+                        account_for_every_fact(&facts, ops, report)
+                    }
                     Err(why) => {
                         warn!(conversation = %conversation, "reconciliation unusable ({why}); adding the new facts as they are");
                         report.fallback = Some(why);
@@ -385,6 +454,12 @@ impl MemoryClient {
                 }
             }
             _ => facts.iter().cloned().map(Operation::Add).collect(),
+        };
+        let operations = match &origin.source {
+            Some((_, message)) if self.inner.config.fact_grounding => {
+                without_what_stopped(operations, message, report)
+            }
+            _ => operations,
         };
         let inner = self.inner.clone();
         let conversation = conversation.clone();
@@ -596,6 +671,99 @@ fn account_for_every_fact(
     operations
 }
 
+/// `operations` without the UPDATEs that move someone the user did not speak of: when every
+/// new fact is about the user, an update that keeps an existing fact about someone else,
+/// with a name of theirs the message never says ([`grounding::carried_name`]), rewrites
+/// that person's fact from the user's news ("The user's brother Paul lives in Milan." after
+/// "I moved to Milan"). Such an update is dropped; the new fact it stood for is then added
+/// as it is ([`account_for_every_fact`]).
+fn without_moved_people(
+    operations: Vec<Operation>,
+    existing: &[ExistingFact],
+    facts: &[String],
+    message: &str,
+    report: &WriteReport,
+) -> Vec<Operation> {
+    if !facts.iter().all(|f| grounding::about_the_speaker(f)) {
+        return operations;
+    }
+    operations
+        .into_iter()
+        .filter(|op| {
+            let Operation::Update(i, text) = op else {
+                return true;
+            };
+            let old = &existing[*i].content;
+            let moved = (!grounding::about_the_speaker(text))
+                .then(|| grounding::carried_name(text, old, message))
+                .flatten();
+            if let Some(name) = &moved {
+                info!(conversation = %report.conversation, old = %old, update = %text, "update dropped: the user said nothing of {name}");
+            }
+            moved.is_none()
+        })
+        .collect()
+}
+
+/// `operations` without the sentences of their texts that state what `message` says
+/// stopped ([`grounding::without_ceased_sentences`]): a small model merges "The user is
+/// vegetarian." into the new fact it was told replaces it. A write left with nothing is not
+/// made: an ADD is dropped, an UPDATE becomes the DELETE of the fact it would replace.
+fn without_what_stopped(
+    operations: Vec<Operation>,
+    message: &str,
+    report: &WriteReport,
+) -> Vec<Operation> {
+    let ceased = grounding::cessations(message);
+    if ceased.is_empty() {
+        return operations;
+    }
+    let cut = |text: String| {
+        let kept = grounding::without_ceased_sentences(&text, &ceased);
+        if kept != text {
+            info!(conversation = %report.conversation, fact = %text, kept = %kept, "cut what the user said stopped from a new fact");
+        }
+        kept
+    };
+    operations
+        .into_iter()
+        .map(|op| match op {
+            Operation::Add(text) => match cut(text) {
+                kept if kept.is_empty() => Operation::Keep,
+                kept => Operation::Add(kept),
+            },
+            Operation::Update(i, text) => match cut(text) {
+                kept if kept.is_empty() => Operation::Delete(i),
+                kept => Operation::Update(i, kept),
+            },
+            other => other,
+        })
+        .collect()
+}
+
+/// Asks `llm` for the facts in the user's `message` (into `report.extracted`), with the
+/// `earlier` exchange as context when there is one. A message that says nothing of its own
+/// ("Thanks!", "Bye, talk tomorrow!") is not sent: it has no facts to give, and a small model
+/// asked for some makes them up.
+async fn extract(
+    llm: &LlmClient,
+    message: &str,
+    earlier: &Earlier,
+    report: &mut WriteReport,
+) -> Result<(), EngineError> {
+    if !crate::information::says_something(message, None) {
+        return Ok(());
+    }
+    let (messages, schema) = prompts::extraction(message, earlier);
+    let call = Instant::now();
+    let extracted = llm
+        .complete_json::<prompts::Extraction>(messages, &schema)
+        .await;
+    report.llm_time += call.elapsed();
+    report.extracted = extracted?.clean();
+    Ok(())
+}
+
 /// What applying the operations changed.
 struct Applied {
     added: Vec<StoredMemory>,
@@ -671,7 +839,8 @@ impl Inner {
             if let Some((id, message)) = &origin.source {
                 record.source_id = Some(*id);
                 // What in the user's words the fact stands on, for whoever reads the file.
-                let mut matched = grounding::ground(&record.content, message).matched;
+                let grounding = grounding::ground_in(&record.content, message, &origin.earlier);
+                let mut matched = grounding.matched;
                 matched.truncate(MAX_GROUNDED_WORDS);
                 record
                     .metadata

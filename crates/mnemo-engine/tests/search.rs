@@ -700,3 +700,91 @@ async fn turns_that_say_nothing_give_their_places_to_memories_that_do() {
         contents(&hits)
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_turn_is_found_by_the_facts_drawn_from_it_and_gives_them_its_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let lexical_only = |facts: bool| {
+        let mut config = config(dir.path());
+        config.retrieval.dense = false;
+        config.retrieval.lexical_facts = facts;
+        config
+    };
+    let records = turns(
+        "c1",
+        &[
+            "Researching agencies, it's been a dream to give kids a loving home.",
+            "That's wonderful!",
+            "Any plans for the weekend?",
+            "Groceries and a long walk.",
+        ],
+    );
+    let turn = records[0].clone();
+    let mut fact = MemoryRecord::new(
+        conv("c1"),
+        Role::Memory,
+        "The user wants to adopt children.",
+    );
+    fact.source_id = Some(turn.id);
+    let search = |client: &MemoryClient| {
+        let client = client.clone();
+        async move {
+            let hits = client
+                .search(SearchRequest::new("adopt", conv("c1")).top_k(5))
+                .await
+                .unwrap();
+            hits.into_iter().map(|h| h.content).collect::<Vec<_>>()
+        }
+    };
+
+    let client = open_with(lexical_only(true)).await;
+    client.add_records(records).await.unwrap();
+    assert!(search(&client).await.is_empty(), "no key says 'adopt' yet");
+    let fact = client.add_records(vec![fact]).await.unwrap().remove(0);
+    // Both the turn (through its fact) and the fact match; they take one place: the fact's.
+    assert_eq!(
+        search(&client).await,
+        std::slice::from_ref(&fact.record.content)
+    );
+    drop(client);
+    let mut config = lexical_only(true);
+    config.retrieval.facts_stand_for_turns = false;
+    let both = open_with(config).await;
+    let found = search(&both).await;
+    assert!(found.contains(&turn.content), "{found:?}");
+    assert!(found.contains(&fact.record.content), "{found:?}");
+    drop(both);
+
+    // Without facts in keys, only the fact holds the word.
+    let without = open_with(lexical_only(false)).await;
+    assert_eq!(
+        without.startup_sync().embedded,
+        0,
+        "keys rebuilt, nothing re-embedded"
+    );
+    assert_eq!(
+        search(&without).await,
+        std::slice::from_ref(&fact.record.content)
+    );
+    drop(without);
+
+    // A snapshot from before facts recorded their turn is completed from the files.
+    let snapshot_path = dir.path().join("memory_index.json");
+    let mut snapshot: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&snapshot_path).unwrap()).unwrap();
+    snapshot["fact_sources"] = json!(false);
+    for entry in snapshot["files"].as_object_mut().unwrap().values_mut() {
+        entry.as_object_mut().unwrap().remove("source_id");
+    }
+    std::fs::write(&snapshot_path, serde_json::to_vec(&snapshot).unwrap()).unwrap();
+    let mut config = lexical_only(true);
+    config.retrieval.facts_stand_for_turns = false;
+    let client = open_with(config).await;
+    assert_eq!(client.startup_sync().embedded, 0, "nothing re-embedded");
+    let found = search(&client).await;
+    assert!(found.contains(&turn.content), "{found:?}");
+
+    // Once the fact is deleted, the turn's key no longer holds its words.
+    client.delete(fact.record.id).await.unwrap();
+    assert!(search(&client).await.is_empty());
+}

@@ -940,6 +940,17 @@ fn inventive_model(request: &ChatRequest) -> Reply {
     }
 }
 
+/// A client with `fact_grounding` off: what the extractor and reconciler say is written.
+async fn open_ungrounded(dir: &Path, llm: &ScriptedLlm) -> MemoryClient {
+    let config = Config {
+        fact_grounding: false,
+        ..config(dir, llm)
+    };
+    MemoryClient::open(config, OpenOptions::default())
+        .await
+        .unwrap()
+}
+
 /// Writes `message` as the user's turn and runs the write path on it.
 async fn learn_from(
     client: &MemoryClient,
@@ -1002,15 +1013,7 @@ async fn facts_the_user_did_not_say_are_not_stored() {
     // With grounding off, whatever the extractor returns is stored.
     drop(client);
     let other = tempfile::tempdir().unwrap();
-    let client = MemoryClient::open(
-        Config {
-            fact_grounding: false,
-            ..config(other.path(), &llm)
-        },
-        OpenOptions::default(),
-    )
-    .await
-    .unwrap();
+    let client = open_ungrounded(other.path(), &llm).await;
     let (_, report) = learn_from(
         &client,
         &conversation,
@@ -1104,15 +1107,7 @@ async fn what_the_user_says_stopped_is_deleted_even_when_the_model_does_not() {
     // With grounding off, the engine leaves the facts to the model.
     drop(client);
     let other = tempfile::tempdir().unwrap();
-    let client = MemoryClient::open(
-        Config {
-            fact_grounding: false,
-            ..config(other.path(), &llm)
-        },
-        OpenOptions::default(),
-    )
-    .await
-    .unwrap();
+    let client = open_ungrounded(other.path(), &llm).await;
     learn_from(
         &client,
         &conversation,
@@ -1126,4 +1121,233 @@ async fn what_the_user_says_stopped_is_deleted_even_when_the_model_does_not() {
     )
     .await;
     assert!(report.deleted.is_empty(), "{report:?}");
+}
+
+/// The reconciler merges the fact it was told is replaced into its update, as a small model
+/// does; extraction keeps its answer for messages with a fact.
+fn merging_model(request: &ChatRequest) -> Reply {
+    let said = request.last_user_message().unwrap_or_default();
+    match request.schema_name() {
+        Some("facts") if said.contains("anymore") => {
+            Reply::Json(json!({"facts": ["The user now eats fish."]}))
+        }
+        Some("facts") => Reply::Json(json!({"facts": ["The user is vegetarian."]})),
+        Some("memory_operations") if said.contains("fish") => Reply::Json(json!({"operations": [
+            {"event": "UPDATE", "id": 0, "text": "The user is vegetarian. The user now eats fish."}
+        ]})),
+        Some("memory_operations") => add_every_fact(request),
+        Some("summary") => Reply::Json(json!({"summary": "The user eats fish."})),
+        _ => Reply::text("Noted."),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_new_fact_does_not_keep_what_the_same_message_says_stopped() {
+    let llm = ScriptedLlm::with_handler(merging_model).await;
+    let dir = tempfile::tempdir().unwrap();
+    let client = open(dir.path(), &llm).await;
+    let conversation = conv("diet");
+    learn_from(&client, &conversation, "I'm vegetarian.").await;
+    let (_, report) = learn_from(
+        &client,
+        &conversation,
+        "I'm not vegetarian anymore, I eat fish now.",
+    )
+    .await;
+    assert_eq!(report.updated.len(), 1, "{report:?}");
+    assert_eq!(
+        live_facts(&client, &conversation).await,
+        ["The user now eats fish."]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_message_that_says_nothing_is_not_sent_for_extraction() {
+    let llm = ScriptedLlm::with_handler(merging_model).await;
+    let dir = tempfile::tempdir().unwrap();
+    let client = open(dir.path(), &llm).await;
+    let conversation = conv("chat");
+    for message in ["Thanks!", "Bye, talk tomorrow!", "Ok, sounds good."] {
+        let (_, report) = learn_from(&client, &conversation, message).await;
+        assert!(report.extracted.is_empty(), "{message}: {report:?}");
+    }
+    assert_eq!(llm.chat_calls(), 0, "no LLM call for chit-chat");
+    learn_from(&client, &conversation, "I'm vegetarian.").await;
+    assert_eq!(llm.chat_calls(), 2, "extraction, then the summary");
+}
+
+/// Writes a user turn and the assistant's answer, as a chat does, and runs the write path on
+/// the user's turn.
+async fn chat_turn(
+    client: &MemoryClient,
+    conversation: &ConversationId,
+    said: &str,
+    answered: &str,
+) -> mnemo_engine::WriteReport {
+    let records = [
+        (mnemo_core::Role::User, said),
+        (mnemo_core::Role::Assistant, answered),
+    ]
+    .map(|(role, text)| mnemo_core::MemoryRecord::new(conversation.clone(), role, text));
+    let written = client.add_records(records.to_vec()).await.unwrap();
+    client
+        .learn_from_turn(conversation, written.first(), 2)
+        .await
+        .unwrap()
+}
+
+/// A model that reads a short answer only with the exchange before it, and that takes a
+/// "she" for the user, as a small model does.
+fn contextual_model(request: &ChatRequest) -> Reply {
+    let said = request.last_user_message().unwrap_or_default();
+    match request.schema_name() {
+        Some("facts") if said.contains("LATEST message:\nIt's green.") => {
+            Reply::Json(json!({"facts": ["The user's favourite colour is green."]}))
+        }
+        Some("facts") if said.ends_with("She quit smoking last year actually.") => {
+            Reply::Json(json!({"facts": ["The user quit smoking last year."]}))
+        }
+        Some("facts") if said.contains("smokes a lot") => {
+            Reply::Json(json!({"facts": ["The user's sister smokes a lot."]}))
+        }
+        Some("facts") => Reply::Json(json!({"facts": []})),
+        Some("memory_operations") => add_every_fact(request),
+        Some("summary") => Reply::Json(json!({"summary": "About the user."})),
+        _ => Reply::text("Noted."),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_short_answer_is_read_with_the_exchange_it_answers() {
+    let llm = ScriptedLlm::with_handler(contextual_model).await;
+    let dir = tempfile::tempdir().unwrap();
+    let client = open(dir.path(), &llm).await;
+    let conversation = conv("colour");
+    chat_turn(
+        &client,
+        &conversation,
+        "Do you remember my favourite colour?",
+        "I'm sorry, I don't have any information about your favourite colour.",
+    )
+    .await;
+    llm.clear_requests();
+    let report = chat_turn(&client, &conversation, "It's green.", "Green it is!").await;
+    let shown = extraction_shown(&llm);
+    assert_eq!(
+        shown,
+        "EARLIER (context only):\nUser: Do you remember my favourite colour?\n\
+         Assistant: I'm sorry, I don't have any information about your favourite colour.\n\n\
+         LATEST message:\nIt's green."
+    );
+    // "favourite" and "colour" are the user's own earlier words: the fact stands.
+    let stored: Vec<&str> = report
+        .added
+        .iter()
+        .map(|m| m.record.content.as_str())
+        .collect();
+    assert_eq!(stored, ["The user's favourite colour is green."]);
+
+    // A message that speaks of the user in the first person is read alone.
+    llm.clear_requests();
+    chat_turn(&client, &conversation, "I'm an architect.", "Great!").await;
+    assert_eq!(extraction_shown(&llm), "I'm an architect.");
+}
+
+/// What the last extraction call showed the model as the user's message.
+fn extraction_shown(llm: &ScriptedLlm) -> String {
+    let requests = llm.requests();
+    let extraction = requests
+        .iter()
+        .filter_map(|r| r.body.as_ref())
+        .rfind(|body| body["response_format"]["json_schema"]["name"] == "facts")
+        .expect("an extraction call");
+    let messages = extraction["messages"].as_array().unwrap();
+    messages.last().unwrap()["content"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn what_someone_else_stopped_is_retracted_and_not_taken_for_the_user() {
+    let llm = ScriptedLlm::with_handler(contextual_model).await;
+    let dir = tempfile::tempdir().unwrap();
+    let client = open(dir.path(), &llm).await;
+    let conversation = conv("family");
+    chat_turn(&client, &conversation, "My sister smokes a lot.", "Oh no.").await;
+    assert_eq!(
+        live_facts(&client, &conversation).await,
+        ["The user's sister smokes a lot."]
+    );
+    let report = chat_turn(
+        &client,
+        &conversation,
+        "She quit smoking last year actually.",
+        "Good for her!",
+    )
+    .await;
+    // The model's "The user quit smoking" is about the user; the message is about "she".
+    assert_eq!(report.ungrounded.len(), 1, "{report:?}");
+    assert!(
+        report.ungrounded[0].1.contains("someone else (she)"),
+        "{:?}",
+        report.ungrounded
+    );
+    assert_eq!(report.deleted.len(), 1, "{report:?}");
+    assert!(live_facts(&client, &conversation).await.is_empty());
+}
+
+/// A reconciler that moves the user's brother along with the user, as a small model did.
+fn moving_model(request: &ChatRequest) -> Reply {
+    let said = request.last_user_message().unwrap_or_default();
+    match request.schema_name() {
+        Some("facts") if said.contains("brother") => {
+            Reply::Json(json!({"facts": ["The user's brother Paul lives in Rome."]}))
+        }
+        Some("facts") => Reply::Json(json!({"facts": ["The user moved to Milan."]})),
+        Some("memory_operations") if said.contains("Paul") => Reply::Json(json!({"operations": [
+            {"event": "UPDATE", "id": 0, "text": "The user's brother Paul lives in Milan."}
+        ]})),
+        Some("memory_operations") => add_every_fact(request),
+        Some("summary") => Reply::Json(json!({"summary": "About the user."})),
+        _ => Reply::text("Noted."),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_update_does_not_move_someone_the_user_did_not_speak_of() {
+    let llm = ScriptedLlm::with_handler(moving_model).await;
+    let dir = tempfile::tempdir().unwrap();
+    let client = open(dir.path(), &llm).await;
+    let conversation = conv("move");
+    learn_from(&client, &conversation, "My brother Paul lives in Rome.").await;
+    let (_, report) = learn_from(
+        &client,
+        &conversation,
+        "I don't live in Rome anymore, I moved to Milan.",
+    )
+    .await;
+    assert!(report.updated.is_empty(), "{report:?}");
+    let mut facts = live_facts(&client, &conversation).await;
+    facts.sort();
+    assert_eq!(
+        facts,
+        [
+            "The user moved to Milan.",
+            "The user's brother Paul lives in Rome."
+        ]
+    );
+
+    // With grounding off, the engine leaves it to the model.
+    drop(client);
+    let other = tempfile::tempdir().unwrap();
+    let client = open_ungrounded(other.path(), &llm).await;
+    learn_from(&client, &conversation, "My brother Paul lives in Rome.").await;
+    let (_, report) = learn_from(
+        &client,
+        &conversation,
+        "I don't live in Rome anymore, I moved to Milan.",
+    )
+    .await;
+    assert_eq!(report.updated.len(), 1, "{report:?}");
 }

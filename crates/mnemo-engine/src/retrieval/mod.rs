@@ -25,13 +25,14 @@
 //! 5. **MMR** (`rank::mmr`) picks the final `top_k` from the best candidates, trading
 //!    relevance (rescaled to 0..1 over that pool) for diversity (cosine of the embeddings).
 //!    A chat turn that says nothing of its own ("Thanks!", an assistant's "I don't have that
-//!    information": [`information`]) is picked only for places left after every candidate
-//!    that says something: to MMR it looks diverse, not useless.
+//!    information": [`crate::information`]) is picked only for places left after every candidate
+//!    that says something: to MMR it looks diverse, not useless. A turn gives its place to a
+//!    fact drawn from it (`rank::facts_stand_for_turns`): the turn's key holds the fact's
+//!    words, so the two rank together and say the same thing.
 //!
 //! docs/retrieval.md has the measurements behind each stage.
 
 pub mod cues;
-pub(crate) mod information;
 pub(crate) mod rank;
 
 use std::collections::HashMap;
@@ -184,7 +185,7 @@ pub struct StageScores {
     /// Relevance blended with recency: what MMR ranked by.
     pub combined: f32,
     /// The turn says nothing that is not filler or in the turn it answers
-    /// ([`information`]); with `[retrieval] low_information_last` (the default) it comes
+    /// ([`crate::information`]); with `[retrieval] low_information_last` (the default) it comes
     /// after every result that says something.
     pub low_information: bool,
 }
@@ -269,6 +270,9 @@ impl ReadPath<'_> {
         rank::blend_recency(&mut candidates, weight, settings.now);
         let judged = 2 * tuning.mmr_pool.max(settings.top_k);
         self.judge_information(&mut candidates, judged)?;
+        if tuning.facts_stand_for_turns {
+            rank::facts_stand_for_turns(&mut candidates);
+        }
         let (last, first): (Vec<_>, Vec<_>) = candidates
             .into_iter()
             .partition(|c| tuning.low_information_last && c.scores.low_information);
@@ -354,7 +358,7 @@ impl ReadPath<'_> {
     }
 
     /// Marks the turns among the best `judged` candidates that say nothing of their own
-    /// ([`information::says_something`]); the turns they answer are read from the index.
+    /// ([`crate::information::says_something`]); the turns they answer are read from the index.
     fn judge_information(
         &self,
         candidates: &mut [Candidate],
@@ -386,7 +390,7 @@ impl ReadPath<'_> {
             }
             let before = answered.and_then(|id| texts.get(&id)).map(String::as_str);
             candidate.scores.low_information =
-                !information::says_something(candidate.content(), before);
+                !crate::information::says_something(candidate.content(), before);
         }
         Ok(())
     }

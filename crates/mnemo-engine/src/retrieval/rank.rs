@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
-use mnemo_core::MemoryId;
+use mnemo_core::{MemoryId, Role};
 use mnemo_embed::cosine;
 use mnemo_index::Hit;
 
@@ -281,6 +281,47 @@ pub(crate) fn mmr(
     chosen
 }
 
+/// A turn gives its place to the facts drawn from it (their `source_id`): when a fact and
+/// its turn are both candidates, the turn leaves, and its best ranked fact takes the better
+/// of the two scores. Both say the same thing, and a turn's key holds its facts' words, so
+/// the two rank together and would take two places for one piece of information; the fact
+/// is what the write path kept, and stays current through corrections. Facts drawn from the
+/// same turn each keep a place of their own: they say different things. `candidates` must
+/// be best first; they stay so.
+pub(crate) fn facts_stand_for_turns(candidates: &mut Vec<Candidate>) {
+    let turns: HashMap<MemoryId, usize> = candidates
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| c.is_turn())
+        .map(|(i, c)| (c.hit.id, i))
+        .collect();
+    let mut replaced: HashMap<usize, (f32, f32)> = HashMap::new();
+    let mut leaving = vec![false; candidates.len()];
+    for i in 0..candidates.len() {
+        let fact = &candidates[i];
+        let turn = match fact.hit.payload.role {
+            Role::Memory => fact.hit.payload.source_id.and_then(|id| turns.get(&id)),
+            _ => None,
+        };
+        if let Some(&turn) = turn.filter(|&&t| !leaving[t]) {
+            leaving[turn] = true;
+            let t = &candidates[turn];
+            replaced.insert(i, (t.scores.combined, t.relevance));
+        }
+    }
+    for (i, (combined, relevance)) in replaced {
+        let fact = &mut candidates[i];
+        fact.scores.combined = fact.scores.combined.max(combined);
+        fact.relevance = fact.relevance.max(relevance);
+    }
+    let mut i = 0;
+    candidates.retain(|_| {
+        i += 1;
+        !leaving[i - 1]
+    });
+    sort_by_combined(candidates);
+}
+
 /// Best combined score first; ties in id order.
 pub(crate) fn sort_by_combined(candidates: &mut [Candidate]) {
     candidates.sort_by(|a, b| {
@@ -296,7 +337,7 @@ fn sort_by_relevance(candidates: &mut [Candidate]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use mnemo_core::{ConversationId, MemoryRecord, Role};
+    use mnemo_core::{ConversationId, MemoryRecord};
     use mnemo_index::PointPayload;
 
     fn hit(n: u128, score: f32, vector: Vec<f32>) -> Hit {
@@ -378,6 +419,40 @@ mod tests {
             [1, 2],
             "lambda 1 is pure relevance"
         );
+    }
+
+    #[test]
+    fn a_turn_gives_its_place_to_its_facts() {
+        let candidate = |hit: Hit, combined: f32| Candidate {
+            hit,
+            scores: StageScores {
+                combined,
+                ..StageScores::default()
+            },
+            relevance: combined,
+        };
+        let fact_of = |n: u128, turn: &Hit| {
+            let mut fact = hit(n, 0.0, vec![1.0]);
+            fact.payload.role = Role::Memory;
+            fact.payload.source_id = Some(turn.id);
+            fact
+        };
+        let turn = hit(1, 0.0, vec![1.0]);
+        let lone_turn = hit(2, 0.0, vec![1.0]);
+        let mut unrelated_fact = hit(3, 0.0, vec![1.0]);
+        unrelated_fact.payload.role = Role::Memory;
+        let mut candidates = vec![
+            candidate(turn.clone(), 0.9),
+            candidate(lone_turn, 0.8),
+            candidate(unrelated_fact, 0.7),
+            candidate(fact_of(4, &turn), 0.6),
+            candidate(fact_of(5, &turn), 0.5),
+        ];
+        facts_stand_for_turns(&mut candidates);
+        // The turn's best fact ranks where the turn did; its other fact keeps its own place.
+        assert_eq!(ids(&candidates), [4, 2, 3, 5]);
+        assert_eq!(candidates[0].scores.combined, 0.9);
+        assert_eq!(candidates[3].scores.combined, 0.5);
     }
 
     #[test]

@@ -4,8 +4,8 @@
 //! the places of memories that hold something.
 //!
 //! A turn *says nothing* when every content word in it (as the grounding check reads them:
-//! [`crate::grounding::content_stems`]) is conversational filler or the assistant's
-//! meta-talk ([`FILLER`]), or was already said in the turn it answers. Names and numbers are
+//! `grounding::content_stems`) is conversational filler or the assistant's
+//! meta-talk (`FILLER`), or was already said in the turn it answers. Names and numbers are
 //! content like any word, so "Thanks, Caroline!" says something. So is a question: it says
 //! nothing about the asker, but on LoCoMo the turns that only ask hold evidence often enough
 //! (weighing them down too cost a temporal question). Facts and summaries are never judged:
@@ -13,7 +13,8 @@
 //!
 //! The read path gives such a turn only the places left after every memory that says
 //! something (`[retrieval] low_information_last`; docs/retrieval.md has what it did on
-//! LoCoMo and on the write-path benchmark).
+//! LoCoMo and on the write-path benchmark), and the write path asks for no facts from a user
+//! message that says nothing ("Bye, talk tomorrow!").
 
 use std::collections::HashSet;
 use std::sync::OnceLock;
@@ -82,6 +83,7 @@ const FILLER: &[&str] = &[
     "keep",
     "kind",
     "know",
+    "later",
     "let",
     "like",
     "ll",
@@ -116,6 +118,7 @@ const FILLER: &[&str] = &[
     "share",
     "sharing",
     "something",
+    "soon",
     "sorry",
     "sound",
     "sounds",
@@ -130,6 +133,8 @@ const FILLER: &[&str] = &[
     "thing",
     "things",
     "today",
+    "tomorrow",
+    "tonight",
     "too",
     "totally",
     "understand",
@@ -159,7 +164,7 @@ fn filler() -> &'static HashSet<String> {
 
 /// Whether `turn` says something that is neither filler nor in `answered` (the turn right
 /// before it in its session, if any).
-pub(crate) fn says_something(turn: &str, answered: Option<&str>) -> bool {
+pub fn says_something(turn: &str, answered: Option<&str>) -> bool {
     let before = answered.map(content_stems).unwrap_or_default();
     content_stems(turn)
         .iter()
@@ -181,6 +186,7 @@ mod tests {
             "You're welcome, glad I could help!",
             "Thanks for telling me, I'll keep that in mind.",
             "Thanks for sharing.",
+            "Bye, talk tomorrow!",
         ] {
             assert!(!says_something(turn, None), "{turn}");
         }
