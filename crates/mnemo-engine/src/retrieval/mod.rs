@@ -26,9 +26,9 @@
 //!    relevance (rescaled to 0..1 over that pool) for diversity (cosine of the embeddings).
 //!    A chat turn that says nothing of its own ("Thanks!", an assistant's "I don't have that
 //!    information": [`crate::information`]) is picked only for places left after every candidate
-//!    that says something: to MMR it looks diverse, not useless. A turn gives its place to a
-//!    fact drawn from it (`rank::facts_stand_for_turns`): the turn's key holds the fact's
-//!    words, so the two rank together and say the same thing.
+//!    that says something: to MMR it looks diverse, not useless. A turn and the facts drawn
+//!    from it take one place, its best ranked fact's (`rank::facts_stand_for_turns`): the
+//!    turn's key holds the facts' words, so they rank together; its other facts come last.
 //!
 //! docs/retrieval.md has the measurements behind each stage.
 
@@ -270,12 +270,14 @@ impl ReadPath<'_> {
         rank::blend_recency(&mut candidates, weight, settings.now);
         let judged = 2 * tuning.mmr_pool.max(settings.top_k);
         self.judge_information(&mut candidates, judged)?;
-        if tuning.facts_stand_for_turns {
-            rank::facts_stand_for_turns(&mut candidates);
-        }
-        let (last, first): (Vec<_>, Vec<_>) = candidates
+        let repeats = match tuning.facts_stand_for_turns {
+            true => rank::facts_stand_for_turns(&mut candidates),
+            false => Vec::new(),
+        };
+        let (mut last, first): (Vec<_>, Vec<_>) = candidates
             .into_iter()
             .partition(|c| tuning.low_information_last && c.scores.low_information);
+        last.extend(repeats);
         let pick = |candidates, k| rank::mmr(candidates, settings.mmr_lambda, k, tuning.mmr_pool);
         let mut chosen = pick(first, settings.top_k);
         if chosen.len() < settings.top_k {
