@@ -207,9 +207,10 @@ pub struct RetrievalConfig {
     /// A chat turn's lexical key includes the facts the write path drew from it (facts whose
     /// `source_id` names the turn), so the turn is found by the words of what it taught.
     pub lexical_facts: bool,
-    /// A turn and the facts drawn from it take one place among the results: its best ranked
-    /// fact's, ranked where the better of that fact and the turn was; its other facts fill
-    /// only places nothing else wants.
+    /// A turn and the facts drawn from it take one place among the results: the fact's, ranked
+    /// where the better of the two was, when one fact of the turn is a candidate; the turn's
+    /// when several are (none says all it says), its facts then filling only places nothing
+    /// else wants.
     pub facts_stand_for_turns: bool,
     /// Ask the upstream LLM, before each search, for words an answer would use, and merge
     /// the search for the query with and without them (reciprocal rank). Off by default: it

@@ -27,6 +27,7 @@ const FILLER: &[&str] = &[
     "able",
     "absolutely",
     "access",
+    "afraid",
     "again",
     "amazing",
     "answer",
@@ -200,6 +201,10 @@ mod tests {
             Some(question)
         ));
         assert!(says_something("Your wife is Anne.", Some(question)));
+        assert!(!says_something(
+            "I'm afraid I don't know what you do for work.",
+            Some("Do you know what I do for work?")
+        ));
         assert!(!says_something(
             "Nice to hear about Jane.",
             Some("My wife is Jane.")

@@ -27,8 +27,9 @@
 //!    A chat turn that says nothing of its own ("Thanks!", an assistant's "I don't have that
 //!    information": [`crate::information`]) is picked only for places left after every candidate
 //!    that says something: to MMR it looks diverse, not useless. A turn and the facts drawn
-//!    from it take one place, its best ranked fact's (`rank::facts_stand_for_turns`): the
-//!    turn's key holds the facts' words, so they rank together; its other facts come last.
+//!    from it take one place (`rank::facts_stand_for_turns`): the turn's key holds the facts'
+//!    words, so they rank together. A turn's one fact stands for it; a turn that gave
+//!    several keeps its place, and its facts come last.
 //!
 //! docs/retrieval.md has the measurements behind each stage.
 

@@ -281,15 +281,16 @@ pub(crate) fn mmr(
     chosen
 }
 
-/// One place per turn, and a fact's rather than its turn's: of a turn and the facts drawn
-/// from it (their `source_id`), the best ranked fact stands for them all, with the better of
-/// its own and its turn's score and, for MMR, the turn's embedding; the turn leaves. The
-/// other facts of that turn are returned: they fill only places left over, after every
-/// other candidate. A fact and its
-/// turn say the same thing, and a turn's key holds its facts' words, so they rank together
-/// and would take several of the few places a prompt has for one exchange; the fact is what
-/// the write path kept, and stays current through corrections. `candidates` must be best
-/// first; they stay so.
+/// One place per turn: a turn and the facts drawn from it (their `source_id`) say the same
+/// thing, and a turn's key holds its facts' words, so they rank together and would take
+/// several of the few places a prompt has for one exchange. When one fact of a candidate
+/// turn is a candidate, the fact takes the turn's place: it is what the write path kept, and
+/// it stays current through corrections. It keeps the better of its own and the turn's
+/// score and, for MMR, the turn's embedding. When several are, none of them says all the
+/// turn says ("I moved to Munich, so I don't live in Berlin anymore" gives one fact for
+/// each half), so the turn keeps its place and its facts are returned, to fill only places
+/// left after every other candidate. Facts whose turn is not a candidate are left as they
+/// are. `candidates` must be best first; they stay so.
 pub(crate) fn facts_stand_for_turns(candidates: &mut Vec<Candidate>) -> Vec<Candidate> {
     let turns: HashMap<MemoryId, usize> = candidates
         .iter()
@@ -297,55 +298,48 @@ pub(crate) fn facts_stand_for_turns(candidates: &mut Vec<Candidate>) -> Vec<Cand
         .filter(|(_, c)| c.is_turn())
         .map(|(i, c)| (c.hit.id, i))
         .collect();
-    // Per candidate: 0 stays, 1 leaves (a turn one of its facts stands for), 2 comes after
-    // the rest (a fact of a turn another fact already stands for).
-    let mut fate = vec![0u8; candidates.len()];
-    let mut represented = std::collections::HashSet::new();
-    let mut raised = Vec::new();
+    let mut facts_of: HashMap<usize, Vec<usize>> = HashMap::new();
     for (i, fact) in candidates.iter().enumerate() {
-        let Some(turn) = fact
-            .hit
-            .payload
-            .source_id
-            .filter(|_| fact.hit.payload.role == Role::Memory)
-        else {
-            continue;
+        let turn = match fact.hit.payload.role {
+            Role::Memory => fact.hit.payload.source_id.and_then(|id| turns.get(&id)),
+            _ => None,
         };
-        if !represented.insert(turn) {
-            fate[i] = 2;
-        } else if let Some(&t) = turns.get(&turn) {
-            fate[t] = 1;
-            raised.push((
-                i,
-                candidates[t].scores.combined,
-                candidates[t].relevance,
-                candidates[t].hit.vector.clone(),
-            ));
+        if let Some(&turn) = turn {
+            facts_of.entry(turn).or_default().push(i);
         }
     }
-    for (i, combined, relevance, vector) in raised {
-        let fact = &mut candidates[i];
-        // MMR weighs what the whole exchange says against the rest: facts are short and
-        // alike ("Caroline is ..."), and by their own embeddings look redundant with facts of
-        // other exchanges (on LoCoMo: R_all@10 0.799 against 0.808 with the turn's).
-        if vector.is_some() {
-            fact.hit.vector = vector;
+    let mut leaving = vec![false; candidates.len()];
+    let mut later = vec![false; candidates.len()];
+    for (turn, facts) in facts_of {
+        if let [fact] = facts[..] {
+            leaving[turn] = true;
+            let (combined, relevance) =
+                (candidates[turn].scores.combined, candidates[turn].relevance);
+            // MMR weighs what the whole exchange says against the rest: facts are short and
+            // alike ("Caroline is ..."), and by their own embeddings look redundant with
+            // facts of other exchanges (on LoCoMo: R_all@10 0.799 against 0.808).
+            if let Some(vector) = candidates[turn].hit.vector.take() {
+                candidates[fact].hit.vector = Some(vector);
+            }
+            let fact = &mut candidates[fact];
+            fact.scores.combined = fact.scores.combined.max(combined);
+            fact.relevance = fact.relevance.max(relevance);
+        } else {
+            facts.into_iter().for_each(|fact| later[fact] = true);
         }
-        fact.scores.combined = fact.scores.combined.max(combined);
-        fact.relevance = fact.relevance.max(relevance);
     }
-    let mut later = Vec::new();
+    let mut returned = Vec::new();
     let mut kept = Vec::with_capacity(candidates.len());
-    for (candidate, fate) in candidates.drain(..).zip(fate) {
-        match fate {
-            0 => kept.push(candidate),
-            2 => later.push(candidate),
-            _ => {}
+    for (i, candidate) in candidates.drain(..).enumerate() {
+        if later[i] {
+            returned.push(candidate);
+        } else if !leaving[i] {
+            kept.push(candidate);
         }
     }
     *candidates = kept;
     sort_by_combined(candidates);
-    later
+    returned
 }
 
 /// Best combined score first; ties in id order.
@@ -467,23 +461,27 @@ mod tests {
         let lone_turn = hit(2, 0.0, vec![1.0]);
         let mut unrelated_fact = hit(3, 0.0, vec![1.0]);
         unrelated_fact.payload.role = Role::Memory;
+        let told_twice = hit(6, 0.0, vec![1.0]);
         let mut candidates = vec![
             candidate(turn.clone(), 0.9),
             candidate(lone_turn, 0.8),
             candidate(unrelated_fact, 0.7),
+            candidate(told_twice.clone(), 0.65),
             candidate(fact_of(4, &turn), 0.6),
-            candidate(fact_of(5, &turn), 0.5),
+            candidate(fact_of(7, &told_twice), 0.55),
+            candidate(fact_of(8, &told_twice), 0.5),
         ];
         let later = facts_stand_for_turns(&mut candidates);
-        // The turn's best fact ranks where the turn did; its other fact comes after the rest.
-        assert_eq!(ids(&candidates), [4, 2, 3]);
+        // The turn's only fact ranks where the turn did; a turn with two facts keeps its
+        // place, and its facts come after the rest.
+        assert_eq!(ids(&candidates), [4, 2, 3, 6]);
         assert_eq!(candidates[0].scores.combined, 0.9);
         assert_eq!(
             candidates[0].hit.vector,
             Some(vec![0.5]),
             "the turn's, for MMR"
         );
-        assert_eq!(ids(&later), [5]);
+        assert_eq!(ids(&later), [7, 8]);
     }
 
     #[test]
