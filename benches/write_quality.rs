@@ -35,8 +35,8 @@
 //! `cargo bench --bench write_quality [-- --json] [-- --only NAME,NAME] [-- --kinds K,K]
 //! [-- --grounding on|off] [-- --verbose]` (`--kinds correction,deletion` plays those kinds of
 //! dialogue only; `--grounding on` plays them with grounding on only). Needs
-//! `scripts/setup llm` (the local LLM); a few seconds per turn on 2 cores, about a quarter of
-//! an hour in all.
+//! `scripts/setup llm` (the local LLM); a few seconds per turn on 2 cores, about ten minutes
+//! in all.
 
 mod support;
 
