@@ -271,9 +271,11 @@ impl ReadPath<'_> {
         rank::blend_recency(&mut candidates, weight, settings.now);
         let judged = 2 * tuning.mmr_pool.max(settings.top_k);
         self.judge_information(&mut candidates, judged)?;
-        let repeats = match tuning.facts_stand_for_turns {
-            true => rank::facts_stand_for_turns(&mut candidates),
-            false => Vec::new(),
+        // Facts of a turn that kept its place: they repeat it, so they come last.
+        let repeats = if tuning.facts_stand_for_turns {
+            rank::facts_stand_for_turns(&mut candidates)
+        } else {
+            Vec::new()
         };
         let (mut last, first): (Vec<_>, Vec<_>) = candidates
             .into_iter()
