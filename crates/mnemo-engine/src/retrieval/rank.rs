@@ -308,11 +308,16 @@ pub(crate) fn facts_stand_for_turns(candidates: &mut Vec<Candidate>) -> Vec<Cand
             facts_of.entry(turn).or_default().push(i);
         }
     }
-    let mut leaving = vec![false; candidates.len()];
-    let mut later = vec![false; candidates.len()];
+    #[derive(Clone, Copy, PartialEq)]
+    enum Place {
+        Own,
+        Left,
+        Last,
+    }
+    let mut places = vec![Place::Own; candidates.len()];
     for (turn, facts) in facts_of {
         if let [fact] = facts[..] {
-            leaving[turn] = true;
+            places[turn] = Place::Left;
             let (combined, relevance) =
                 (candidates[turn].scores.combined, candidates[turn].relevance);
             // MMR weighs what the whole exchange says against the rest: facts are short and
@@ -325,21 +330,19 @@ pub(crate) fn facts_stand_for_turns(candidates: &mut Vec<Candidate>) -> Vec<Cand
             fact.scores.combined = fact.scores.combined.max(combined);
             fact.relevance = fact.relevance.max(relevance);
         } else {
-            facts.into_iter().for_each(|fact| later[fact] = true);
+            for fact in facts {
+                places[fact] = Place::Last;
+            }
         }
     }
-    let mut returned = Vec::new();
-    let mut kept = Vec::with_capacity(candidates.len());
-    for (i, candidate) in candidates.drain(..).enumerate() {
-        if later[i] {
-            returned.push(candidate);
-        } else if !leaving[i] {
-            kept.push(candidate);
-        }
-    }
-    *candidates = kept;
+    let (last, kept): (Vec<_>, Vec<_>) = candidates
+        .drain(..)
+        .zip(places)
+        .filter(|(_, place)| *place != Place::Left)
+        .partition(|(_, place)| *place == Place::Last);
+    *candidates = kept.into_iter().map(|(c, _)| c).collect();
     sort_by_combined(candidates);
-    returned
+    last.into_iter().map(|(c, _)| c).collect()
 }
 
 /// Best combined score first; ties in id order.
