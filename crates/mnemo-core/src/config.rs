@@ -198,8 +198,13 @@ pub struct RetrievalConfig {
     pub low_information_last: bool,
     /// Lexical keys start with the memory's date ("[8 May 2023]").
     pub lexical_date: bool,
-    /// A chat turn's lexical key includes the words of the turns next to it.
+    /// A chat turn's lexical key includes the words of the turns around it.
     pub lexical_neighbours: bool,
+    /// How many turns on each side of a turn (in its session) lend it their words.
+    pub lexical_neighbour_turns: usize,
+    /// The weight of a neighbour's words, 0..1, to the power of its distance: with 0.5 a word
+    /// of the next turn counts half, one two turns away a quarter.
+    pub lexical_neighbour_decay: f32,
     /// Lexical keys and queries carry canonical date tokens (`d20230507 m202305 ...`): the
     /// memory's own day, and every date its text mentions ("yesterday", "last May", "on 3
     /// June") resolved against it; a query's dates are resolved against the time it is asked.
@@ -247,6 +252,10 @@ pub enum RerankerMode {
     Off,
 }
 
+/// The most turns on each side whose words a turn's lexical key may hold: every write
+/// rereads them, and a key that holds a whole session matches everything in it.
+pub const MAX_NEIGHBOUR_TURNS: usize = 8;
+
 /// The most memories one search may return, whoever asks: MMR's cost grows with it, and no
 /// prompt has room for more.
 pub const MAX_TOP_K: usize = 100;
@@ -278,6 +287,8 @@ impl Default for RetrievalConfig {
             low_information_last: true,
             lexical_date: true,
             lexical_neighbours: true,
+            lexical_neighbour_turns: 4,
+            lexical_neighbour_decay: 0.5,
             lexical_date_tokens: true,
             lexical_facts: true,
             facts_stand_for_turns: true,
@@ -460,6 +471,10 @@ impl Config {
             ("recency_weight", Some(self.recency_weight)),
             ("score_threshold", self.score_threshold),
             ("retrieval.lexical_weight", Some(r.lexical_weight)),
+            (
+                "retrieval.lexical_neighbour_decay",
+                Some(r.lexical_neighbour_decay),
+            ),
         ];
         for (name, value) in weights {
             if let Some(v) = value.filter(|v| !(0.0..=1.0).contains(v)) {
@@ -482,6 +497,12 @@ impl Config {
         }
         if self.index_collection.trim().is_empty() {
             return Err("index_collection must name a collection".into());
+        }
+        if r.lexical_neighbour_turns > MAX_NEIGHBOUR_TURNS {
+            return Err(format!(
+                "retrieval.lexical_neighbour_turns may be at most {MAX_NEIGHBOUR_TURNS}, got {}",
+                r.lexical_neighbour_turns
+            ));
         }
         if !(r.neighbour_weight >= 0.0 && r.speaker_boost >= 0.0) {
             return Err("retrieval weights must not be negative".into());
@@ -593,6 +614,21 @@ mod tests {
             err.contains("recency_weight must be between 0 and 1"),
             "{err}"
         );
+
+        for (table, expected) in [
+            (
+                "lexical_neighbour_turns = 9",
+                "retrieval.lexical_neighbour_turns may be at most 8, got 9",
+            ),
+            (
+                "lexical_neighbour_decay = 1.5",
+                "retrieval.lexical_neighbour_decay must be between 0 and 1",
+            ),
+        ] {
+            std::fs::write(&file, format!("[retrieval]\n{table}\n")).unwrap();
+            let err = Config::load(Some(&file), env(&[])).unwrap_err().to_string();
+            assert!(err.contains(expected), "{err}");
+        }
     }
 
     #[test]

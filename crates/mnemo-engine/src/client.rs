@@ -671,7 +671,12 @@ fn key_scheme(config: &Config) -> KeySchemeInUse {
     let r = &config.retrieval;
     let scheme = KeyScheme {
         date: r.lexical_date,
-        neighbours: r.lexical_neighbours,
+        neighbour_turns: if r.lexical_neighbours {
+            r.lexical_neighbour_turns
+        } else {
+            0
+        },
+        neighbour_decay: r.lexical_neighbour_decay,
         date_tokens: r.lexical_date_tokens,
         facts: r.lexical_facts,
     };

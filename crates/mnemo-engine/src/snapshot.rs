@@ -48,10 +48,12 @@ pub struct SnapshotEntry {
 /// Hashes of the files a turn's lexical key was built from, besides its own.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct KeyContext {
-    /// The previous turn's file hash.
-    pub previous: Option<String>,
-    /// The next turn's file hash.
-    pub next: Option<String>,
+    /// The file hashes of the turns before it that the key read, nearest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub before: Vec<String>,
+    /// The file hashes of the turns after it that the key read, nearest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub after: Vec<String>,
     /// The hashes of the facts drawn from the turn, in the timeline's order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub facts: Vec<String>,

@@ -87,11 +87,10 @@ impl Indexer<'_> {
                 .map(|((memory, _), vector)| Point {
                     id: memory.record.id,
                     vector,
-                    lexical: self.lexical.document(&keys::lexical_key(
-                        &memory.record,
-                        KeyContextTexts::default(),
-                        self.scheme,
-                    )),
+                    lexical: self.lexical.weighted_document(
+                        &keys::lexical_key(&memory.record, KeyContextTexts::default(), self.scheme)
+                            .weighted(),
+                    ),
                     payload: PointPayload::of(&memory.record, &store.relative(&memory.path)),
                 })
                 .collect();
@@ -314,7 +313,7 @@ impl Indexer<'_> {
     ) -> Result<usize, EngineError> {
         let rebuild_all = snapshot.key_scheme != self.scheme_description;
         debug_assert_eq!(timeline.generation, snapshot.generation);
-        // Runs after every write: one pass over the entries, allocating only for stale ones.
+        // Runs after every write: one pass over the entries, copying paths only for stale ones.
         let file_of: HashMap<MemoryId, (&str, &str)> = snapshot
             .files
             .iter()
@@ -329,39 +328,41 @@ impl Indexer<'_> {
                 }
                 continue;
             }
-            let n = if self.scheme.neighbours {
-                timeline.neighbours(entry.id)
-            } else {
-                Default::default()
+            let (before, after) = timeline.around(entry.id, self.scheme.neighbour_turns);
+            let files_of = |ids: Vec<MemoryId>| -> Vec<(&str, &str)> {
+                ids.into_iter().filter_map(|id| file(Some(id))).collect()
             };
-            let (previous, next) = (file(n.previous), file(n.next));
+            let (before, after) = (files_of(before), files_of(after));
             let facts: Vec<(&str, &str)> = if self.scheme.facts {
-                timeline
-                    .facts(entry.id)
-                    .iter()
-                    .filter_map(|id| file(Some(*id)))
-                    .collect()
+                files_of(timeline.facts(entry.id).to_vec())
             } else {
                 Vec::new()
             };
+            let same = |recorded: &[String], files: &[(&str, &str)]| {
+                recorded
+                    .iter()
+                    .map(String::as_str)
+                    .eq(files.iter().map(|(_, sha)| *sha))
+            };
             let current = entry.key_context.as_ref().is_some_and(|c| {
-                c.previous.as_deref() == previous.map(|(_, sha)| sha)
-                    && c.next.as_deref() == next.map(|(_, sha)| sha)
-                    && c.facts
-                        .iter()
-                        .map(String::as_str)
-                        .eq(facts.iter().map(|(_, sha)| *sha))
+                same(&c.before, &before) && same(&c.after, &after) && same(&c.facts, &facts)
             });
             if rebuild_all || !current {
+                let hashes = |files: &[(&str, &str)]| -> Vec<String> {
+                    files.iter().map(|(_, sha)| (*sha).to_owned()).collect()
+                };
+                let paths = |files: &[(&str, &str)]| -> Vec<String> {
+                    files.iter().map(|(path, _)| (*path).to_owned()).collect()
+                };
                 let expected = KeyContext {
-                    previous: previous.map(|(_, sha)| sha.to_owned()),
-                    next: next.map(|(_, sha)| sha.to_owned()),
-                    facts: facts.iter().map(|(_, sha)| (*sha).to_owned()).collect(),
+                    before: hashes(&before),
+                    after: hashes(&after),
+                    facts: hashes(&facts),
                 };
                 let files = ContextFiles {
-                    previous: previous.map(|(path, _)| path.to_owned()),
-                    next: next.map(|(path, _)| path.to_owned()),
-                    facts: facts.iter().map(|(path, _)| (*path).to_owned()).collect(),
+                    before: paths(&before),
+                    after: paths(&after),
+                    facts: paths(&facts),
                 };
                 stale.push((path.clone(), Some(expected), files));
             }
@@ -383,25 +384,22 @@ impl Indexer<'_> {
                 let Some(record) = read(path) else {
                     continue;
                 };
-                let previous = files
-                    .previous
-                    .as_deref()
-                    .and_then(&mut read)
-                    .map(|r| r.content);
-                let next = files.next.as_deref().and_then(&mut read).map(|r| r.content);
-                let facts: Vec<String> = files
-                    .facts
-                    .iter()
-                    .filter_map(|path| read(path))
-                    .map(|r| r.content)
-                    .collect();
+                let mut contents = |paths: &[String]| -> Vec<String> {
+                    paths
+                        .iter()
+                        .filter_map(|p| read(p))
+                        .map(|r| r.content)
+                        .collect()
+                };
+                let (before, after) = (contents(&files.before), contents(&files.after));
+                let facts = contents(&files.facts);
                 let context = KeyContextTexts {
-                    previous: previous.as_deref(),
-                    next: next.as_deref(),
+                    before: &before,
+                    after: &after,
                     facts: &facts,
                 };
                 let key = keys::lexical_key(&record, context, self.scheme);
-                updates.push((record.id, self.lexical.document(&key)));
+                updates.push((record.id, self.lexical.weighted_document(&key.weighted())));
             }
             self.index.set_lexical(updates)?;
             for (path, expected, _) in batch {
@@ -422,8 +420,10 @@ impl Indexer<'_> {
 /// The files a stale turn's key is rebuilt from, besides its own.
 #[derive(Default)]
 struct ContextFiles {
-    previous: Option<String>,
-    next: Option<String>,
+    /// The turns before, nearest first.
+    before: Vec<String>,
+    /// The turns after, nearest first.
+    after: Vec<String>,
     facts: Vec<String>,
 }
 

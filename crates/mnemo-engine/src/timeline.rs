@@ -112,6 +112,19 @@ impl Timeline {
         }
     }
 
+    /// Up to `n` turns on each side of `id` in the same session, nearest first: its
+    /// neighbours, their neighbours on the same side, and so on.
+    pub fn around(&self, id: MemoryId, n: usize) -> (Vec<MemoryId>, Vec<MemoryId>) {
+        let walk = |step: fn(Neighbours) -> Option<MemoryId>| {
+            std::iter::successors(step(self.neighbours(id)), |&turn| {
+                step(self.neighbours(turn))
+            })
+            .take(n)
+            .collect()
+        };
+        (walk(|n| n.previous), walk(|n| n.next))
+    }
+
     /// The live facts drawn from the turn `id`, oldest first.
     pub fn facts(&self, id: MemoryId) -> &[MemoryId] {
         self.facts.get(&id).map_or(&[], Vec::as_slice)
@@ -177,6 +190,9 @@ mod tests {
             n(Some(ids[1]), None),
             "seven hours later is another session"
         );
+        assert_eq!(timeline.around(ids[3], 5), (vec![ids[1], ids[0]], vec![]));
+        assert_eq!(timeline.around(ids[0], 1), (vec![], vec![ids[1]]));
+        assert_eq!(timeline.around(ids[1], 0), (vec![], vec![]));
     }
 
     #[test]

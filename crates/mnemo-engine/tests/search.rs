@@ -394,25 +394,40 @@ async fn keys_follow_neighbour_edits_and_match_a_rebuild() {
         "dessert apples",
         "what did the children think of the curry",
     ];
+    // Two turns on each side, so that the window's edge falls inside the exchange.
+    let config = || {
+        let mut config = config(dir.path());
+        config.retrieval.lexical_neighbour_turns = 2;
+        config
+    };
     {
-        let client = open_with(config(dir.path())).await;
+        let client = open_with(config()).await;
         let all = turns("c1", &texts);
         // Two writes: the first batch's last turn gains its next neighbour later.
         client.add_records(all[..3].to_vec()).await.unwrap();
         client.add_records(all[3..].to_vec()).await.unwrap();
         let path = client.list(Some(conv("c1"))).await.unwrap()[3].path.clone();
         drop(client);
-        // A hand edit of a middle turn changes two neighbours' keys.
+        // A hand edit of a middle turn changes the keys of the four turns around it.
         let text = std::fs::read_to_string(&path).unwrap();
         std::fs::write(&path, text.replace("seconds", "a curry next time")).unwrap();
     }
-    let client = open_with(config(dir.path())).await;
+    let client = open_with(config()).await;
     assert_eq!(client.startup_sync().embedded, 1, "only the edited file");
+    // The edit reached the keys of the turns two away, not three.
+    let hits = client
+        .search(SearchRequest::new("curry", conv("c1")).top_k(6))
+        .await
+        .unwrap();
+    for (text, near) in [("Baked apples", true), ("What did you cook", false)] {
+        let hit = hits.iter().find(|h| h.content.starts_with(text)).unwrap();
+        assert_eq!(hit.scores.lexical.is_some(), near, "{text}: {hits:?}");
+    }
     let incremental = answers(&client, &queries).await;
     drop(client);
 
     let rebuilt = MemoryClient::open(
-        config(dir.path()),
+        config(),
         OpenOptions {
             rebuild: true,
             ..OpenOptions::default()

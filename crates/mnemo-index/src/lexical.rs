@@ -2,7 +2,8 @@
 //! them): Unicode word tokens, lower-cased, English stop words removed, Snowball-stemmed;
 //! term ids are murmur3 hashes. Documents get saturated term frequencies
 //! `tf·(k1+1) / (tf + k1·(1 − b + b·len/avg_len))`; queries get weight 1 per distinct term.
-//! The index supplies the IDF factor.
+//! The index supplies the IDF factor. A document may be made of weighted parts
+//! ([`LexicalEncoder::weighted_document`]): a word of a part with weight 0.5 counts half.
 
 use ordered_float::NotNan;
 use qdrant_edge::bm25_embed::{EdgeBm25, EdgeBm25Config};
@@ -30,10 +31,17 @@ impl Default for LexicalOptions {
     }
 }
 
+/// `k1` of the counting tokeniser: large enough that `n·(k1+1)/(k1+n)` rounds to `n`.
+const COUNTING_K1: f64 = 1e12;
+
 /// Turns text into the sparse vectors lexical search works on.
 #[derive(Debug)]
 pub struct LexicalEncoder {
     bm25: EdgeBm25,
+    /// The same tokeniser with saturation and length normalisation off (`k1` huge, `b = 0`):
+    /// its document weights are the terms' counts.
+    counter: EdgeBm25,
+    options: LexicalOptions,
 }
 
 impl LexicalEncoder {
@@ -48,8 +56,44 @@ impl LexicalEncoder {
             avg_len: not_nan("avg_len", options.avg_len)?,
             ..EdgeBm25Config::default()
         };
-        let bm25 = EdgeBm25::new(config).map_err(|e| IndexError::Backend(e.to_string()))?;
-        Ok(Self { bm25 })
+        let counting = EdgeBm25Config {
+            k: not_nan("k1", COUNTING_K1)?,
+            b: not_nan("b", 0.0)?,
+            ..config.clone()
+        };
+        let build = |c| EdgeBm25::new(c).map_err(|e| IndexError::Backend(e.to_string()));
+        Ok(Self {
+            bm25: build(config)?,
+            counter: build(counting)?,
+            options,
+        })
+    }
+
+    /// Term weights of a text made of weighted parts: each part's term counts are scaled by
+    /// its weight, and so is its length, before BM25's saturation. With every weight 1 this
+    /// is [`document`](Self::document) of the parts joined. Parts with a weight that is not
+    /// positive and finite are left out.
+    pub fn weighted_document(&self, parts: &[(&str, f32)]) -> SparseVector {
+        let mut counts: std::collections::BTreeMap<u32, f64> = Default::default();
+        let mut length = 0.0f64;
+        for &(text, weight) in parts {
+            if !(weight.is_finite() && weight > 0.0) {
+                continue;
+            }
+            let v = self.counter.embed_document(text);
+            for (id, count) in v.indices.into_iter().zip(v.values) {
+                let count = f64::from(count.round()) * f64::from(weight);
+                *counts.entry(id).or_default() += count;
+                length += count;
+            }
+        }
+        let LexicalOptions { k1, b, avg_len } = self.options;
+        let norm = k1 * (1.0 - b + b * length / avg_len);
+        let (indices, values) = counts
+            .into_iter()
+            .map(|(id, n)| (id, (n * (k1 + 1.0) / (n + norm)) as f32))
+            .unzip();
+        SparseVector { indices, values }
     }
 
     /// Term weights of a memory's text.
@@ -83,6 +127,27 @@ mod tests {
         assert_eq!(a.indices.len(), 2, "{a:?}");
         assert_eq!(a.indices, b.indices, "stemmed forms share ids");
         assert!(lexical.query("the and of").is_empty());
+    }
+
+    #[test]
+    fn weighted_parts_count_their_words_by_their_weight() {
+        let lexical = LexicalEncoder::new(LexicalOptions::default()).unwrap();
+        let text = "pizza in Naples, pizza in Rome";
+        let joined = lexical.document(&format!("{text}\nthe best pasta"));
+        let parts = lexical.weighted_document(&[(text, 1.0), ("the best pasta", 1.0)]);
+        assert_eq!(joined.indices, parts.indices);
+        for (a, b) in joined.values.iter().zip(&parts.values) {
+            assert!((a - b).abs() < 1e-6, "{joined:?} {parts:?}");
+        }
+        let half = lexical.weighted_document(&[(text, 1.0), ("the best pasta", 0.5)]);
+        let weight = |v: &SparseVector, word: &str| {
+            let id = lexical.query(word).indices[0];
+            v.indices.iter().position(|&i| i == id).map(|i| v.values[i])
+        };
+        assert!(weight(&half, "pasta").unwrap() < weight(&parts, "pasta").unwrap());
+        assert!(weight(&half, "pizza").unwrap() > weight(&half, "naples").unwrap());
+        let nothing = lexical.weighted_document(&[(text, 0.0), ("pasta", f32::NAN)]);
+        assert!(nothing.is_empty());
     }
 
     #[test]
