@@ -313,13 +313,13 @@ impl Indexer<'_> {
     ) -> Result<usize, EngineError> {
         let rebuild_all = snapshot.key_scheme != self.scheme_description;
         debug_assert_eq!(timeline.generation, snapshot.generation);
-        // Runs after every write: one pass over the entries, copying paths only for stale ones.
+        // Runs after every write: one pass over the entries, allocating only for stale ones.
         let file_of: HashMap<MemoryId, (&str, &str)> = snapshot
             .files
             .iter()
             .map(|(path, e)| (e.id, (path.as_str(), e.sha256.as_str())))
             .collect();
-        let file = |id: Option<MemoryId>| id.and_then(|id| file_of.get(&id)).copied();
+        let file = |id: MemoryId| file_of.get(&id).copied();
         let mut stale: Vec<(String, Option<KeyContext>, ContextFiles)> = Vec::new();
         for (path, entry) in &snapshot.files {
             if !(entry.is_turn() && self.scheme.reads_context()) {
@@ -328,26 +328,30 @@ impl Indexer<'_> {
                 }
                 continue;
             }
-            let (before, after) = timeline.around(entry.id, self.scheme.neighbour_turns);
-            let files_of = |ids: Vec<MemoryId>| -> Vec<(&str, &str)> {
-                ids.into_iter().filter_map(|id| file(Some(id))).collect()
-            };
-            let (before, after) = (files_of(before), files_of(after));
-            let facts: Vec<(&str, &str)> = if self.scheme.facts {
-                files_of(timeline.facts(entry.id).to_vec())
+            let facts: &[MemoryId] = if self.scheme.facts {
+                timeline.facts(entry.id)
             } else {
-                Vec::new()
+                &[]
             };
-            let same = |recorded: &[String], files: &[(&str, &str)]| {
-                recorded
-                    .iter()
-                    .map(String::as_str)
-                    .eq(files.iter().map(|(_, sha)| *sha))
+            // The (path, hash) of each file the key reads; ids with no indexed file are skipped.
+            let files = || {
+                let (before, after) = timeline.around(entry.id, self.scheme.neighbour_turns);
+                (
+                    before.filter_map(file),
+                    after.filter_map(file),
+                    facts.iter().copied().filter_map(file),
+                )
             };
             let current = entry.key_context.as_ref().is_some_and(|c| {
-                same(&c.before, &before) && same(&c.after, &after) && same(&c.facts, &facts)
+                let (before, after, facts) = files();
+                same_hashes(&c.before, before)
+                    && same_hashes(&c.after, after)
+                    && same_hashes(&c.facts, facts)
             });
             if rebuild_all || !current {
+                let (before, after, facts) = files();
+                let (before, after, facts): (Vec<_>, Vec<_>, Vec<_>) =
+                    (before.collect(), after.collect(), facts.collect());
                 let hashes = |files: &[(&str, &str)]| -> Vec<String> {
                     files.iter().map(|(_, sha)| (*sha).to_owned()).collect()
                 };
@@ -415,6 +419,14 @@ impl Indexer<'_> {
         }
         Ok(stale.len())
     }
+}
+
+/// Whether the hashes a key was built from are those of `files` (path, hash), in order.
+fn same_hashes<'a>(recorded: &[String], files: impl Iterator<Item = (&'a str, &'a str)>) -> bool {
+    recorded
+        .iter()
+        .map(String::as_str)
+        .eq(files.map(|(_, sha)| sha))
 }
 
 /// The files a stale turn's key is rebuilt from, besides its own.

@@ -113,14 +113,21 @@ impl Timeline {
     }
 
     /// Up to `n` turns on each side of `id` in the same session, nearest first: its
-    /// neighbours, their neighbours on the same side, and so on.
-    pub fn around(&self, id: MemoryId, n: usize) -> (Vec<MemoryId>, Vec<MemoryId>) {
-        let walk = |step: fn(Neighbours) -> Option<MemoryId>| {
-            std::iter::successors(step(self.neighbours(id)), |&turn| {
+    /// neighbours, their neighbours on the same side, and so on. Lazy: the index's key check
+    /// runs it for every turn after every write.
+    pub fn around(
+        &self,
+        id: MemoryId,
+        n: usize,
+    ) -> (
+        impl Iterator<Item = MemoryId> + '_,
+        impl Iterator<Item = MemoryId> + '_,
+    ) {
+        let walk = move |step: fn(Neighbours) -> Option<MemoryId>| {
+            std::iter::successors(step(self.neighbours(id)), move |&turn| {
                 step(self.neighbours(turn))
             })
             .take(n)
-            .collect()
         };
         (walk(|n| n.previous), walk(|n| n.next))
     }
@@ -190,9 +197,13 @@ mod tests {
             n(Some(ids[1]), None),
             "seven hours later is another session"
         );
-        assert_eq!(timeline.around(ids[3], 5), (vec![ids[1], ids[0]], vec![]));
-        assert_eq!(timeline.around(ids[0], 1), (vec![], vec![ids[1]]));
-        assert_eq!(timeline.around(ids[1], 0), (vec![], vec![]));
+        let around = |id, n| {
+            let (before, after) = timeline.around(id, n);
+            (before.collect::<Vec<_>>(), after.collect::<Vec<_>>())
+        };
+        assert_eq!(around(ids[3], 5), (vec![ids[1], ids[0]], vec![]));
+        assert_eq!(around(ids[0], 1), (vec![], vec![ids[1]]));
+        assert_eq!(around(ids[1], 0), (vec![], vec![]));
     }
 
     #[test]
