@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
-"""Leave-one-conversation-out check of the read path's fusion constants on LoCoMo.
+"""Leave-one-conversation-out check of the read path's tuned constants on LoCoMo.
 
-For each of the five dev conversations: choose the constants (lexical weight, neighbour
-smoothing, speaker boost) that give the best evidence recall R_all@10 on the other four, then
-score that choice on the held-out one. If the defaults were fitted to the split, the held-out
-recall would fall well below the defaults' recall on the same questions.
+For each of the five dev conversations: choose the constants that give the best evidence
+recall R_all@10 on the other four, then score that choice on the held-out one. If the
+defaults were fitted to the split, the held-out recall would fall well below the defaults'
+recall on the same questions. The grid is the fusion constants (lexical weight, neighbour
+smoothing, speaker boost) unless `--grid` names others, e.g. the lexical key's window:
 
     benches/locomo/loco.py [--data FILE] [--mnemo BINARY] [--json]
+    benches/locomo/loco.py --grid lexical_neighbour_turns=1,2,3,4 --grid lexical_neighbour_decay=0.5,0.7,1.0
 
 Ingests the conversations once into a temporary store (the constants only change ranking, so
 every run reuses it), then runs `mnemo eval locomo` once per grid point. About 27 runs of 760
@@ -23,7 +25,13 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
-DEFAULTS = {"lexical_weight": 0.7, "neighbour_weight": 0.3, "speaker_boost": 0.2}
+DEFAULTS = {
+    "lexical_weight": 0.7,
+    "neighbour_weight": 0.3,
+    "speaker_boost": 0.2,
+    "lexical_neighbour_turns": 4,
+    "lexical_neighbour_decay": 0.5,
+}
 GRID = {
     "lexical_weight": [0.6, 0.7, 0.8],
     "neighbour_weight": [0.2, 0.3, 0.4],
@@ -62,13 +70,24 @@ def main():
     parser.add_argument("--data", default=os.path.join(ROOT, "..", "shared", "data", "locomo", "locomo_dev.json"))
     parser.add_argument("--mnemo", default=os.path.join(ROOT, "target", "debug", "mnemo"))
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--grid", action="append", metavar="KEY=V1,V2,...",
+                        help="a [retrieval] constant and the values to try (repeatable)")
     args = parser.parse_args()
+    grid_values = GRID
+    if args.grid:
+        grid_values = {}
+        for spec in args.grid:
+            key, _, values = spec.partition("=")
+            if key not in DEFAULTS or not values:
+                sys.exit(f"--grid {spec}: expected KEY=V1,V2 with KEY one of {', '.join(DEFAULTS)}")
+            grid_values[key] = [json.loads(v) for v in values.split(",")]
+    defaults = {key: DEFAULTS[key] for key in grid_values}
     if not os.access(args.mnemo, os.X_OK):
         sys.exit(f"{args.mnemo} is not built: run `scripts/run --help` first")
 
-    grid = [dict(zip(GRID, values)) for values in itertools.product(*GRID.values())]
-    if DEFAULTS not in grid:
-        grid.append(DEFAULTS)
+    grid = [dict(zip(grid_values, values)) for values in itertools.product(*grid_values.values())]
+    if defaults not in grid:
+        grid.append(defaults)
     with tempfile.TemporaryDirectory() as scratch:
         store = os.path.join(scratch, "store")
         results = []
@@ -77,36 +96,36 @@ def main():
             results.append(evaluate(args.mnemo, args.data, store, constants, scratch))
 
     conversations = sorted(results[0])
-    defaults = results[grid.index(DEFAULTS)]
+    default_results = results[grid.index(defaults)]
     folds = []
     for held_out in conversations:
         train = [c for c in conversations if c != held_out]
         best = max(range(len(grid)), key=lambda i: (weighted(results[i], train), -i))
         folds.append({
             "held_out": held_out,
-            "questions": defaults[held_out][1],
+            "questions": default_results[held_out][1],
             "chosen": grid[best],
             "train_recall": round(weighted(results[best], train), 4),
             "held_out_recall_chosen": round(results[best][held_out][0], 4),
-            "held_out_recall_defaults": round(defaults[held_out][0], 4),
+            "held_out_recall_defaults": round(default_results[held_out][0], 4),
         })
     total = sum(f["questions"] for f in folds)
     report = {
         "metric": METRIC,
-        "grid": GRID,
-        "defaults": DEFAULTS,
+        "grid": grid_values,
+        "defaults": defaults,
         "folds": folds,
         "loco_recall": round(sum(f["held_out_recall_chosen"] * f["questions"] for f in folds) / total, 4),
-        "defaults_recall": round(weighted(defaults, conversations), 4),
+        "defaults_recall": round(weighted(default_results, conversations), 4),
         "best_in_hindsight_recall": round(max(weighted(r, conversations) for r in results), 4),
     }
     if args.json:
         print(json.dumps(report, indent=2))
         return
-    print(f"{'held out':<14} {'n':>4} {'chosen (lexical, neighbour, speaker)':>38} {'chosen':>8} {'defaults':>9}")
+    names = ", ".join(grid_values)
+    print(f"{'held out':<14} {'n':>4} {'chosen (' + names + ')':>38} {'chosen':>8} {'defaults':>9}")
     for f in folds:
-        c = f["chosen"]
-        chosen = f"({c['lexical_weight']}, {c['neighbour_weight']}, {c['speaker_boost']})"
+        chosen = "(" + ", ".join(str(v) for v in f["chosen"].values()) + ")"
         print(f"{f['held_out']:<14} {f['questions']:>4} {chosen:>38} "
               f"{f['held_out_recall_chosen']:>8.3f} {f['held_out_recall_defaults']:>9.3f}")
     print(f"{METRIC}: leave-one-out {report['loco_recall']:.4f}, defaults {report['defaults_recall']:.4f}, "
