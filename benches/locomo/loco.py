@@ -31,6 +31,7 @@ DEFAULTS = {
     "speaker_boost": 0.2,
     "lexical_neighbour_turns": 4,
     "lexical_neighbour_decay": 0.5,
+    "vocabulary_expansion": 10,
 }
 GRID = {
     "lexical_weight": [0.6, 0.7, 0.8],

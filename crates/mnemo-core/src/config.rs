@@ -223,6 +223,10 @@ pub struct RetrievalConfig {
     pub query_expansion: bool,
     /// How long a search waits for the expansion before it goes on without it, in ms.
     pub query_expansion_timeout_ms: u64,
+    /// How many of the store's own words, those whose embedding is closest to the query's,
+    /// a search adds to the query and searches again with (merged by reciprocal rank, as
+    /// `query_expansion` is): "books" also finds "novels" and "Dune". 0 turns it off.
+    pub vocabulary_expansion: usize,
     /// Whether the cross-encoder reranks: `auto` when one is installed, `on` always (a
     /// missing model is an error), `off` never.
     pub reranker: RerankerMode,
@@ -255,6 +259,9 @@ pub enum RerankerMode {
 /// The most turns on each side whose words a turn's lexical key may hold: every write
 /// rereads them, and a key that holds a whole session matches everything in it.
 pub const MAX_NEIGHBOUR_TURNS: usize = 8;
+
+/// The most vocabulary words a search may add to a query: more only dilute it.
+pub const MAX_VOCABULARY_EXPANSION: usize = 50;
 
 /// The most memories one search may return, whoever asks: MMR's cost grows with it, and no
 /// prompt has room for more.
@@ -294,6 +301,7 @@ impl Default for RetrievalConfig {
             facts_stand_for_turns: true,
             query_expansion: false,
             query_expansion_timeout_ms: 5000,
+            vocabulary_expansion: 10,
             reranker: RerankerMode::Auto,
             reranker_model: "ms-marco-MiniLM-L-6-v2".into(),
             rerank_candidates: 30,
@@ -504,6 +512,12 @@ impl Config {
                 r.lexical_neighbour_turns
             ));
         }
+        if r.vocabulary_expansion > MAX_VOCABULARY_EXPANSION {
+            return Err(format!(
+                "retrieval.vocabulary_expansion may be at most {MAX_VOCABULARY_EXPANSION}, got {}",
+                r.vocabulary_expansion
+            ));
+        }
         if !(r.neighbour_weight >= 0.0 && r.speaker_boost >= 0.0) {
             return Err("retrieval weights must not be negative".into());
         }
@@ -623,6 +637,10 @@ mod tests {
             (
                 "lexical_neighbour_decay = 1.5",
                 "retrieval.lexical_neighbour_decay must be between 0 and 1",
+            ),
+            (
+                "vocabulary_expansion = 51",
+                "retrieval.vocabulary_expansion may be at most 50, got 51",
             ),
         ] {
             std::fs::write(&file, format!("[retrieval]\n{table}\n")).unwrap();

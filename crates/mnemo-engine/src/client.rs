@@ -31,6 +31,7 @@ use crate::retrieval::{ReadPath, ResolvedSearch, SearchHit, SearchRequest};
 use crate::snapshot::{Flusher, Snapshot, SnapshotCell};
 use crate::sync::{Indexer, SyncProgress, SyncReport};
 use crate::timeline::Timeline;
+use crate::vocabulary::Vocabulary;
 use crate::watcher::{self, WatcherHandle};
 use crate::EngineError;
 
@@ -123,6 +124,8 @@ pub(crate) struct Inner {
     _lock: Vec<File>,
     /// Turn order, rebuilt after writes; searches read it without waiting for writers.
     pub timeline: RwLock<Arc<Timeline>>,
+    /// The store's words, embedded, when vocabulary expansion is on.
+    pub vocabulary: Option<RwLock<Vocabulary>>,
     /// One lock per conversation: its write path runs one pass at a time.
     pub conversation_locks: crate::locks::LockMap<ConversationId>,
     /// Write-path passes running in the background (waited for on shutdown).
@@ -200,7 +203,7 @@ impl MemoryClient {
         };
         let key_scheme = key_scheme(&config);
         let mut progress = options.on_progress.take();
-        let startup_sync = Indexer {
+        let startup_indexer = Indexer {
             store: &store,
             embedder: &embedder,
             lexical: &lexical,
@@ -208,12 +211,25 @@ impl MemoryClient {
             scheme: key_scheme.scheme,
             scheme_description: key_scheme.description.clone(),
             batch_size: config.embed_batch_size,
-        }
-        .sync(&mut snapshot, &mut |p| {
+            vocabulary: None,
+        };
+        let startup_sync = startup_indexer.sync(&mut snapshot, &mut |p| {
             if let Some(f) = progress.as_mut() {
                 f(p)
             }
         })?;
+        let vocabulary = if config.retrieval.vocabulary_expansion > 0 {
+            let started = std::time::Instant::now();
+            let vocabulary = startup_indexer.build_vocabulary()?;
+            info!(
+                words = vocabulary.len(),
+                seconds = started.elapsed().as_secs_f64(),
+                "vocabulary built"
+            );
+            Some(RwLock::new(vocabulary))
+        } else {
+            None
+        };
         // Every vector is now the current model's: rebuilt, or recorded before the model was.
         if snapshot.dense_model != dense_model {
             snapshot.dense_model = dense_model;
@@ -267,6 +283,7 @@ impl MemoryClient {
                 snapshot,
                 _lock: lock,
                 timeline: RwLock::new(Arc::new(timeline)),
+                vocabulary,
                 conversation_locks: crate::locks::LockMap::new(),
                 background: TaskTracker::new(),
                 queue,
@@ -317,6 +334,7 @@ impl MemoryClient {
                 index: inner.index.as_ref(),
                 reranker: inner.reranker.as_ref(),
                 timeline: &timeline,
+                vocabulary: inner.vocabulary.as_ref(),
                 store_root: inner.store.root(),
             }
             .search(&request, &settings, expansion.as_deref())

@@ -8,6 +8,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
+use std::sync::RwLock;
 
 use mnemo_core::{MemoryId, MemoryRecord, Role};
 use mnemo_embed::Embedder;
@@ -19,6 +20,7 @@ use tracing::{info, warn};
 use crate::keys::{self, KeyContextTexts, KeyScheme};
 use crate::snapshot::{KeyContext, Snapshot, SnapshotEntry};
 use crate::timeline::Timeline;
+use crate::vocabulary::Vocabulary;
 use crate::EngineError;
 
 /// Progress of a sync, for progress bars.
@@ -45,6 +47,9 @@ pub struct SyncReport {
     pub skipped: Vec<String>,
 }
 
+/// Memories whose texts are read from the index at a time, to build the vocabulary.
+const VOCABULARY_READ_BATCH: usize = 512;
+
 /// What it takes to turn memory files into index points.
 pub struct Indexer<'a> {
     /// The files.
@@ -61,6 +66,9 @@ pub struct Indexer<'a> {
     pub scheme_description: String,
     /// Memories embedded, upserted and recorded per step.
     pub batch_size: usize,
+    /// The store's vocabulary, which grows with what is indexed (when vocabulary expansion
+    /// is on).
+    pub vocabulary: Option<&'a RwLock<Vocabulary>>,
 }
 
 impl Indexer<'_> {
@@ -95,6 +103,7 @@ impl Indexer<'_> {
                 })
                 .collect();
             self.index.upsert(points)?;
+            self.grow_vocabulary(batch.iter().map(|(m, _)| m.record.content.as_str()));
             for (memory, sha256) in batch {
                 snapshot.files.insert(
                     store.relative(&memory.path).into_owned(),
@@ -109,6 +118,31 @@ impl Indexer<'_> {
             });
         }
         Ok(())
+    }
+
+    /// Adds the words of memories just indexed to the vocabulary. A failure costs only
+    /// expansion words, so it is logged, not returned.
+    fn grow_vocabulary<'t>(&self, texts: impl Iterator<Item = &'t str>) {
+        let Some(vocabulary) = self.vocabulary else {
+            return;
+        };
+        let texts: Vec<&str> = texts.collect();
+        let mut vocabulary = vocabulary.write().unwrap_or_else(|p| p.into_inner());
+        if let Err(e) = vocabulary.add(&texts, self.lexical, self.embedder) {
+            warn!("the vocabulary did not take the new memories' words: {e}");
+        }
+    }
+
+    /// The vocabulary of every memory the index holds (read from the index's copies of
+    /// their texts).
+    pub fn build_vocabulary(&self) -> Result<Vocabulary, EngineError> {
+        let mut vocabulary = Vocabulary::default();
+        for ids in self.index.ids()?.chunks(VOCABULARY_READ_BATCH) {
+            let hits = self.index.retrieve(ids, false)?;
+            let texts: Vec<&str> = hits.iter().map(|h| h.payload.content.as_str()).collect();
+            vocabulary.add(&texts, self.lexical, self.embedder)?;
+        }
+        Ok(vocabulary)
     }
 
     /// Brings the index in step with the files. See the module docs.

@@ -252,6 +252,69 @@ async fn another_embedding_model_re_embeds_every_memory_once() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn vocabulary_expansion_adds_the_stores_words_nearest_the_query() {
+    let dir = tempfile::tempdir().unwrap();
+    // Lexical only: the query shares no word with the memories; only the expansion can.
+    let with_words = |n: usize| {
+        let mut config = config(dir.path());
+        config.retrieval.dense = false;
+        config.retrieval.vocabulary_expansion = n;
+        config
+    };
+    let search = |client: MemoryClient, query: &'static str| async move {
+        let hits = client
+            .search(SearchRequest::new(query, conv("c1")).top_k(1))
+            .await
+            .unwrap();
+        (client, contents(&hits).join(" "))
+    };
+    let books = "Which books has Ann enjoyed?";
+    let client = open_with(with_words(1)).await;
+    let mut records = vec![
+        record("c1", Role::User, "I finished a long novel last night.", 50),
+        record("c1", Role::User, "That novel sounds wonderful.", 49),
+        record("c1", Role::User, "The weather was lovely today.", 40),
+        record("c1", Role::User, "Rainy weather again.", 39),
+        record("c1", Role::User, "My guitar needs new strings.", 30),
+        record("c1", Role::User, "I tuned the guitar.", 29),
+        record("c1", Role::User, "I cycle to work on my bicycle.", 20),
+    ];
+    // Words more than a tenth of the memories use are no candidates: "errand" is not
+    // offered, and a store needs twenty memories before a word two of them use is.
+    records.extend((0..20).map(|i| {
+        record(
+            "c1",
+            Role::User,
+            &format!("Ran an errand, number {i}."),
+            60 + i,
+        )
+    }));
+    client.add_records(records).await.unwrap();
+    let (client, found) = search(client, books).await;
+    assert!(found.contains("novel"), "{found:?}");
+    // A word one memory uses is no candidate: "bicycle" is not offered yet.
+    let vehicles = "What vehicles does Ann ride?";
+    let (client, found) = search(client, vehicles).await;
+    assert!(!found.contains("bicycle"), "{found:?}");
+    // The vocabulary grows as memories are indexed.
+    client
+        .add_records(vec![record("c1", Role::User, "A flat bicycle tyre.", 10)])
+        .await
+        .unwrap();
+    let (client, found) = search(client, vehicles).await;
+    assert!(found.contains("bicycle"), "{found:?}");
+    drop(client);
+
+    // Off: nothing shares the query's words.
+    let (client, found) = search(open_with(with_words(0)).await, books).await;
+    assert_eq!(found, "");
+    drop(client);
+    // Reopened, the vocabulary is built again from what the index holds.
+    let (_, found) = search(open_with(with_words(1)).await, books).await;
+    assert!(found.contains("novel"), "{found:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn query_expansion_adds_the_llms_words_and_never_fails_a_search() {
     use mnemo_scripted_llm::{ChatRequest, Reply, ScriptedLlm};
     let dir = tempfile::tempdir().unwrap();

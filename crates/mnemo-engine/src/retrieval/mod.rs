@@ -16,7 +16,9 @@
 //!    With query expansion on (`[retrieval] query_expansion`, off by default), the engine
 //!    first asks the upstream LLM for words an answer would use ([`crate::prompts`]); the
 //!    query followed by them goes through stages 1-2 as well, and the two rankings are
-//!    merged by reciprocal rank (`rank::merge_by_rank`).
+//!    merged by reciprocal rank (`rank::merge_by_rank`). Vocabulary expansion
+//!    (`[retrieval] vocabulary_expansion`, on by default) does the same with the store's own
+//!    words nearest the query's embedding ([`crate::vocabulary`]), no LLM involved.
 //! 3. **Rerank.** With a cross-encoder installed, the best candidates are rescored by it;
 //!    its logits are squashed into 0..1 and normalised over the pool.
 //! 4. **Recency.** `exp(-age_days / 30)` blended with weight `w` — only when the query asks
@@ -38,6 +40,7 @@ pub(crate) mod rank;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::RwLock;
 
 use chrono::{DateTime, Utc};
 use mnemo_core::{Config, ConversationId, MemoryId, Metadata, Role, MAX_TOP_K};
@@ -49,6 +52,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::timeline::Timeline;
+use crate::vocabulary::Vocabulary;
 use crate::EngineError;
 use rank::{Candidate, Retriever};
 
@@ -233,6 +237,8 @@ pub(crate) struct ReadPath<'a> {
     pub reranker: Option<&'a Reranker>,
     /// Which turns are neighbours.
     pub timeline: &'a Timeline,
+    /// The store's words, when vocabulary expansion is on.
+    pub vocabulary: Option<&'a RwLock<Vocabulary>>,
     /// The store's root, which hits' paths are relative to.
     pub store_root: &'a Path,
 }
@@ -241,8 +247,9 @@ impl ReadPath<'_> {
     /// The memories of the request's conversation and of `global` that best answer its
     /// query, best first. Summaries are not searched.
     ///
-    /// With `expansion` (words an answer would use, from the LLM), the first stage also runs
-    /// for the query followed by them, and the two rankings are merged by reciprocal rank.
+    /// With `expansion` (words an answer would use, from the LLM) or vocabulary expansion on,
+    /// the first stage also runs for the query followed by those words, and the two rankings
+    /// are merged by reciprocal rank.
     pub fn search(
         &self,
         request: &SearchRequest,
@@ -253,10 +260,17 @@ impl ReadPath<'_> {
         if settings.top_k == 0 || query.trim().is_empty() {
             return Ok(Vec::new());
         }
-        let mut candidates = self.candidates(query, request, settings)?;
-        if let Some(words) = expansion {
-            let expanded = format!("{query}\n{words}");
-            let more = self.candidates(&expanded, request, settings)?;
+        let dense = self.embedder.embed_one(query)?;
+        let vocabulary_words = self.vocabulary_words(query, &dense);
+        let mut candidates = self.candidates(query, dense, request, settings)?;
+        let words: Vec<&str> = expansion
+            .into_iter()
+            .chain(vocabulary_words.as_deref())
+            .collect();
+        if !words.is_empty() {
+            let expanded = format!("{query}\n{}", words.join(" "));
+            let dense = self.embedder.embed_one(&expanded)?;
+            let more = self.candidates(&expanded, dense, request, settings)?;
             candidates = rank::merge_by_rank(candidates, more, EXPANSION_RANK_OFFSET);
         }
         let tuning = &self.config.retrieval;
@@ -296,11 +310,11 @@ impl ReadPath<'_> {
     fn candidates(
         &self,
         query: &str,
+        dense: Vec<f32>,
         request: &SearchRequest,
         settings: &ResolvedSearch,
     ) -> Result<Vec<Candidate>, EngineError> {
         let tuning = &self.config.retrieval;
-        let dense = self.embedder.embed_one(query)?;
         let lexical = if tuning.lexical_date_tokens {
             let dates = crate::dates::date_tokens(query, settings.now.date_naive());
             self.lexical.query(&format!("{query}\n{dates}"))
@@ -338,6 +352,15 @@ impl ReadPath<'_> {
         });
         rank::boost_speaker(&mut candidates, query, tuning.speaker_boost);
         Ok(candidates)
+    }
+
+    /// The store's words closest to the query ([`crate::vocabulary`]), space-separated;
+    /// `None` when vocabulary expansion is off or finds nothing.
+    fn vocabulary_words(&self, query: &str, dense: &[f32]) -> Option<String> {
+        let n = self.config.retrieval.vocabulary_expansion;
+        let vocabulary = self.vocabulary?.read().unwrap_or_else(|p| p.into_inner());
+        let words = vocabulary.nearest(dense, query, n, self.lexical);
+        (!words.is_empty()).then(|| words.join(" "))
     }
 
     /// Rescores the best candidates with the cross-encoder, when one is loaded; the rest

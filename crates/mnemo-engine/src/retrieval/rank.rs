@@ -103,33 +103,41 @@ pub(crate) fn fuse(results: Vec<(Retriever, Vec<Hit>)>, lexical_weight: f32) -> 
 
 /// Merges two rankings of candidates (each best first) by reciprocal rank:
 /// `1/(offset + rank)` summed over the rankings a memory is in, then divided by the best sum
-/// so that relevance stays in 0..1.
+/// so that relevance stays in 0..1. Ties keep the first ranking's order: the second adds
+/// words to the query, and should not decide between memories the query alone ranked.
 pub(crate) fn merge_by_rank(
     first: Vec<Candidate>,
     second: Vec<Candidate>,
     offset: f32,
 ) -> Vec<Candidate> {
-    let mut merged: HashMap<MemoryId, (Candidate, f32)> = HashMap::new();
-    for ranking in [first, second] {
+    // id → (candidate, summed score, place in the first ranking)
+    let mut merged: HashMap<MemoryId, (Candidate, f32, usize)> = HashMap::new();
+    for (ranking, from_first) in [(first, true), (second, false)] {
         for (rank, c) in ranking.into_iter().enumerate() {
             let score = 1.0 / (offset + rank as f32 + 1.0);
+            let place = if from_first { rank } else { usize::MAX };
             merged
                 .entry(c.hit.id)
-                .and_modify(|(_, s)| *s += score)
-                .or_insert((c, score));
+                .and_modify(|(_, s, _)| *s += score)
+                .or_insert((c, score, place));
         }
     }
-    let best = merged.values().map(|(_, s)| *s).fold(0.0f32, f32::max);
-    let mut candidates: Vec<Candidate> = merged
+    let best = merged.values().map(|(_, s, _)| *s).fold(0.0f32, f32::max);
+    let mut ranked: Vec<(Candidate, usize)> = merged
         .into_values()
-        .map(|(mut c, s)| {
+        .map(|(mut c, s, place)| {
             c.scores.fused = if best > 0.0 { s / best } else { 0.0 };
             c.relevance = c.scores.fused;
-            c
+            (c, place)
         })
         .collect();
-    sort_by_relevance(&mut candidates);
-    candidates
+    ranked.sort_by(|(a, a_place), (b, b_place)| {
+        b.relevance
+            .total_cmp(&a.relevance)
+            .then(a_place.cmp(b_place))
+            .then(a.hit.id.cmp(&b.hit.id))
+    });
+    ranked.into_iter().map(|(c, _)| c).collect()
 }
 
 /// Turns borrow relevance from the turns just before and after them in the same
@@ -403,6 +411,26 @@ mod tests {
         assert_eq!(two.scores.dense, Some(0.4));
         assert_eq!(two.scores.lexical, Some(12.0));
         assert_eq!(fused[2].scores.dense, None);
+    }
+
+    #[test]
+    fn a_merge_by_rank_keeps_the_first_rankings_order_on_ties() {
+        let ranking = |order: &[u128]| {
+            let hits = order.iter().map(|&n| hit(n, 1.0, vec![1.0])).collect();
+            let mut c = fuse(vec![(Retriever::Dense, hits)], 0.0);
+            // `fuse` sorts ties by id: keep the order given.
+            c.sort_by_key(|c| {
+                order
+                    .iter()
+                    .position(|&n| n == c.hit.id.as_uuid().as_u128())
+            });
+            c
+        };
+        // 9 and 1 swap places: equal sums, and the query alone put 9 first.
+        let merged = merge_by_rank(ranking(&[9, 1, 5]), ranking(&[1, 9, 7]), 10.0);
+        assert_eq!(ids(&merged), [9, 1, 5, 7]);
+        assert_eq!(merged[0].scores.fused, 1.0);
+        assert_eq!(merged[1].scores.fused, 1.0);
     }
 
     #[test]
