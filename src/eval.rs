@@ -122,6 +122,8 @@ pub async fn eval(global: &GlobalArgs, args: EvalArgs) -> CommandResult {
         };
         turns += ingest(&client, sample, observations).await?;
     }
+    // A store measured again is opened with its vocabulary still to build.
+    client.vocabulary_built().await;
     let ingest_s = ingest_started.elapsed().as_secs_f64();
     if let Some(llm) = local_llm {
         llm.stop().await;

@@ -31,7 +31,7 @@ use crate::retrieval::{ReadPath, ResolvedSearch, SearchHit, SearchRequest};
 use crate::snapshot::{Flusher, Snapshot, SnapshotCell};
 use crate::sync::{Indexer, SyncProgress, SyncReport};
 use crate::timeline::Timeline;
-use crate::vocabulary::Vocabulary;
+use crate::vocabulary::{BackgroundBuild, Vocabulary};
 use crate::watcher::{self, WatcherHandle};
 use crate::EngineError;
 
@@ -101,9 +101,11 @@ pub(crate) struct KeySchemeInUse {
 
 /// The engine's shared state.
 pub(crate) struct Inner {
+    /// Builds the vocabulary after opening; stopped first on drop.
+    vocabulary_build: Option<BackgroundBuild>,
     pub config: Config,
     pub store: FileStore,
-    pub embedder: Embedder,
+    pub embedder: Arc<Embedder>,
     pub lexical: LexicalEncoder,
     pub key_scheme: KeySchemeInUse,
     /// The cross-encoder, when one is loaded.
@@ -125,7 +127,7 @@ pub(crate) struct Inner {
     /// Turn order, rebuilt after writes; searches read it without waiting for writers.
     pub timeline: RwLock<Arc<Timeline>>,
     /// The store's words, embedded, when vocabulary expansion is on.
-    pub vocabulary: Option<RwLock<Vocabulary>>,
+    pub vocabulary: Option<Arc<RwLock<Vocabulary>>>,
     /// One lock per conversation: its write path runs one pass at a time.
     pub conversation_locks: crate::locks::LockMap<ConversationId>,
     /// Write-path passes running in the background (waited for on shutdown).
@@ -156,17 +158,13 @@ impl MemoryClient {
         let store = FileStore::open(&config.memory_path)?;
         let queue = crate::queue::PassQueue::new(store.root());
         let paths = config.model_paths();
-        let embedder = Embedder::load(&EmbedderConfig {
+        let embedder = Arc::new(Embedder::load(&EmbedderConfig {
             threads: config.embed_threads,
             batch_size: config.embed_batch_size,
             ..EmbedderConfig::new(&paths.onnxruntime_library, &paths.embedding_model_dir)
-        })?;
+        })?);
         let reranker = load_reranker(&config, &paths)?;
-        let lexical = LexicalEncoder::new(LexicalOptions {
-            k1: config.retrieval.bm25_k1,
-            b: config.retrieval.bm25_b,
-            avg_len: config.retrieval.bm25_avg_len,
-        })?;
+        let lexical = lexical_encoder(&config)?;
         let lock = lock_store(&store)?;
         store.remove_stale_temp_files();
         let dense_model = format!(
@@ -218,17 +216,21 @@ impl MemoryClient {
                 f(p)
             }
         })?;
-        let vocabulary = if config.retrieval.vocabulary_expansion > 0 {
-            let started = std::time::Instant::now();
-            let vocabulary = startup_indexer.build_vocabulary()?;
-            info!(
-                words = vocabulary.len(),
-                seconds = started.elapsed().as_secs_f64(),
-                "vocabulary built"
+        let (vocabulary, vocabulary_build) = if config.retrieval.vocabulary_expansion > 0 {
+            let vocabulary = Arc::new(RwLock::new(Vocabulary::default()));
+            let build = BackgroundBuild::spawn(
+                index.ids()?,
+                index.clone(),
+                embedder.clone(),
+                lexical_encoder(&config)?,
+                vocabulary.clone(),
             );
-            Some(RwLock::new(vocabulary))
+            let build = build
+                .inspect_err(|e| warn!("vocabulary expansion has only new memories' words: {e}"))
+                .ok();
+            (Some(vocabulary), build)
         } else {
-            None
+            (None, None)
         };
         // Every vector is now the current model's: rebuilt, or recorded before the model was.
         if snapshot.dense_model != dense_model {
@@ -284,6 +286,7 @@ impl MemoryClient {
                 _lock: lock,
                 timeline: RwLock::new(Arc::new(timeline)),
                 vocabulary,
+                vocabulary_build,
                 conversation_locks: crate::locks::LockMap::new(),
                 background: TaskTracker::new(),
                 queue,
@@ -313,6 +316,20 @@ impl MemoryClient {
         &self.inner.store
     }
 
+    /// Waits until the vocabulary of what the index held at opening is built (vocabulary
+    /// expansion, [`crate::vocabulary`]); searches meanwhile expand with fewer words. For
+    /// measurements that must not depend on how soon they start.
+    pub async fn vocabulary_built(&self) {
+        while self
+            .inner
+            .vocabulary_build
+            .as_ref()
+            .is_some_and(|build| !build.is_finished())
+        {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
+
     /// What the start-up sync found and did.
     pub fn startup_sync(&self) -> &SyncReport {
         &self.inner.startup_sync
@@ -334,7 +351,7 @@ impl MemoryClient {
                 index: inner.index.as_ref(),
                 reranker: inner.reranker.as_ref(),
                 timeline: &timeline,
-                vocabulary: inner.vocabulary.as_ref(),
+                vocabulary: inner.vocabulary.as_deref(),
                 store_root: inner.store.root(),
             }
             .search(&request, &settings, expansion.as_deref())
@@ -669,6 +686,7 @@ impl MemoryClient {
 
 impl Drop for Inner {
     fn drop(&mut self) {
+        drop(self.vocabulary_build.take());
         drop(self.flusher.take());
         if let Err(e) = self.snapshot.flush() {
             warn!(
@@ -676,6 +694,15 @@ impl Drop for Inner {
             );
         }
     }
+}
+
+/// The BM25 encoder the configuration asks for.
+fn lexical_encoder(config: &Config) -> Result<LexicalEncoder, EngineError> {
+    Ok(LexicalEncoder::new(LexicalOptions {
+        k1: config.retrieval.bm25_k1,
+        b: config.retrieval.bm25_b,
+        avg_len: config.retrieval.bm25_avg_len,
+    })?)
 }
 
 fn no_git() -> EngineError {

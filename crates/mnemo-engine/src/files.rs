@@ -216,7 +216,7 @@ impl Inner {
             scheme: self.key_scheme.scheme,
             scheme_description: self.key_scheme.description.clone(),
             batch_size: self.config.embed_batch_size,
-            vocabulary: self.vocabulary.as_ref(),
+            vocabulary: self.vocabulary.as_deref(),
         }
     }
 

@@ -47,9 +47,6 @@ pub struct SyncReport {
     pub skipped: Vec<String>,
 }
 
-/// Memories whose texts are read from the index at a time, to build the vocabulary.
-const VOCABULARY_READ_BATCH: usize = 512;
-
 /// What it takes to turn memory files into index points.
 pub struct Indexer<'a> {
     /// The files.
@@ -131,18 +128,6 @@ impl Indexer<'_> {
         if let Err(e) = vocabulary.add(&texts, self.lexical, self.embedder) {
             warn!("the vocabulary did not take the new memories' words: {e}");
         }
-    }
-
-    /// The vocabulary of every memory the index holds (read from the index's copies of
-    /// their texts).
-    pub fn build_vocabulary(&self) -> Result<Vocabulary, EngineError> {
-        let mut vocabulary = Vocabulary::default();
-        for ids in self.index.ids()?.chunks(VOCABULARY_READ_BATCH) {
-            let hits = self.index.retrieve(ids, false)?;
-            let texts: Vec<&str> = hits.iter().map(|h| h.payload.content.as_str()).collect();
-            vocabulary.add(&texts, self.lexical, self.embedder)?;
-        }
-        Ok(vocabulary)
     }
 
     /// Brings the index in step with the files. See the module docs.

@@ -5,22 +5,33 @@
 //! Every word the memories use, lower-case as written (so names, which are capitalised, are
 //! left out), that is not a stop word, is embedded alone with the store's embedding model; it
 //! is a candidate once [`MIN_MEMORIES`] memories use it, and until more than [`MAX_SHARE`] of
-//! them do. A search takes the words closest to the
-//! query's own embedding (computed for dense search anyway, so this costs one product with
-//! the vocabulary's matrix) and searches again with them, as LLM query expansion does
-//! ([`crate::retrieval`]). Only the store's own words are candidates: a word no memory uses
-//! would match nothing.
+//! them do. A search takes the words closest to the query's own embedding (computed for
+//! dense search anyway, so this costs one product with the vocabulary's matrix) and searches
+//! again with them, as LLM query expansion does ([`crate::retrieval`]). Only the store's own
+//! words are candidates: a word no memory uses would match nothing. A memory indexed again
+//! (edited) counts again: the counts steer, they need not be exact.
 //!
-//! The vocabulary is built when the engine opens (from the index's copy of every memory's
-//! text) and grows as memories are indexed. Counts are never decreased: a word whose memories
-//! were all deleted stays a candidate and simply matches nothing, until the next start.
+//! The vocabulary grows as memories are indexed. When the engine opens, [`BackgroundBuild`]
+//! reads every memory's text from the index on a thread of its own (a large store takes a
+//! while: about 1,000 new words a second on 2 cores) and merges what it built with what was
+//! indexed meanwhile; searches until then expand with what the vocabulary holds so far.
+//! Counts are never decreased: a word whose memories were all deleted stays a candidate and
+//! simply matches nothing, until the next start.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, RwLock};
+use std::thread::JoinHandle;
 
+use mnemo_core::MemoryId;
 use mnemo_embed::Embedder;
-use mnemo_index::LexicalEncoder;
+use mnemo_index::{LexicalEncoder, VectorIndex};
+use tracing::{info, warn};
 
 use crate::EngineError;
+
+/// Memories whose texts are read from the index at a time, to build the vocabulary.
+const READ_BATCH: usize = 128;
 
 /// A word becomes a candidate once this many memories use it: a word said once is as often
 /// a typo as a topic.
@@ -135,6 +146,107 @@ impl Vocabulary {
     }
 }
 
+impl Vocabulary {
+    /// Adds what `newer` holds: the words of memories indexed while `self` was being built.
+    fn absorb(&mut self, newer: Vocabulary) {
+        self.texts = self.texts.saturating_add(newer.texts);
+        let vectors = newer.vectors.chunks_exact(newer.dimension.max(1));
+        for ((word, count), vector) in newer.words.into_iter().zip(newer.memories).zip(vectors) {
+            if let Some(&at) = self.position.get(&word) {
+                self.memories[at] = self.memories[at].saturating_add(count);
+            } else if self.words.len() < MAX_WORDS {
+                self.dimension = vector.len();
+                self.vectors.extend_from_slice(vector);
+                self.position.insert(word.clone(), self.words.len());
+                self.words.push(word);
+                self.memories.push(count);
+            }
+        }
+    }
+}
+
+/// The vocabulary of what an index holds, built on a thread of its own and merged into the
+/// engine's. Dropping it stops the build between batches and waits for the thread, so that a
+/// closed engine leaves nothing running.
+pub struct BackgroundBuild {
+    cancel: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl BackgroundBuild {
+    /// Starts building from the memories `ids` names (what `index` held when the engine
+    /// opened: `live` counts what is indexed after, so nothing is counted twice) into `live`.
+    pub fn spawn(
+        ids: Vec<MemoryId>,
+        index: Arc<dyn VectorIndex>,
+        embedder: Arc<Embedder>,
+        lexical: LexicalEncoder,
+        live: Arc<RwLock<Vocabulary>>,
+    ) -> std::io::Result<Self> {
+        let cancel = Arc::new(AtomicBool::new(false));
+        let stop = Arc::clone(&cancel);
+        let thread = std::thread::Builder::new()
+            .name("mnemo-vocabulary".into())
+            .spawn(move || {
+                let started = std::time::Instant::now();
+                match build(&ids, index.as_ref(), &embedder, &lexical, &stop) {
+                    Ok(Some(mut built)) => {
+                        let mut live = live.write().unwrap_or_else(|p| p.into_inner());
+                        built.absorb(std::mem::take(&mut *live));
+                        *live = built;
+                        info!(
+                            words = live.len(),
+                            seconds = started.elapsed().as_secs_f64(),
+                            "vocabulary built"
+                        );
+                    }
+                    Ok(None) => {}
+                    Err(e) => warn!("vocabulary expansion has only new memories' words: {e}"),
+                }
+            })?;
+        Ok(Self {
+            cancel,
+            thread: Some(thread),
+        })
+    }
+}
+
+impl BackgroundBuild {
+    /// Whether the build is over (done, failed or cancelled).
+    pub fn is_finished(&self) -> bool {
+        self.thread.as_ref().is_none_or(JoinHandle::is_finished)
+    }
+}
+
+impl Drop for BackgroundBuild {
+    fn drop(&mut self) {
+        self.cancel.store(true, Ordering::Release);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// The vocabulary of the memories `ids` names; `None` when cancelled.
+fn build(
+    ids: &[MemoryId],
+    index: &dyn VectorIndex,
+    embedder: &Embedder,
+    lexical: &LexicalEncoder,
+    cancel: &AtomicBool,
+) -> Result<Option<Vocabulary>, EngineError> {
+    let mut vocabulary = Vocabulary::default();
+    for ids in ids.chunks(READ_BATCH) {
+        if cancel.load(Ordering::Acquire) {
+            return Ok(None);
+        }
+        let hits = index.retrieve(ids, false)?;
+        let texts: Vec<&str> = hits.iter().map(|h| h.payload.content.as_str()).collect();
+        vocabulary.add(&texts, lexical, embedder)?;
+    }
+    Ok(Some(vocabulary))
+}
+
 /// The distinct words of `text` that may enter the vocabulary: alphabetic, written in lower
 /// case, of 3 to 24 characters.
 fn candidate_words(text: &str) -> Vec<String> {
@@ -156,6 +268,32 @@ fn dot(a: &[f32], b: &[f32]) -> f32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn vocabulary(words: &[(&str, u32, f32)], texts: u32) -> Vocabulary {
+        let mut v = Vocabulary {
+            dimension: 1,
+            texts,
+            ..Vocabulary::default()
+        };
+        for &(word, count, x) in words {
+            v.position.insert(word.into(), v.words.len());
+            v.words.push(word.into());
+            v.memories.push(count);
+            v.vectors.push(x);
+        }
+        v
+    }
+
+    #[test]
+    fn a_build_absorbs_the_words_indexed_meanwhile() {
+        let mut built = vocabulary(&[("novel", 2, 1.0), ("guitar", 1, -1.0)], 30);
+        built.absorb(vocabulary(&[("guitar", 1, -1.0), ("bicycle", 2, 0.5)], 3));
+        assert_eq!(built.words, ["novel", "guitar", "bicycle"]);
+        assert_eq!(built.memories, [2, 2, 2]);
+        assert_eq!(built.vectors, [1.0, -1.0, 0.5]);
+        assert_eq!(built.texts, 33);
+        assert_eq!(built.position["bicycle"], 2);
+    }
 
     #[test]
     fn candidate_words_are_lower_case_alphabetic_and_distinct() {

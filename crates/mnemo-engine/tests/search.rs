@@ -309,8 +309,10 @@ async fn vocabulary_expansion_adds_the_stores_words_nearest_the_query() {
     let (client, found) = search(open_with(with_words(0)).await, books).await;
     assert_eq!(found, "");
     drop(client);
-    // Reopened, the vocabulary is built again from what the index holds.
-    let (_, found) = search(open_with(with_words(1)).await, books).await;
+    // Reopened, the vocabulary is built again from what the index holds, in the background.
+    let client = open_with(with_words(1)).await;
+    client.vocabulary_built().await;
+    let (_, found) = search(client, books).await;
     assert!(found.contains("novel"), "{found:?}");
 }
 
