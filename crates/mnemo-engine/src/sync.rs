@@ -117,17 +117,29 @@ impl Indexer<'_> {
         Ok(())
     }
 
-    /// Adds the words of memories just indexed to the vocabulary. A failure costs only
-    /// expansion words, so it is logged, not returned.
+    /// Adds the words of memories just indexed to the vocabulary. New words are embedded
+    /// before the vocabulary is locked, so searches do not wait for them. A failure costs
+    /// only expansion words, so it is logged, not returned.
     fn grow_vocabulary<'t>(&self, texts: impl Iterator<Item = &'t str>) {
         let Some(vocabulary) = self.vocabulary else {
             return;
         };
         let texts: Vec<&str> = texts.collect();
-        let mut vocabulary = vocabulary.write().unwrap_or_else(|p| p.into_inner());
-        if let Err(e) = vocabulary.add(&texts, self.lexical, self.embedder) {
-            warn!("the vocabulary did not take the new memories' words: {e}");
-        }
+        let unknown = vocabulary
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .unknown_words(&texts, self.lexical);
+        let vectors = match self.embedder.embed(&unknown) {
+            Ok(vectors) => vectors,
+            Err(e) => {
+                warn!("the vocabulary did not take the new memories' words: {e}");
+                return;
+            }
+        };
+        vocabulary
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .count(&texts, unknown.into_iter().zip(vectors).collect());
     }
 
     /// Brings the index in step with the files. See the module docs.

@@ -80,35 +80,51 @@ impl Vocabulary {
         lexical: &LexicalEncoder,
         embedder: &Embedder,
     ) -> Result<(), EngineError> {
+        let unknown = self.unknown_words(texts, lexical);
+        let vectors = embedder.embed(&unknown)?;
+        self.count(texts, unknown.into_iter().zip(vectors).collect());
+        Ok(())
+    }
+
+    /// The distinct words of `texts` that the vocabulary would take and does not hold yet:
+    /// what to embed before [`count`](Self::count), without holding the vocabulary's lock.
+    pub fn unknown_words<S: AsRef<str>>(
+        &self,
+        texts: &[S],
+        lexical: &LexicalEncoder,
+    ) -> Vec<String> {
+        let mut unknown: Vec<String> = texts
+            .iter()
+            .flat_map(|text| candidate_words(text.as_ref()))
+            .filter(|word| !self.position.contains_key(word))
+            .collect();
+        unknown.sort_unstable();
+        unknown.dedup();
+        unknown.retain(|word| !lexical.query(word).is_empty());
+        unknown.truncate(MAX_WORDS.saturating_sub(self.words.len()));
+        unknown
+    }
+
+    /// Counts the words of `texts` (each text one memory); a word not held yet enters with
+    /// its vector from `embedded`, or not at all.
+    pub fn count<S: AsRef<str>>(&mut self, texts: &[S], embedded: Vec<(String, Vec<f32>)>) {
         self.texts = self.texts.saturating_add(texts.len() as u32);
-        let known = self.words.len();
-        // Words first seen in these texts, with how many of them use each.
-        let mut new_words: Vec<String> = Vec::new();
-        let mut new_counts: HashMap<String, u32> = HashMap::new();
+        let mut embedded: HashMap<String, Vec<f32>> = embedded.into_iter().collect();
         for text in texts {
             for word in candidate_words(text.as_ref()) {
                 if let Some(&at) = self.position.get(&word) {
-                    self.memories[at] += 1;
-                } else if let Some(count) = new_counts.get_mut(&word) {
-                    *count += 1;
-                } else if known + new_words.len() < MAX_WORDS && !lexical.query(&word).is_empty() {
-                    new_counts.insert(word.clone(), 1);
-                    new_words.push(word);
+                    self.memories[at] = self.memories[at].saturating_add(1);
+                } else if let Some(vector) = embedded.remove(&word) {
+                    if self.words.len() < MAX_WORDS {
+                        self.dimension = vector.len();
+                        self.vectors.extend(vector);
+                        self.memories.push(1);
+                        self.position.insert(word.clone(), self.words.len());
+                        self.words.push(word);
+                    }
                 }
             }
         }
-        if new_words.is_empty() {
-            return Ok(());
-        }
-        let vectors = embedder.embed(&new_words)?;
-        for (word, vector) in new_words.into_iter().zip(vectors) {
-            self.dimension = vector.len();
-            self.vectors.extend(vector);
-            self.memories.push(new_counts[&word]);
-            self.position.insert(word.clone(), self.words.len());
-            self.words.push(word);
-        }
-        Ok(())
     }
 
     /// The `n` candidate words closest to `query_vector` (a unit vector of the same model),
@@ -293,6 +309,24 @@ mod tests {
         assert_eq!(built.vectors, [1.0, -1.0, 0.5]);
         assert_eq!(built.texts, 33);
         assert_eq!(built.position["bicycle"], 2);
+    }
+
+    #[test]
+    fn counting_takes_embedded_words_and_counts_known_ones() {
+        let lexical = LexicalEncoder::new(Default::default()).unwrap();
+        let mut v = vocabulary(&[("novel", 1, 1.0)], 1);
+        let texts = ["a novel and the guitar", "the guitar, the bicycle"];
+        let unknown = v.unknown_words(&texts, &lexical);
+        assert_eq!(
+            unknown,
+            ["bicycle", "guitar"],
+            "stop words and known words left out"
+        );
+        // Embedded elsewhere meanwhile, "bicycle" is not offered: it is left out.
+        v.count(&texts, vec![("guitar".into(), vec![-1.0])]);
+        assert_eq!(v.words, ["novel", "guitar"]);
+        assert_eq!(v.memories, [2, 2]);
+        assert_eq!(v.texts, 3);
     }
 
     #[test]
