@@ -115,13 +115,7 @@ impl Vocabulary {
                 if let Some(&at) = self.position.get(&word) {
                     self.memories[at] = self.memories[at].saturating_add(1);
                 } else if let Some(vector) = embedded.remove(&word) {
-                    if self.words.len() < MAX_WORDS {
-                        self.dimension = vector.len();
-                        self.vectors.extend(vector);
-                        self.memories.push(1);
-                        self.position.insert(word.clone(), self.words.len());
-                        self.words.push(word);
-                    }
+                    self.push(word, &vector, 1);
                 }
             }
         }
@@ -160,9 +154,7 @@ impl Vocabulary {
             .take(n)
             .collect()
     }
-}
 
-impl Vocabulary {
     /// Adds what `newer` holds: the words of memories indexed while `self` was being built.
     fn absorb(&mut self, newer: Vocabulary) {
         self.texts = self.texts.saturating_add(newer.texts);
@@ -170,14 +162,22 @@ impl Vocabulary {
         for ((word, count), vector) in newer.words.into_iter().zip(newer.memories).zip(vectors) {
             if let Some(&at) = self.position.get(&word) {
                 self.memories[at] = self.memories[at].saturating_add(count);
-            } else if self.words.len() < MAX_WORDS {
-                self.dimension = vector.len();
-                self.vectors.extend_from_slice(vector);
-                self.position.insert(word.clone(), self.words.len());
-                self.words.push(word);
-                self.memories.push(count);
+            } else {
+                self.push(word, vector, count);
             }
         }
+    }
+
+    /// Takes in a word it does not hold, unless it is full ([`MAX_WORDS`]).
+    fn push(&mut self, word: String, vector: &[f32], count: u32) {
+        if self.words.len() >= MAX_WORDS {
+            return;
+        }
+        self.dimension = vector.len();
+        self.vectors.extend_from_slice(vector);
+        self.memories.push(count);
+        self.position.insert(word.clone(), self.words.len());
+        self.words.push(word);
     }
 }
 
