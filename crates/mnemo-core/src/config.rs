@@ -224,9 +224,12 @@ pub struct RetrievalConfig {
     /// How long a search waits for the expansion before it goes on without it, in ms.
     pub query_expansion_timeout_ms: u64,
     /// How many of the store's own words, those whose embedding is closest to the query's,
-    /// a search adds to the query and searches again with (merged by reciprocal rank, as
-    /// `query_expansion` is): "books" also finds "novels" and "Dune". 0 turns it off.
+    /// a search adds to the query's lexical terms: "books" also finds "novels" and
+    /// "library". 0 turns it off.
     pub vocabulary_expansion: usize,
+    /// What each added word weighs in the lexical query, 0..1, against 1 for a word of the
+    /// query's own.
+    pub vocabulary_expansion_weight: f32,
     /// Whether the cross-encoder reranks: `auto` when one is installed, `on` always (a
     /// missing model is an error), `off` never.
     pub reranker: RerankerMode,
@@ -302,6 +305,7 @@ impl Default for RetrievalConfig {
             query_expansion: false,
             query_expansion_timeout_ms: 5000,
             vocabulary_expansion: 10,
+            vocabulary_expansion_weight: 0.3,
             reranker: RerankerMode::Auto,
             reranker_model: "ms-marco-MiniLM-L-6-v2".into(),
             rerank_candidates: 30,
@@ -483,6 +487,10 @@ impl Config {
                 "retrieval.lexical_neighbour_decay",
                 Some(r.lexical_neighbour_decay),
             ),
+            (
+                "retrieval.vocabulary_expansion_weight",
+                Some(r.vocabulary_expansion_weight),
+            ),
         ];
         for (name, value) in weights {
             if let Some(v) = value.filter(|v| !(0.0..=1.0).contains(v)) {
@@ -641,6 +649,10 @@ mod tests {
             (
                 "vocabulary_expansion = 51",
                 "retrieval.vocabulary_expansion may be at most 50, got 51",
+            ),
+            (
+                "vocabulary_expansion_weight = -0.1",
+                "retrieval.vocabulary_expansion_weight must be between 0 and 1",
             ),
         ] {
             std::fs::write(&file, format!("[retrieval]\n{table}\n")).unwrap();

@@ -6,10 +6,11 @@
 //! left out), that is not a stop word, is embedded alone with the store's embedding model; it
 //! is a candidate once [`MIN_MEMORIES`] memories use it, and until more than [`MAX_SHARE`] of
 //! them do. A search takes the words closest to the query's own embedding (computed for
-//! dense search anyway, so this costs one product with the vocabulary's matrix) and searches
-//! again with them, as LLM query expansion does ([`crate::retrieval`]). Only the store's own
-//! words are candidates: a word no memory uses would match nothing. A memory indexed again
-//! (edited) counts again: the counts steer, they need not be exact.
+//! dense search anyway, so this costs one product with the vocabulary's matrix) and adds
+//! them to the query's lexical terms, each at a fraction of a query word's weight
+//! ([`crate::retrieval`]). Only the store's own words are candidates: a word no memory uses
+//! would match nothing. A memory indexed again (edited) counts again: the counts steer, they
+//! need not be exact.
 //!
 //! The vocabulary grows as memories are indexed. When the engine opens, [`BackgroundBuild`]
 //! reads every memory's text from the index on a thread of its own (a large store takes a

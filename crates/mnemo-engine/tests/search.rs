@@ -305,8 +305,15 @@ async fn vocabulary_expansion_adds_the_stores_words_nearest_the_query() {
     assert!(found.contains("bicycle"), "{found:?}");
     drop(client);
 
-    // Off: nothing shares the query's words.
+    // Off, or the added words weighing nothing: nothing shares the query's words.
     let (client, found) = search(open_with(with_words(0)).await, books).await;
+    assert_eq!(found, "");
+    drop(client);
+    let mut weightless = with_words(1);
+    weightless.retrieval.vocabulary_expansion_weight = 0.0;
+    let client = open_with(weightless).await;
+    client.vocabulary_built().await;
+    let (client, found) = search(client, books).await;
     assert_eq!(found, "");
     drop(client);
     // Reopened, the vocabulary is built again from what the index holds, in the background.

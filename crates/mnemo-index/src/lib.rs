@@ -45,6 +45,25 @@ impl SparseVector {
     pub fn is_empty(&self) -> bool {
         self.indices.is_empty()
     }
+
+    /// Adds the terms of `other` that `self` lacks, each at `weight` times its own weight;
+    /// the terms `self` has keep their weights. At weight 0 nothing is added: a term in a
+    /// query matches whatever its weight, even at 0.
+    pub fn add_missing_terms(&mut self, other: &SparseVector, weight: f32) {
+        if weight <= 0.0 {
+            return;
+        }
+        let mut terms: std::collections::BTreeMap<u32, f32> = self
+            .indices
+            .iter()
+            .copied()
+            .zip(self.values.iter().copied())
+            .collect();
+        for (&term, &value) in other.indices.iter().zip(&other.values) {
+            terms.entry(term).or_insert(weight * value);
+        }
+        (self.indices, self.values) = terms.into_iter().unzip();
+    }
 }
 
 /// One memory as the index holds it.
@@ -160,4 +179,37 @@ pub trait VectorIndex: Send + Sync {
     fn ids(&self) -> Result<Vec<MemoryId>, IndexError>;
     /// Dimension of the dense vectors this index holds.
     fn dimension(&self) -> usize;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::SparseVector;
+
+    #[test]
+    fn added_terms_are_weighted_and_kept_in_order() {
+        let mut query = SparseVector {
+            indices: vec![3, 9],
+            values: vec![1.0, 2.0],
+        };
+        let words = SparseVector {
+            indices: vec![1, 9, 12],
+            values: vec![1.0, 1.0, 2.0],
+        };
+        query.add_missing_terms(&words, 0.25);
+        assert_eq!(query.indices, vec![1, 3, 9, 12]);
+        assert_eq!(
+            query.values,
+            vec![0.25, 1.0, 2.0, 0.5],
+            "term 9 keeps its own weight"
+        );
+        let before = query.clone();
+        query.add_missing_terms(
+            &SparseVector {
+                indices: vec![5],
+                values: vec![1.0],
+            },
+            0.0,
+        );
+        assert_eq!(query, before);
+    }
 }

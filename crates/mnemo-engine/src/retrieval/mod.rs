@@ -17,8 +17,9 @@
 //!    first asks the upstream LLM for words an answer would use ([`crate::prompts`]); the
 //!    query followed by them goes through stages 1-2 as well, and the two rankings are
 //!    merged by reciprocal rank (`rank::merge_by_rank`). Vocabulary expansion
-//!    (`[retrieval] vocabulary_expansion`, on by default) does the same with the store's own
-//!    words nearest the query's embedding ([`crate::vocabulary`]), no LLM involved.
+//!    (`[retrieval] vocabulary_expansion`, on by default) adds the store's own words nearest
+//!    the query's embedding ([`crate::vocabulary`]) to the lexical terms, each at a fraction
+//!    of a query word's weight; no LLM, and no second search.
 //! 3. **Rerank.** With a cross-encoder installed, the best candidates are rescored by it;
 //!    its logits are squashed into 0..1 and normalised over the pool.
 //! 4. **Recency.** `exp(-age_days / 30)` blended with weight `w` — only when the query asks
@@ -46,7 +47,7 @@ use chrono::{DateTime, Utc};
 use mnemo_core::{Config, ConversationId, MemoryId, Metadata, Role, MAX_TOP_K};
 use mnemo_embed::{Embedder, Reranker};
 use mnemo_index::{
-    Condition, Filter, LexicalEncoder, PointPayload, Query, QueryVector, VectorIndex,
+    Condition, Filter, LexicalEncoder, PointPayload, Query, QueryVector, SparseVector, VectorIndex,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -247,9 +248,10 @@ impl ReadPath<'_> {
     /// The memories of the request's conversation and of `global` that best answer its
     /// query, best first. Summaries are not searched.
     ///
-    /// With `expansion` (words an answer would use, from the LLM) or vocabulary expansion on,
-    /// the first stage also runs for the query followed by those words, and the two rankings
-    /// are merged by reciprocal rank.
+    /// With `expansion` (words an answer would use, from the LLM), the first stage also runs
+    /// for the query followed by those words, and the two rankings are merged by reciprocal
+    /// rank. The store's words nearest the query (vocabulary expansion) join the lexical
+    /// terms of every search, at `vocabulary_expansion_weight`.
     pub fn search(
         &self,
         request: &SearchRequest,
@@ -261,16 +263,12 @@ impl ReadPath<'_> {
             return Ok(Vec::new());
         }
         let dense = self.embedder.embed_one(query)?;
-        let vocabulary_words = self.vocabulary_words(query, &dense);
-        let mut candidates = self.candidates(query, dense, request, settings)?;
-        let words: Vec<&str> = expansion
-            .into_iter()
-            .chain(vocabulary_words.as_deref())
-            .collect();
-        if !words.is_empty() {
-            let expanded = format!("{query}\n{}", words.join(" "));
+        let related = self.related_terms(query, &dense);
+        let mut candidates = self.candidates(query, dense, &related, request, settings)?;
+        if let Some(words) = expansion {
+            let expanded = format!("{query}\n{words}");
             let dense = self.embedder.embed_one(&expanded)?;
-            let more = self.candidates(&expanded, dense, request, settings)?;
+            let more = self.candidates(&expanded, dense, &related, request, settings)?;
             candidates = rank::merge_by_rank(candidates, more, EXPANSION_RANK_OFFSET);
         }
         let tuning = &self.config.retrieval;
@@ -306,21 +304,24 @@ impl ReadPath<'_> {
 
     /// Stages 1 and 2, best first: both retrievers in both scopes, fused, smoothed over
     /// neighbouring turns, and the speaker the query names lifted. A query's dates are
-    /// resolved and added to its lexical terms as canonical tokens ([`crate::dates`]).
+    /// resolved and added to its lexical terms as canonical tokens ([`crate::dates`]), and so
+    /// are the `related` terms of vocabulary expansion, at their configured weight.
     fn candidates(
         &self,
         query: &str,
         dense: Vec<f32>,
+        related: &SparseVector,
         request: &SearchRequest,
         settings: &ResolvedSearch,
     ) -> Result<Vec<Candidate>, EngineError> {
         let tuning = &self.config.retrieval;
-        let lexical = if tuning.lexical_date_tokens {
+        let mut lexical = if tuning.lexical_date_tokens {
             let dates = crate::dates::date_tokens(query, settings.now.date_naive());
             self.lexical.query(&format!("{query}\n{dates}"))
         } else {
             self.lexical.query(query)
         };
+        lexical.add_missing_terms(related, tuning.vocabulary_expansion_weight);
         let per_query = (settings.top_k * 3).max(tuning.min_candidates);
         let mut results = Vec::new();
         let scopes = scope_filters(
@@ -354,13 +355,16 @@ impl ReadPath<'_> {
         Ok(candidates)
     }
 
-    /// The store's words closest to the query ([`crate::vocabulary`]), space-separated;
-    /// `None` when vocabulary expansion is off or finds nothing.
-    fn vocabulary_words(&self, query: &str, dense: &[f32]) -> Option<String> {
+    /// The lexical terms of the store's words closest to the query ([`crate::vocabulary`]);
+    /// none when vocabulary expansion is off or finds nothing.
+    fn related_terms(&self, query: &str, dense: &[f32]) -> SparseVector {
         let n = self.config.retrieval.vocabulary_expansion;
-        let vocabulary = self.vocabulary?.read().unwrap_or_else(|p| p.into_inner());
+        let Some(vocabulary) = self.vocabulary else {
+            return SparseVector::default();
+        };
+        let vocabulary = vocabulary.read().unwrap_or_else(|p| p.into_inner());
         let words = vocabulary.nearest(dense, query, n, self.lexical);
-        (!words.is_empty()).then(|| words.join(" "))
+        self.lexical.query(&words.join(" "))
     }
 
     /// Rescores the best candidates with the cross-encoder, when one is loaded; the rest
