@@ -120,11 +120,18 @@ def main():
         "loco_recall": round(sum(f["held_out_recall_chosen"] * f["questions"] for f in folds) / total, 4),
         "defaults_recall": round(weighted(default_results, conversations), 4),
         "best_in_hindsight_recall": round(max(weighted(r, conversations) for r in results), 4),
+        # Every point's recall on all five: how far apart the choices are at all.
+        "points": [
+            {"constants": constants, "recall": round(weighted(r, conversations), 4)}
+            for constants, r in zip(grid, results)
+        ],
     }
     if args.json:
         print(json.dumps(report, indent=2))
         return
     names = ", ".join(grid_values)
+    for point in report["points"]:
+        print(f"{point['constants']}: {point['recall']:.4f}")
     print(f"{'held out':<14} {'n':>4} {'chosen (' + names + ')':>38} {'chosen':>8} {'defaults':>9}")
     for f in folds:
         chosen = "(" + ", ".join(str(v) for v in f["chosen"].values()) + ")"
