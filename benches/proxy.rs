@@ -8,7 +8,9 @@
 //! every fact added, a new summary), so each turn's background pass does the whole write
 //! path: extraction, reconciliation against the nearest facts, summary, commit.
 //!
-//! `cargo bench --workspace --bench proxy [-- --json] [-- --quick]`. The cross-encoder is off.
+//! `cargo bench --workspace --bench proxy [-- --json] [-- --quick] [-- --vocabulary-expansion N]`.
+//! The cross-encoder is off; vocabulary expansion takes its default unless N is given (0 turns
+//! it off, for a baseline in the same session).
 
 mod support;
 
@@ -29,6 +31,14 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     let json_out = args.iter().any(|a| a == "--json");
     let quick = args.iter().any(|a| a == "--quick");
+    let vocabulary_expansion = args
+        .iter()
+        .position(|a| a == "--vocabulary-expansion")
+        .map(|at| {
+            args.get(at + 1)
+                .and_then(|n| n.parse().ok())
+                .expect("--vocabulary-expansion takes a number of words")
+        });
     // RUST_LOG=mnemo_engine=debug shows where each request's time goes.
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
@@ -38,7 +48,7 @@ fn main() {
         .enable_all()
         .build()
         .expect("a tokio runtime");
-    let (report, store) = runtime.block_on(run(quick));
+    let (report, store) = runtime.block_on(run(quick, vocabulary_expansion));
     // The store's folder must outlive every clone of the client, and connection tasks still
     // hold some until the runtime shuts down.
     drop(runtime);
@@ -68,7 +78,7 @@ fn model(request: &ChatRequest) -> Reply {
     }
 }
 
-async fn run(quick: bool) -> (Value, tempfile::TempDir) {
+async fn run(quick: bool, vocabulary_expansion: Option<usize>) -> (Value, tempfile::TempDir) {
     let upstream = ScriptedLlm::with_handler(model).await;
     let dir = tempfile::tempdir().unwrap();
     let mut config = Config {
@@ -79,6 +89,10 @@ async fn run(quick: bool) -> (Value, tempfile::TempDir) {
         ..Config::default()
     };
     config.retrieval.reranker = mnemo_core::RerankerMode::Off;
+    if let Some(words) = vocabulary_expansion {
+        config.retrieval.vocabulary_expansion = words;
+    }
+    let expansion_words = config.retrieval.vocabulary_expansion;
     let client = MemoryClient::open(config, OpenOptions::default())
         .await
         .unwrap();
@@ -188,6 +202,7 @@ async fn run(quick: bool) -> (Value, tempfile::TempDir) {
     };
     let mut report = json!({
         "memories": MEMORIES,
+        "vocabulary_expansion": expansion_words,
         "rounds": rounds,
         "write_path_calls": {
             "extraction": calls("facts"),
