@@ -228,7 +228,7 @@ pub struct RetrievalConfig {
     /// "library". 0 turns it off.
     pub vocabulary_expansion: usize,
     /// What each added word weighs in the lexical query, 0..1, against 1 for a word of the
-    /// query's own.
+    /// query's own; 0 turns expansion off as well.
     pub vocabulary_expansion_weight: f32,
     /// Whether the cross-encoder reranks: `auto` when one is installed, `on` always (a
     /// missing model is an error), `off` never.
@@ -280,6 +280,13 @@ pub fn page_size(asked: Option<usize>, default: usize, name: &str) -> Result<usi
     match asked.unwrap_or(default) {
         n @ 1..=MAX_PAGE => Ok(n),
         _ => Err(format!("{name} must be between 1 and {MAX_PAGE}")),
+    }
+}
+
+impl RetrievalConfig {
+    /// Whether vocabulary expansion adds anything: some words, weighing more than nothing.
+    pub fn vocabulary_expansion_on(&self) -> bool {
+        self.vocabulary_expansion > 0 && self.vocabulary_expansion_weight > 0.0
     }
 }
 

@@ -216,7 +216,7 @@ impl MemoryClient {
                 f(p)
             }
         })?;
-        let (vocabulary, vocabulary_build) = if config.retrieval.vocabulary_expansion > 0 {
+        let (vocabulary, vocabulary_build) = if config.retrieval.vocabulary_expansion_on() {
             let vocabulary = Arc::new(RwLock::new(Vocabulary::default()));
             let build = BackgroundBuild::spawn(
                 index.ids()?,

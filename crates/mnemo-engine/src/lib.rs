@@ -9,7 +9,7 @@
 //! - Read path ([`retrieval`]): dense and BM25 candidates from the conversation and `global`
 //!   ([`keys`] builds what each memory is indexed under, [`timeline`] finds its neighbouring
 //!   turns, [`filter`] turns metadata filters into index filters, [`vocabulary`] offers the
-//!   store's words nearest a query to search with as well), fused, reranked, blended
+//!   store's words nearest a query to add to its terms), fused, reranked, blended
 //!   with recency and diversified with MMR; turns that say nothing of their own
 //!   ([`information`]) come last.
 //! - Chat ([`chat`]): a chat request with memories injected ([`inject`]), its outgoing copy

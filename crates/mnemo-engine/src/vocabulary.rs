@@ -226,9 +226,7 @@ impl BackgroundBuild {
             thread: Some(thread),
         })
     }
-}
 
-impl BackgroundBuild {
     /// Whether the build is over (done, failed or cancelled).
     pub fn is_finished(&self) -> bool {
         self.thread.as_ref().is_none_or(JoinHandle::is_finished)
