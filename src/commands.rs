@@ -280,6 +280,9 @@ pub async fn search(global: &GlobalArgs, args: SearchArgs) -> CommandResult {
         .context("--filter is not JSON")
         .map_err(Failure::invalid)?;
     let client = open_client(global).await?;
+    // A server has built its vocabulary long before most searches; a one-off search waits,
+    // so that it finds what the server would (quick: the words' vectors are kept on disk).
+    client.vocabulary_built().await;
     let request = SearchRequest {
         top_k: args.top_k,
         recency_weight: args.recency_weight,

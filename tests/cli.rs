@@ -116,6 +116,51 @@ fn add_then_search_returns_scores_ids_and_files() {
 }
 
 #[test]
+fn a_search_from_the_terminal_expands_with_the_whole_vocabulary() {
+    let store = Store::new();
+    // Lexical only: "books" shares no word with the memories; only the store's word "novel",
+    // offered by vocabulary expansion, finds one.
+    let config = store._dir.path().join("mnemo.toml");
+    std::fs::write(
+        &config,
+        "[retrieval]\ndense = false\nvocabulary_expansion = 1\n",
+    )
+    .unwrap();
+    let config = config.to_str().unwrap();
+    let mut texts = vec![
+        "I finished a long novel last night.".to_owned(),
+        "That novel sounds wonderful.".to_owned(),
+        "The weather was lovely today.".to_owned(),
+        "My guitar needs new strings.".to_owned(),
+    ];
+    // A word is a candidate when at most a tenth of the memories use it.
+    texts.extend((0..20).map(|i| format!("Ran an errand, number {i}.")));
+    let mut args = vec!["--config", config, "add", "--json"];
+    args.extend(texts.iter().map(String::as_str));
+    store.ok_json(&args);
+
+    let search = [
+        "--config",
+        config,
+        "search",
+        "Which books has Ann enjoyed?",
+        "-k",
+        "1",
+        "--json",
+    ];
+    // The first search builds the vocabulary (and keeps its vectors); the second reads them.
+    for _ in 0..2 {
+        let hits = store.ok_json(&search);
+        assert_eq!(contents(&hits).len(), 1, "{hits}");
+        assert!(contents(&hits)[0].contains("novel"), "{hits}");
+    }
+    let kept = store.root.join("vocabulary.bin");
+    assert!(kept.is_file());
+    let ignored = std::fs::read_to_string(store.root.join(".gitignore")).unwrap();
+    assert!(ignored.lines().any(|l| l == "/vocabulary.bin"), "{ignored}");
+}
+
+#[test]
 fn stdin_files_and_json_input_with_per_item_conversations() {
     let store = Store::new();
     let out = store.mnemo_with_stdin(&["add", "-c", "home"], Some("- I water the plants on Sundays\n* The cat is called Miso\n\n1. The boiler was serviced in May\n"));

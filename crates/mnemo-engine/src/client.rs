@@ -31,7 +31,8 @@ use crate::retrieval::{ReadPath, ResolvedSearch, SearchHit, SearchRequest};
 use crate::snapshot::{Flusher, Snapshot, SnapshotCell};
 use crate::sync::{Indexer, SyncProgress, SyncReport};
 use crate::timeline::Timeline;
-use crate::vocabulary::{BackgroundBuild, Vocabulary};
+use crate::vocabulary::{BackgroundBuild, BuildReport, Vocabulary};
+use crate::vocabulary_file::VocabularyFile;
 use crate::watcher::{self, WatcherHandle};
 use crate::EngineError;
 
@@ -224,6 +225,11 @@ impl MemoryClient {
                 embedder.clone(),
                 lexical_encoder(&config)?,
                 vocabulary.clone(),
+                VocabularyFile::new(
+                    store.vocabulary_path(),
+                    dense_model.clone(),
+                    embedder.dimension(),
+                ),
             );
             let build = build
                 .inspect_err(|e| warn!("vocabulary expansion has only new memories' words: {e}"))
@@ -317,17 +323,15 @@ impl MemoryClient {
     }
 
     /// Waits until the vocabulary of what the index held at opening is built (vocabulary
-    /// expansion, [`crate::vocabulary`]); searches meanwhile expand with fewer words. For
-    /// measurements that must not depend on how soon they start.
-    pub async fn vocabulary_built(&self) {
-        while self
-            .inner
-            .vocabulary_build
-            .as_ref()
-            .is_some_and(|build| !build.is_finished())
-        {
+    /// expansion, [`crate::vocabulary`]), and says what the build did; `None` when expansion
+    /// is off or the build failed. Searches meanwhile expand with fewer words: for one-off
+    /// searches and measurements that must not depend on how soon they start.
+    pub async fn vocabulary_built(&self) -> Option<BuildReport> {
+        let build = self.inner.vocabulary_build.as_ref()?;
+        while !build.is_finished() {
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
+        build.report()
     }
 
     /// What the start-up sync found and did.

@@ -9,7 +9,8 @@
 //! - Read path ([`retrieval`]): dense and BM25 candidates from the conversation and `global`
 //!   ([`keys`] builds what each memory is indexed under, [`timeline`] finds its neighbouring
 //!   turns, [`filter`] turns metadata filters into index filters, [`vocabulary`] offers the
-//!   store's words nearest a query to add to its terms), fused, reranked, blended
+//!   store's words nearest a query to add to its terms, their vectors kept between runs by
+//!   [`vocabulary_file`]), fused, reranked, blended
 //!   with recency and diversified with MMR; turns that say nothing of their own
 //!   ([`information`]) come last.
 //! - Chat ([`chat`]): a chat request with memories injected ([`inject`]), its outgoing copy
@@ -47,6 +48,7 @@ pub mod snapshot;
 pub mod sync;
 pub mod timeline;
 pub mod vocabulary;
+pub mod vocabulary_file;
 pub mod watcher;
 pub mod write;
 

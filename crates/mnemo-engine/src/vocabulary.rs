@@ -13,11 +13,13 @@
 //! need not be exact.
 //!
 //! The vocabulary grows as memories are indexed. When the engine opens, [`BackgroundBuild`]
-//! reads every memory's text from the index on a thread of its own (a large store takes a
-//! while: about 1,000 new words a second on 2 cores) and merges what it built with what was
-//! indexed meanwhile; searches until then expand with what the vocabulary holds so far.
-//! Counts are never decreased: a word whose memories were all deleted stays a candidate and
-//! simply matches nothing, until the next start.
+//! reads every memory's text from the index on a thread of its own and merges what it built
+//! with what was indexed meanwhile; searches until then expand with what the vocabulary holds
+//! so far. Embedding is what a build costs (about 1,000 new words a second on 2 cores), so
+//! the vectors are kept between runs in `vocabulary.bin` ([`crate::vocabulary_file`]) and a
+//! build embeds only words the last one did not write; counting the memories' words again
+//! is quick. Counts are never decreased while the engine runs: a word whose memories were all
+//! deleted stays a candidate and simply matches nothing, until the next start.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -29,6 +31,7 @@ use mnemo_embed::Embedder;
 use mnemo_index::{LexicalEncoder, VectorIndex};
 use tracing::{info, warn};
 
+use crate::vocabulary_file::{StoredWords, VocabularyFile};
 use crate::EngineError;
 
 /// Memories whose texts are read from the index at a time, to build the vocabulary.
@@ -47,7 +50,7 @@ pub const MAX_SHARE: f32 = 0.1;
 pub const MAX_WORDS: usize = 50_000;
 
 /// Shortest and longest word kept, in characters.
-const WORD_CHARS: std::ops::RangeInclusive<usize> = 3..=24;
+pub(crate) const WORD_CHARS: std::ops::RangeInclusive<usize> = 3..=24;
 
 /// The store's words with their embeddings.
 #[derive(Debug, Default)]
@@ -74,17 +77,36 @@ impl Vocabulary {
         self.words.is_empty()
     }
 
-    /// Counts the words of `texts` (each text one memory) and embeds the new ones.
+    /// Counts the words of `texts` (each text one memory) and takes in the new ones, with
+    /// their vectors from `stored` or else embedded. Returns how many were embedded.
     pub fn add<S: AsRef<str>>(
         &mut self,
         texts: &[S],
         lexical: &LexicalEncoder,
         embedder: &Embedder,
-    ) -> Result<(), EngineError> {
-        let unknown = self.unknown_words(texts, lexical);
+        stored: &StoredWords,
+    ) -> Result<usize, EngineError> {
+        let (known, unknown): (Vec<String>, Vec<String>) = self
+            .unknown_words(texts, lexical)
+            .into_iter()
+            .partition(|word| stored.get(word).is_some());
         let vectors = embedder.embed(&unknown)?;
-        self.count(texts, unknown.into_iter().zip(vectors).collect());
-        Ok(())
+        let embedded = unknown.len();
+        let mut words: Vec<(String, Vec<f32>)> = unknown.into_iter().zip(vectors).collect();
+        words.extend(known.into_iter().filter_map(|word| {
+            let vector = stored.get(&word)?.to_vec();
+            Some((word, vector))
+        }));
+        self.count(texts, words);
+        Ok(embedded)
+    }
+
+    /// Each word with its vector, in the order they were taken in.
+    pub fn entries(&self) -> impl ExactSizeIterator<Item = (&str, &[f32])> {
+        self.words
+            .iter()
+            .map(String::as_str)
+            .zip(self.vectors.chunks_exact(self.dimension.max(1)))
     }
 
     /// The distinct words of `texts` that the vocabulary would take and does not hold yet:
@@ -182,54 +204,73 @@ impl Vocabulary {
     }
 }
 
+/// What building the vocabulary at opening did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BuildReport {
+    /// Words of the memories the index held at opening that the vocabulary took.
+    pub words: usize,
+    /// Of those, words embedded because `vocabulary.bin` did not hold them.
+    pub embedded: usize,
+    /// Of those, words whose vectors `vocabulary.bin` held.
+    pub from_file: usize,
+}
+
 /// The vocabulary of what an index holds, built on a thread of its own and merged into the
 /// engine's. Dropping it stops the build between batches and waits for the thread, so that a
 /// closed engine leaves nothing running.
 pub struct BackgroundBuild {
     cancel: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
+    report: Arc<std::sync::OnceLock<BuildReport>>,
 }
 
 impl BackgroundBuild {
     /// Starts building from the memories `ids` names (what `index` held when the engine
-    /// opened: `live` counts what is indexed after, so nothing is counted twice) into `live`.
+    /// opened: `live` counts what is indexed after, so nothing is counted twice) into `live`,
+    /// reusing the vectors `file` holds and writing it anew when the build embedded words.
     pub fn spawn(
         ids: Vec<MemoryId>,
         index: Arc<dyn VectorIndex>,
         embedder: Arc<Embedder>,
         lexical: LexicalEncoder,
         live: Arc<RwLock<Vocabulary>>,
+        file: VocabularyFile,
     ) -> std::io::Result<Self> {
         let cancel = Arc::new(AtomicBool::new(false));
         let stop = Arc::clone(&cancel);
+        let report = Arc::new(std::sync::OnceLock::new());
+        let reported = Arc::clone(&report);
         let thread = std::thread::Builder::new()
             .name("mnemo-vocabulary".into())
             .spawn(move || {
-                let started = std::time::Instant::now();
-                match build(&ids, index.as_ref(), &embedder, &lexical, &stop) {
-                    Ok(Some(mut built)) => {
-                        let mut live = live.write().unwrap_or_else(|p| p.into_inner());
-                        built.absorb(std::mem::take(&mut *live));
-                        *live = built;
-                        info!(
-                            words = live.len(),
-                            seconds = started.elapsed().as_secs_f64(),
-                            "vocabulary built"
-                        );
-                    }
-                    Ok(None) => {}
-                    Err(e) => warn!("vocabulary expansion has only new memories' words: {e}"),
+                let done = build_into(
+                    &ids,
+                    index.as_ref(),
+                    &embedder,
+                    &lexical,
+                    &live,
+                    &file,
+                    &stop,
+                );
+                if let Some(report) = done {
+                    let _ = reported.set(report);
                 }
             })?;
         Ok(Self {
             cancel,
             thread: Some(thread),
+            report,
         })
     }
 
     /// Whether the build is over (done, failed or cancelled).
     pub fn is_finished(&self) -> bool {
         self.thread.as_ref().is_none_or(JoinHandle::is_finished)
+    }
+
+    /// What the build did, once it is done; `None` before, or when it failed or was stopped.
+    pub fn report(&self) -> Option<BuildReport> {
+        self.report.get().copied()
     }
 }
 
@@ -242,24 +283,86 @@ impl Drop for BackgroundBuild {
     }
 }
 
-/// The vocabulary of the memories `ids` names; `None` when cancelled.
+/// Builds the vocabulary of the memories `ids` names, merges it into `live` and keeps its
+/// vectors in `file`; `None` when cancelled or failed (said in the log).
+fn build_into(
+    ids: &[MemoryId],
+    index: &dyn VectorIndex,
+    embedder: &Embedder,
+    lexical: &LexicalEncoder,
+    live: &RwLock<Vocabulary>,
+    file: &VocabularyFile,
+    cancel: &AtomicBool,
+) -> Option<BuildReport> {
+    let started = std::time::Instant::now();
+    let stored = file.read().unwrap_or_else(|e| {
+        warn!(
+            file = %file.path().display(),
+            "vocabulary vectors not reused ({e}); embedding every word again"
+        );
+        StoredWords::default()
+    });
+    let (mut built, embedded) = match build(ids, index, embedder, lexical, &stored, cancel) {
+        Ok(Some(built)) => built,
+        Ok(None) => return None,
+        Err(e) => {
+            warn!("vocabulary expansion has only new memories' words: {e}");
+            return None;
+        }
+    };
+    let words = built.len();
+    let report = BuildReport {
+        words,
+        embedded,
+        from_file: words.saturating_sub(embedded),
+    };
+    // Encoded before the live vocabulary is locked, written after.
+    let bytes =
+        (embedded > 0 || report.from_file != stored.len()).then(|| file.encode(built.entries()));
+    {
+        let mut live = live.write().unwrap_or_else(|p| p.into_inner());
+        built.absorb(std::mem::take(&mut *live));
+        *live = built;
+    }
+    if let Some(Err(e)) = bytes.map(|bytes| file.write(&bytes)) {
+        warn!(file = %file.path().display(), "vocabulary vectors not kept: {e}");
+    }
+    info!(
+        words,
+        embedded,
+        from_file = report.from_file,
+        seconds = started.elapsed().as_secs_f64(),
+        "vocabulary built"
+    );
+    Some(report)
+}
+
+/// The vocabulary of the memories `ids` names, and how many of its words were embedded (not
+/// in `stored`); `None` when cancelled.
 fn build(
     ids: &[MemoryId],
     index: &dyn VectorIndex,
     embedder: &Embedder,
     lexical: &LexicalEncoder,
+    stored: &StoredWords,
     cancel: &AtomicBool,
-) -> Result<Option<Vocabulary>, EngineError> {
+) -> Result<Option<(Vocabulary, usize)>, EngineError> {
     let mut vocabulary = Vocabulary::default();
+    let mut embedded = 0;
     for ids in ids.chunks(READ_BATCH) {
         if cancel.load(Ordering::Acquire) {
             return Ok(None);
         }
         let hits = index.retrieve(ids, false)?;
         let texts: Vec<&str> = hits.iter().map(|h| h.payload.content.as_str()).collect();
-        vocabulary.add(&texts, lexical, embedder)?;
+        embedded += vocabulary.add(&texts, lexical, embedder, stored)?;
     }
-    Ok(Some(vocabulary))
+    Ok(Some((vocabulary, embedded)))
+}
+
+/// Whether `word` is one the vocabulary may take: what [`candidate_words`] finds in it alone.
+pub(crate) fn is_candidate_word(word: &str) -> bool {
+    candidate_words(word) == [word]
 }
 
 /// The distinct words of `text` that may enter the vocabulary: alphabetic, written in lower

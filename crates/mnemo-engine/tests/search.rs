@@ -251,25 +251,9 @@ async fn another_embedding_model_re_embeds_every_memory_once() {
     assert_eq!(client.startup_sync().embedded, 0, "and only once");
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn vocabulary_expansion_adds_the_stores_words_nearest_the_query() {
-    let dir = tempfile::tempdir().unwrap();
-    // Lexical only: the query shares no word with the memories; only the expansion can.
-    let with_words = |n: usize| {
-        let mut config = config(dir.path());
-        config.retrieval.dense = false;
-        config.retrieval.vocabulary_expansion = n;
-        config
-    };
-    let search = |client: MemoryClient, query: &'static str| async move {
-        let hits = client
-            .search(SearchRequest::new(query, conv("c1")).top_k(1))
-            .await
-            .unwrap();
-        (client, contents(&hits).join(" "))
-    };
-    let books = "Which books has Ann enjoyed?";
-    let client = open_with(with_words(1)).await;
+/// Two memories about a novel, which a search for books finds only through the vocabulary,
+/// among 25 others.
+fn novels_among_errands() -> Vec<MemoryRecord> {
     let mut records = vec![
         record("c1", Role::User, "I finished a long novel last night.", 50),
         record("c1", Role::User, "That novel sounds wonderful.", 49),
@@ -289,7 +273,29 @@ async fn vocabulary_expansion_adds_the_stores_words_nearest_the_query() {
             60 + i,
         )
     }));
-    client.add_records(records).await.unwrap();
+    records
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn vocabulary_expansion_adds_the_stores_words_nearest_the_query() {
+    let dir = tempfile::tempdir().unwrap();
+    // Lexical only: the query shares no word with the memories; only the expansion can.
+    let with_words = |n: usize| {
+        let mut config = config(dir.path());
+        config.retrieval.dense = false;
+        config.retrieval.vocabulary_expansion = n;
+        config
+    };
+    let search = |client: MemoryClient, query: &'static str| async move {
+        let hits = client
+            .search(SearchRequest::new(query, conv("c1")).top_k(1))
+            .await
+            .unwrap();
+        (client, contents(&hits).join(" "))
+    };
+    let books = "Which books has Ann enjoyed?";
+    let client = open_with(with_words(1)).await;
+    client.add_records(novels_among_errands()).await.unwrap();
     let (client, found) = search(client, books).await;
     assert!(found.contains("novel"), "{found:?}");
     // A word one memory uses is no candidate: "bicycle" is not offered yet.
@@ -321,6 +327,73 @@ async fn vocabulary_expansion_adds_the_stores_words_nearest_the_query() {
     client.vocabulary_built().await;
     let (_, found) = search(client, books).await;
     assert!(found.contains("novel"), "{found:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_vocabularys_vectors_are_kept_between_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = config(dir.path());
+    config.retrieval.dense = false;
+    config.retrieval.vocabulary_expansion = 1;
+    let file = dir.path().join("vocabulary.bin");
+    let reopened = || async {
+        let client = open_with(config.clone()).await;
+        let report = client
+            .vocabulary_built()
+            .await
+            .expect("a vocabulary is built");
+        let hits = client
+            .search(SearchRequest::new("Which books has Ann enjoyed?", conv("c1")).top_k(1))
+            .await
+            .unwrap();
+        assert!(contents(&hits).join(" ").contains("novel"), "{hits:?}");
+        (client, report)
+    };
+    let client = open_with(config.clone()).await;
+    client.add_records(novels_among_errands()).await.unwrap();
+    drop(client);
+    assert!(
+        !file.exists(),
+        "words indexed as memories come are kept by the next build"
+    );
+
+    let (client, first) = reopened().await;
+    assert!(first.words > 5, "{first:?}");
+    assert_eq!((first.embedded, first.from_file), (first.words, 0));
+    drop(client);
+    assert!(file.is_file());
+    // Every vector from the file, and searches expand as before.
+    let (client, second) = reopened().await;
+    assert_eq!((second.embedded, second.from_file), (0, first.words));
+    // A new memory's words are all the next build embeds.
+    client
+        .add_records(vec![record("c1", Role::User, "A flat tyre.", 10)])
+        .await
+        .unwrap();
+    drop(client);
+    let (client, third) = reopened().await;
+    assert_eq!(
+        (third.embedded, third.from_file),
+        (2, first.words),
+        "flat, tyre"
+    );
+    drop(client);
+
+    // A damaged file or a link in its place is not used: every word is embedded again, and
+    // the file written anew.
+    std::fs::write(&file, b"MNEMOVOC and then nonsense").unwrap();
+    let (client, damaged) = reopened().await;
+    assert_eq!((damaged.embedded, damaged.from_file), (third.words, 0));
+    drop(client);
+    let elsewhere = dir.path().join("elsewhere.bin");
+    std::fs::rename(&file, &elsewhere).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, &file).unwrap();
+    let (client, linked) = reopened().await;
+    assert_eq!((linked.embedded, linked.from_file), (third.words, 0));
+    drop(client);
+    assert!(!file.is_symlink(), "the link replaced by a file of mnemo's");
+    let (_, restored) = reopened().await;
+    assert_eq!(restored.from_file, third.words);
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -12,6 +12,7 @@
 //! .mnemo.serve           the base URL of the `mnemo serve` holding the store, while it runs
 //! pending/               write-path passes queued and not yet done
 //! memory_index.json      what the index holds, per file (rebuildable)
+//! vocabulary.bin         the vocabulary's word vectors, kept between runs (rebuildable)
 //! conversations/<conversation>/strategy.yaml   its context strategy (hand-editable)
 //! conversations/<conversation>/summaries/      summaries context governance keeps (rebuildable)
 //! conversations/<conversation>/tool_outputs/   tool outputs it offloaded
@@ -37,6 +38,8 @@ pub const SUMMARY_FILE: &str = "summary.md";
 pub const INDEX_DIR: &str = "index";
 /// The file recording what the index holds, per memory file.
 pub const SNAPSHOT_FILE: &str = "memory_index.json";
+/// The vocabulary's word vectors, kept between runs (rebuildable).
+pub const VOCABULARY_FILE: &str = "vocabulary.bin";
 /// The folder of per-conversation settings and context state.
 pub const CONVERSATIONS_DIR: &str = "conversations";
 /// The file name of a conversation's stored context strategy.
@@ -189,6 +192,7 @@ pub fn unversioned() -> Vec<String> {
     vec![
         format!("/{INDEX_DIR}/"),
         format!("/{SNAPSHOT_FILE}"),
+        format!("/{VOCABULARY_FILE}"),
         format!("/{CONVERSATIONS_DIR}/*/{CONTEXT_SUMMARIES_DIR}/"),
         format!("/{CONVERSATIONS_DIR}/*/{TOOL_OUTPUTS_DIR}/"),
         format!("/{SESSIONS_DIR}/"),

@@ -163,6 +163,11 @@ impl FileStore {
         self.root.join(layout::SNAPSHOT_FILE)
     }
 
+    /// The file keeping the vocabulary's word vectors between runs.
+    pub fn vocabulary_path(&self) -> PathBuf {
+        self.root.join(layout::VOCABULARY_FILE)
+    }
+
     /// The store's id ([`layout::STORE_ID_FILE`]), made and written on first use. A file
     /// that is not one UUID (a hand edit, a link) is an error saying how to recover.
     pub fn store_id(&self) -> Result<uuid::Uuid, StoreError> {
