@@ -28,7 +28,7 @@ use std::thread::JoinHandle;
 
 use mnemo_core::MemoryId;
 use mnemo_embed::Embedder;
-use mnemo_index::{LexicalEncoder, VectorIndex};
+use mnemo_index::{LexicalEncoder, SparseVector, VectorIndex};
 use tracing::{info, warn};
 
 use crate::vocabulary_file::{StoredWords, VocabularyFile};
@@ -86,17 +86,17 @@ impl Vocabulary {
         embedder: &Embedder,
         stored: &StoredWords,
     ) -> Result<usize, EngineError> {
-        let (known, unknown): (Vec<String>, Vec<String>) = self
-            .unknown_words(texts, lexical)
-            .into_iter()
-            .partition(|word| stored.get(word).is_some());
-        let vectors = embedder.embed(&unknown)?;
-        let embedded = unknown.len();
-        let mut words: Vec<(String, Vec<f32>)> = unknown.into_iter().zip(vectors).collect();
-        words.extend(known.into_iter().filter_map(|word| {
-            let vector = stored.get(&word)?.to_vec();
-            Some((word, vector))
-        }));
+        let mut words = Vec::new();
+        let mut to_embed = Vec::new();
+        for word in self.unknown_words(texts, lexical) {
+            match stored.get(&word) {
+                Some(vector) => words.push((word, vector.to_vec())),
+                None => to_embed.push(word),
+            }
+        }
+        let vectors = embedder.embed(&to_embed)?;
+        let embedded = to_embed.len();
+        words.extend(to_embed.into_iter().zip(vectors));
         self.count(texts, words);
         Ok(embedded)
     }
@@ -144,17 +144,18 @@ impl Vocabulary {
         }
     }
 
-    /// The `n` candidate words closest to `query_vector` (a unit vector of the same model),
-    /// closest first, leaving out those whose stem the query already has.
-    pub fn nearest(
+    /// The lexical terms of the `n` candidate words closest to `query_vector` (a unit vector
+    /// of the same model), leaving out words whose stem the query's terms already hold.
+    pub fn nearest_terms(
         &self,
         query_vector: &[f32],
-        query: &str,
+        query_terms: &SparseVector,
         n: usize,
         lexical: &LexicalEncoder,
-    ) -> Vec<&str> {
+    ) -> SparseVector {
+        let mut terms = SparseVector::default();
         if n == 0 || self.dimension != query_vector.len() {
-            return Vec::new();
+            return terms;
         }
         let most = (self.texts as f32 * MAX_SHARE) as u32;
         let mut scored: Vec<(f32, usize)> = self
@@ -166,16 +167,19 @@ impl Vocabulary {
             .map(|(at, (vector, _))| (dot(vector, query_vector), at))
             .collect();
         scored.sort_unstable_by(|a, b| b.0.total_cmp(&a.0));
-        let query_terms = lexical.query(query).indices;
-        scored
-            .into_iter()
-            .map(|(_, at)| self.words[at].as_str())
-            .filter(|word| {
-                let terms = lexical.query(word).indices;
-                !terms.iter().any(|t| query_terms.contains(t))
-            })
-            .take(n)
-            .collect()
+        let mut taken = 0;
+        for (_, at) in scored {
+            if taken == n {
+                break;
+            }
+            let word = lexical.query(&self.words[at]);
+            if !word.indices.iter().any(|t| query_terms.indices.contains(t)) {
+                // A query term weighs 1 however often it occurs: the union is the words' query.
+                terms.add_missing_terms(&word, 1.0);
+                taken += 1;
+            }
+        }
+        terms
     }
 
     /// Adds what `newer` holds: the words of memories indexed while `self` was being built.

@@ -263,12 +263,14 @@ impl ReadPath<'_> {
             return Ok(Vec::new());
         }
         let dense = self.embedder.embed_one(query)?;
-        let related = self.related_terms(query, &dense);
-        let mut candidates = self.candidates(query, dense, &related, request, settings)?;
+        let lexical = self.query_terms(query, settings);
+        let related = self.related_terms(&lexical, &dense);
+        let mut candidates = self.candidates(query, dense, lexical, &related, request, settings)?;
         if let Some(words) = expansion {
             let expanded = format!("{query}\n{words}");
             let dense = self.embedder.embed_one(&expanded)?;
-            let more = self.candidates(&expanded, dense, &related, request, settings)?;
+            let lexical = self.query_terms(&expanded, settings);
+            let more = self.candidates(&expanded, dense, lexical, &related, request, settings)?;
             candidates = rank::merge_by_rank(candidates, more, EXPANSION_RANK_OFFSET);
         }
         let tuning = &self.config.retrieval;
@@ -302,25 +304,30 @@ impl ReadPath<'_> {
         Ok(chosen.into_iter().map(|c| self.hit(c)).collect())
     }
 
+    /// The lexical terms of `query`: its words, and its dates resolved as canonical tokens
+    /// ([`crate::dates`]).
+    fn query_terms(&self, query: &str, settings: &ResolvedSearch) -> SparseVector {
+        if self.config.retrieval.lexical_date_tokens {
+            let dates = crate::dates::date_tokens(query, settings.now.date_naive());
+            self.lexical.query(&format!("{query}\n{dates}"))
+        } else {
+            self.lexical.query(query)
+        }
+    }
+
     /// Stages 1 and 2, best first: both retrievers in both scopes, fused, smoothed over
-    /// neighbouring turns, and the speaker the query names lifted. A query's dates are
-    /// resolved and added to its lexical terms as canonical tokens ([`crate::dates`]), and so
-    /// are the `related` terms of vocabulary expansion, at their configured weight.
+    /// neighbouring turns, and the speaker the query names lifted. The `related` terms of
+    /// vocabulary expansion join the query's `lexical` terms at their configured weight.
     fn candidates(
         &self,
         query: &str,
         dense: Vec<f32>,
+        mut lexical: SparseVector,
         related: &SparseVector,
         request: &SearchRequest,
         settings: &ResolvedSearch,
     ) -> Result<Vec<Candidate>, EngineError> {
         let tuning = &self.config.retrieval;
-        let mut lexical = if tuning.lexical_date_tokens {
-            let dates = crate::dates::date_tokens(query, settings.now.date_naive());
-            self.lexical.query(&format!("{query}\n{dates}"))
-        } else {
-            self.lexical.query(query)
-        };
         lexical.add_missing_terms(related, tuning.vocabulary_expansion_weight);
         let per_query = (settings.top_k * 3).max(tuning.min_candidates);
         let mut results = Vec::new();
@@ -355,16 +362,16 @@ impl ReadPath<'_> {
         Ok(candidates)
     }
 
-    /// The lexical terms of the store's words closest to the query ([`crate::vocabulary`]);
-    /// none when vocabulary expansion is off or finds nothing.
-    fn related_terms(&self, query: &str, dense: &[f32]) -> SparseVector {
+    /// The lexical terms of the store's words closest to the query ([`crate::vocabulary`]),
+    /// leaving out words the query's `lexical` terms have; none when vocabulary expansion is
+    /// off or finds nothing.
+    fn related_terms(&self, lexical: &SparseVector, dense: &[f32]) -> SparseVector {
         let n = self.config.retrieval.vocabulary_expansion;
         let Some(vocabulary) = self.vocabulary else {
             return SparseVector::default();
         };
         let vocabulary = vocabulary.read().unwrap_or_else(|p| p.into_inner());
-        let words = vocabulary.nearest(dense, query, n, self.lexical);
-        self.lexical.query(&words.join(" "))
+        vocabulary.nearest_terms(dense, lexical, n, self.lexical)
     }
 
     /// Rescores the best candidates with the cross-encoder, when one is loaded; the rest
