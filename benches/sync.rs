@@ -3,6 +3,8 @@
 //! `cargo bench --bench sync [-- --json] [-- --files N]`:
 //! - a full reindex of N files (default 10,000) that embeds every file, and a sync of the same
 //!   store with nothing to re-embed (files/s; target >= 5,000);
+//! - the same full reindex with document expansion off, just before, as the baseline for
+//!   what choosing each memory's nearest model words costs;
 //! - hand-edit-to-searchable latency through the watcher (p50/p95 over 40 edits; target
 //!   p95 <= 500 ms), with the time of one search (what each poll of the file costs, embedding
 //!   the query included) measured in the same run as a baseline.
@@ -15,12 +17,16 @@ use mnemo_engine::{MemoryClient, OpenOptions, SearchRequest};
 use mnemo_store::FileStore;
 use serde_json::json;
 
-fn config(memory_path: &Path) -> Config {
-    Config {
+fn config(memory_path: &Path, document_expansion: bool) -> Config {
+    let mut config = Config {
         memory_path: memory_path.to_owned(),
         models_dir: Path::new(env!("CARGO_MANIFEST_DIR")).join("models"),
         ..Config::default()
+    };
+    if !document_expansion {
+        config.retrieval.document_expansion = 0;
     }
+    config
 }
 
 #[tokio::main]
@@ -47,6 +53,9 @@ async fn main() {
             .unwrap();
     }
 
+    let baseline = open_with(dir.path(), true, false).await;
+    let baseline_report = baseline.startup_sync().clone();
+    drop(baseline);
     let full = open(dir.path(), true).await;
     let full_report = full.startup_sync().clone();
     drop(full);
@@ -60,6 +69,8 @@ async fn main() {
         "files": files,
         "reindex_with_embedding_files_per_s": (full_report.files as f64 / full_report.seconds).round(),
         "reindex_with_embedding_s": full_report.seconds,
+        "reindex_without_document_expansion_s": baseline_report.seconds,
+        "reindex_with_over_without_document_expansion": full_report.seconds / baseline_report.seconds,
         "sync_nothing_to_embed_files_per_s": (noop_report.files as f64 / noop_report.seconds).round(),
         "sync_nothing_to_embed_s": noop_report.seconds,
         "edit_to_searchable_ms_p50": edit_p50,
@@ -77,8 +88,12 @@ async fn main() {
 }
 
 async fn open(path: &Path, rebuild: bool) -> MemoryClient {
+    open_with(path, rebuild, true).await
+}
+
+async fn open_with(path: &Path, rebuild: bool, document_expansion: bool) -> MemoryClient {
     MemoryClient::open(
-        config(path),
+        config(path, document_expansion),
         OpenOptions {
             rebuild,
             ..OpenOptions::default()

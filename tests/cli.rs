@@ -119,11 +119,12 @@ fn add_then_search_returns_scores_ids_and_files() {
 fn a_search_from_the_terminal_expands_with_the_whole_vocabulary() {
     let store = Store::new();
     // Lexical only: "books" shares no word with the memories; only the store's word "novel",
-    // offered by vocabulary expansion, finds one.
+    // offered by vocabulary expansion, finds one (document expansion, which could too, is
+    // off).
     let config = store._dir.path().join("mnemo.toml");
     std::fs::write(
         &config,
-        "[retrieval]\ndense = false\nvocabulary_expansion = 1\n",
+        "[retrieval]\ndense = false\nvocabulary_expansion = 1\ndocument_expansion = 0\n",
     )
     .unwrap();
     let config = config.to_str().unwrap();

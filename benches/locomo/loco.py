@@ -33,6 +33,8 @@ DEFAULTS = {
     "lexical_neighbour_decay": 0.5,
     "vocabulary_expansion": 10,
     "vocabulary_expansion_weight": 0.3,
+    "document_expansion": 5,
+    "document_expansion_weight": 0.3,
 }
 GRID = {
     "lexical_weight": [0.6, 0.7, 0.8],

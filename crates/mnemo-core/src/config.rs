@@ -230,6 +230,13 @@ pub struct RetrievalConfig {
     /// What each added word weighs in the lexical query, 0..1, against 1 for a word of the
     /// query's own; 0 turns expansion off as well.
     pub vocabulary_expansion_weight: f32,
+    /// How many of the embedding model's own words, those closest to a memory's embedding, its
+    /// lexical key holds besides its text ("I'm reading Dune" also holds *novel*): document
+    /// expansion. 0 turns it off. Changing it rebuilds every lexical key at the next start.
+    pub document_expansion: usize,
+    /// What each of those words weighs in the key, 0..1, against 1 for a word of the
+    /// memory's own; 0 turns document expansion off as well.
+    pub document_expansion_weight: f32,
     /// Whether the cross-encoder reranks: `auto` when one is installed, `on` always (a
     /// missing model is an error), `off` never.
     pub reranker: RerankerMode,
@@ -263,7 +270,8 @@ pub enum RerankerMode {
 /// rereads them, and a key that holds a whole session matches everything in it.
 pub const MAX_NEIGHBOUR_TURNS: usize = 8;
 
-/// The most vocabulary words a search may add to a query: more only dilute it.
+/// The most words a search may add to a query (vocabulary expansion), or a key may hold
+/// besides its text (document expansion): more only dilute it.
 pub const MAX_VOCABULARY_EXPANSION: usize = 50;
 
 /// The most memories one search may return, whoever asks: MMR's cost grows with it, and no
@@ -287,6 +295,11 @@ impl RetrievalConfig {
     /// Whether vocabulary expansion adds anything: some words, weighing more than nothing.
     pub fn vocabulary_expansion_on(&self) -> bool {
         self.vocabulary_expansion > 0 && self.vocabulary_expansion_weight > 0.0
+    }
+
+    /// Whether document expansion adds anything to the keys.
+    pub fn document_expansion_on(&self) -> bool {
+        self.document_expansion > 0 && self.document_expansion_weight > 0.0
     }
 }
 
@@ -313,6 +326,8 @@ impl Default for RetrievalConfig {
             query_expansion_timeout_ms: 5000,
             vocabulary_expansion: 10,
             vocabulary_expansion_weight: 0.3,
+            document_expansion: 5,
+            document_expansion_weight: 0.3,
             reranker: RerankerMode::Auto,
             reranker_model: "ms-marco-MiniLM-L-6-v2".into(),
             rerank_candidates: 30,
@@ -498,6 +513,10 @@ impl Config {
                 "retrieval.vocabulary_expansion_weight",
                 Some(r.vocabulary_expansion_weight),
             ),
+            (
+                "retrieval.document_expansion_weight",
+                Some(r.document_expansion_weight),
+            ),
         ];
         for (name, value) in weights {
             if let Some(v) = value.filter(|v| !(0.0..=1.0).contains(v)) {
@@ -531,6 +550,12 @@ impl Config {
             return Err(format!(
                 "retrieval.vocabulary_expansion may be at most {MAX_VOCABULARY_EXPANSION}, got {}",
                 r.vocabulary_expansion
+            ));
+        }
+        if r.document_expansion > MAX_VOCABULARY_EXPANSION {
+            return Err(format!(
+                "retrieval.document_expansion may be at most {MAX_VOCABULARY_EXPANSION}, got {}",
+                r.document_expansion
             ));
         }
         if !(r.neighbour_weight >= 0.0 && r.speaker_boost >= 0.0) {
@@ -660,6 +685,14 @@ mod tests {
             (
                 "vocabulary_expansion_weight = -0.1",
                 "retrieval.vocabulary_expansion_weight must be between 0 and 1",
+            ),
+            (
+                "document_expansion = 51",
+                "retrieval.document_expansion may be at most 50, got 51",
+            ),
+            (
+                "document_expansion_weight = 1.5",
+                "retrieval.document_expansion_weight must be between 0 and 1",
             ),
         ] {
             std::fs::write(&file, format!("[retrieval]\n{table}\n")).unwrap();

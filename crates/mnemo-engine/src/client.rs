@@ -26,6 +26,7 @@ use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
 
 use crate::keys::KeyScheme;
+use crate::model_words::ModelWords;
 use crate::recovery::{Recovery, WatchedIndex};
 use crate::retrieval::{ReadPath, ResolvedSearch, SearchHit, SearchRequest};
 use crate::snapshot::{Flusher, Snapshot, SnapshotCell};
@@ -97,6 +98,8 @@ pub struct MemoryClient {
 /// How lexical keys are built, and its description for the snapshot.
 pub(crate) struct KeySchemeInUse {
     pub scheme: KeyScheme,
+    /// The model's words, when document expansion is on.
+    pub model_words: Option<Arc<ModelWords>>,
     pub description: String,
 }
 
@@ -200,7 +203,8 @@ impl MemoryClient {
             Some(watched) => watched.clone(),
             None => index,
         };
-        let key_scheme = key_scheme(&config);
+        let model_words = open_model_words(&config, &paths, &dense_model, &embedder, &lexical);
+        let key_scheme = key_scheme(&config, model_words);
         let mut progress = options.on_progress.take();
         let startup_indexer = Indexer {
             store: &store,
@@ -211,6 +215,7 @@ impl MemoryClient {
             scheme_description: key_scheme.description.clone(),
             batch_size: config.embed_batch_size,
             vocabulary: None,
+            model_words: key_scheme.model_words.as_deref(),
         };
         let startup_sync = startup_indexer.sync(&mut snapshot, &mut |p| {
             if let Some(f) = progress.as_mut() {
@@ -715,8 +720,26 @@ fn no_git() -> EngineError {
     )
 }
 
-/// How lexical keys are built under `config`, and its description for the snapshot.
-fn key_scheme(config: &Config) -> KeySchemeInUse {
+/// The model's words for document expansion, when it is on and they can be had; without
+/// them keys are built without it (said in the log), and rebuilt with it at a later start.
+fn open_model_words(
+    config: &Config,
+    paths: &mnemo_core::ModelPaths,
+    dense_model: &str,
+    embedder: &Embedder,
+    lexical: &LexicalEncoder,
+) -> Option<Arc<ModelWords>> {
+    if !config.retrieval.document_expansion_on() {
+        return None;
+    }
+    ModelWords::open(&paths.embedding_model_dir, dense_model, embedder, lexical)
+        .inspect_err(|e| warn!("document expansion is off for this run: {e}"))
+        .ok()
+}
+
+/// How lexical keys are built under `config` with `model_words`, and its description for
+/// the snapshot.
+fn key_scheme(config: &Config, model_words: Option<Arc<ModelWords>>) -> KeySchemeInUse {
     let r = &config.retrieval;
     let scheme = KeyScheme {
         date: r.lexical_date,
@@ -728,10 +751,22 @@ fn key_scheme(config: &Config) -> KeySchemeInUse {
         neighbour_decay: r.lexical_neighbour_decay,
         date_tokens: r.lexical_date_tokens,
         facts: r.lexical_facts,
+        document_words: if model_words.is_some() {
+            r.document_expansion
+        } else {
+            0
+        },
+        document_words_weight: r.document_expansion_weight,
     };
     let bm25 = format!("k1={} b={} avg_len={}", r.bm25_k1, r.bm25_b, r.bm25_avg_len);
+    let mut description = scheme.describe(&bm25);
+    if let Some(words) = &model_words {
+        // Other vectors (the file embedded again) would choose other words.
+        description.push_str(&format!("@{}", words.fingerprint()));
+    }
     KeySchemeInUse {
-        description: scheme.describe(&bm25),
+        description,
+        model_words,
         scheme,
     }
 }

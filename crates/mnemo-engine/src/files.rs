@@ -217,6 +217,7 @@ impl Inner {
             scheme_description: self.key_scheme.description.clone(),
             batch_size: self.config.embed_batch_size,
             vocabulary: self.vocabulary.as_deref(),
+            model_words: self.key_scheme.model_words.as_deref(),
         }
     }
 

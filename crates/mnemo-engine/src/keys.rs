@@ -14,6 +14,8 @@
 //!   drew from the turn (facts whose `source_id` names it): "Researching adoption agencies"
 //!   is found by "Caroline wants to adopt children" too. A last line holds canonical date
 //!   tokens: the memory's day and every date its text mentions, resolved ([`crate::dates`]).
+//!   Last, at a weight of their own, the embedding model's words nearest the memory's dense
+//!   key (document expansion, [`crate::model_words`]): "I'm reading Dune" also holds *novel*.
 //!
 //! On LoCoMo these keys lift BM25's evidence recall at 10 from 0.64 (the turn's own words) to
 //! 0.78 (docs/retrieval.md).
@@ -41,15 +43,26 @@ pub struct KeyScheme {
     pub date_tokens: bool,
     /// Add the texts of the facts drawn from a turn to the turn's key.
     pub facts: bool,
+    /// How many of the model's words nearest the memory its key holds (0: none).
+    pub document_words: usize,
+    /// What each of those words weighs against a word of the memory's own.
+    pub document_words_weight: f32,
 }
 
 impl KeyScheme {
     /// A short description, stored in `memory_index.json`.
     pub fn describe(&self, bm25: &str) -> String {
-        format!(
+        let mut description = format!(
             "date={} neighbours={}x{} date_tokens={} facts={} {bm25}",
             self.date, self.neighbour_turns, self.neighbour_decay, self.date_tokens, self.facts
-        )
+        );
+        if self.document_words > 0 {
+            description.push_str(&format!(
+                " document_words={}x{}",
+                self.document_words, self.document_words_weight
+            ));
+        }
+        description
     }
 
     /// Whether a turn's key reads other files (its neighbours, its facts), and so must be
@@ -81,8 +94,8 @@ pub fn dense_key(record: &MemoryRecord) -> String {
     with_speaker(record)
 }
 
-/// The texts around a memory that its lexical key reads: the neighbouring turns' contents
-/// and the facts drawn from it.
+/// The texts around a memory that its lexical key reads: the neighbouring turns' contents,
+/// the facts drawn from it, and the model's words nearest it.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct KeyContextTexts<'a> {
     /// The turns before, in the same session, nearest first.
@@ -91,6 +104,8 @@ pub struct KeyContextTexts<'a> {
     pub after: &'a [String],
     /// The live facts whose `source_id` is this turn.
     pub facts: &'a [String],
+    /// The model's words nearest the memory's embedding, separated by spaces.
+    pub nearest_words: &'a str,
 }
 
 /// The text BM25 reads for a memory, in weighted parts: the memory's own (weight 1), then
@@ -134,6 +149,12 @@ pub fn lexical_key(
         }
     }
     let mut parts = vec![(own, 1.0)];
+    if scheme.document_words > 0 && !context.nearest_words.is_empty() {
+        parts.push((
+            context.nearest_words.to_owned(),
+            scheme.document_words_weight,
+        ));
+    }
     for side in [context.before, context.after] {
         let mut weight = 1.0;
         for text in side.iter().take(scheme.neighbour_turns) {
@@ -165,6 +186,8 @@ mod tests {
         neighbour_decay: 0.5,
         date_tokens: false,
         facts: true,
+        document_words: 5,
+        document_words_weight: 0.3,
     };
 
     const BARE: KeyScheme = KeyScheme {
@@ -173,6 +196,8 @@ mod tests {
         neighbour_decay: 0.5,
         date_tokens: false,
         facts: false,
+        document_words: 0,
+        document_words_weight: 0.3,
     };
 
     fn texts(texts: &[&str]) -> Vec<String> {
@@ -194,11 +219,13 @@ mod tests {
             before: &before,
             after: &after,
             facts: &[],
+            nearest_words: "therapy counseling",
         };
         assert_eq!(
             lexical_key(&r, context, ALL),
             parts(&[
                 ("[8 May 2023] Caroline: I went to a support group.", 1.0),
+                ("therapy counseling", 0.3),
                 ("How was your week?", 0.5),
                 ("Hi Caroline!", 0.25),
                 ("That's brave!", 0.5),
@@ -231,6 +258,7 @@ mod tests {
             before: &before,
             after: &[],
             facts: &facts,
+            nearest_words: "",
         };
         assert_eq!(
             lexical_key(&r, context, ALL).parts[0].0,

@@ -10,7 +10,8 @@
 //!   ([`keys`] builds what each memory is indexed under, [`timeline`] finds its neighbouring
 //!   turns, [`filter`] turns metadata filters into index filters, [`vocabulary`] offers the
 //!   store's words nearest a query to add to its terms, their vectors kept between runs by
-//!   [`vocabulary_file`]), fused, reranked, blended
+//!   [`vocabulary_file`]; [`model_words`] offers the model's words nearest a memory to add
+//!   to its key), fused, reranked, blended
 //!   with recency and diversified with MMR; turns that say nothing of their own
 //!   ([`information`]) come last.
 //! - Chat ([`chat`]): a chat request with memories injected ([`inject`]), its outgoing copy
@@ -39,6 +40,7 @@ pub mod information;
 pub mod inject;
 pub mod keys;
 mod locks;
+pub mod model_words;
 pub mod prompts;
 pub mod queue;
 mod recovery;

@@ -12,12 +12,13 @@ use std::sync::RwLock;
 
 use mnemo_core::{MemoryId, MemoryRecord, Role};
 use mnemo_embed::Embedder;
-use mnemo_index::{LexicalEncoder, Point, PointPayload, VectorIndex};
+use mnemo_index::{LexicalEncoder, Point, PointPayload, SparseVector, VectorIndex};
 use mnemo_store::{sha256_hex, FileStore, StoredMemory};
 use serde::Serialize;
 use tracing::{info, warn};
 
 use crate::keys::{self, KeyContextTexts, KeyScheme};
+use crate::model_words::ModelWords;
 use crate::snapshot::{KeyContext, Snapshot, SnapshotEntry};
 use crate::timeline::Timeline;
 use crate::vocabulary::Vocabulary;
@@ -66,6 +67,8 @@ pub struct Indexer<'a> {
     /// The store's vocabulary, which grows with what is indexed (when vocabulary expansion
     /// is on).
     pub vocabulary: Option<&'a RwLock<Vocabulary>>,
+    /// The model's words, when document expansion is on.
+    pub model_words: Option<&'a ModelWords>,
 }
 
 impl Indexer<'_> {
@@ -84,19 +87,37 @@ impl Indexer<'_> {
                 .map(|(m, _)| keys::dense_key(&m.record))
                 .collect();
             let vectors = self.embedder.embed(&texts)?;
-            // Neighbours and facts are filled in by `refresh_keys`, once every new memory is
-            // recorded.
+            // A turn's neighbours, facts and nearest words are filled in by `refresh_keys`,
+            // once every new memory is recorded.
+            let needing_words: Vec<(&MemoryRecord, Option<&[f32]>)> = batch
+                .iter()
+                .zip(&vectors)
+                .map(|((m, _), v)| {
+                    let record = &m.record;
+                    (
+                        record,
+                        (!self.key_reads_context(record)).then_some(v.as_slice()),
+                    )
+                })
+                .collect();
+            let nearest = self.nearest_words(&needing_words);
             let points = batch
                 .iter()
                 .zip(vectors)
-                .map(|((memory, _), vector)| Point {
-                    id: memory.record.id,
-                    vector,
-                    lexical: self.lexical.weighted_document(
-                        &keys::lexical_key(&memory.record, KeyContextTexts::default(), self.scheme)
-                            .weighted(),
-                    ),
-                    payload: PointPayload::of(&memory.record, &store.relative(&memory.path)),
+                .zip(nearest)
+                .map(|(((memory, _), vector), nearest)| {
+                    let record = &memory.record;
+                    let context = KeyContextTexts {
+                        nearest_words: &nearest,
+                        ..KeyContextTexts::default()
+                    };
+                    let key = keys::lexical_key(record, context, self.scheme);
+                    Point {
+                        id: record.id,
+                        vector,
+                        lexical: self.lexical.weighted_document(&key.weighted()),
+                        payload: PointPayload::of(record, &store.relative(&memory.path)),
+                    }
                 })
                 .collect();
             self.index.upsert(points)?;
@@ -140,6 +161,47 @@ impl Indexer<'_> {
             .write()
             .unwrap_or_else(|p| p.into_inner())
             .count(&texts, unknown.into_iter().zip(vectors).collect());
+    }
+
+    /// Whether `record`'s lexical key reads other files, so that `refresh_keys` builds it.
+    fn key_reads_context(&self, record: &MemoryRecord) -> bool {
+        matches!(record.role, Role::User | Role::Assistant) && self.scheme.reads_context()
+    }
+
+    /// What document expansion adds to each memory's key: the model's words nearest its
+    /// dense vector, that its dense key does not say already (none where no vector is
+    /// given), separated by spaces.
+    fn nearest_words(&self, memories: &[(&MemoryRecord, Option<&[f32]>)]) -> Vec<String> {
+        let mut nearest = vec![String::new(); memories.len()];
+        let Some(words) = self.model_words else {
+            return nearest;
+        };
+        let owns: Vec<(usize, &[f32], SparseVector)> = memories
+            .iter()
+            .enumerate()
+            .filter_map(|(at, (record, vector))| {
+                Some((at, (*vector)?, self.lexical.query(&keys::dense_key(record))))
+            })
+            .collect();
+        let queries: Vec<(&[f32], &SparseVector)> =
+            owns.iter().map(|(_, vector, own)| (*vector, own)).collect();
+        let found = words.nearest_each(&queries, self.scheme.document_words);
+        for ((at, _, _), words) in owns.iter().zip(found) {
+            nearest[*at] = words.join(" ");
+        }
+        nearest
+    }
+
+    /// The dense vectors the index holds for `ids`, when document expansion needs them.
+    fn dense_vectors(&self, ids: &[MemoryId]) -> Result<HashMap<MemoryId, Vec<f32>>, EngineError> {
+        if self.model_words.is_none() || ids.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let hits = self.index.retrieve(ids, true)?;
+        Ok(hits
+            .into_iter()
+            .filter_map(|hit| Some((hit.id, hit.vector?)))
+            .collect())
     }
 
     /// Brings the index in step with the files. See the module docs.
@@ -412,13 +474,21 @@ impl Indexer<'_> {
                 .clone()
         };
         for batch in stale.chunks(256) {
+            // A file that vanished or broke since the snapshot was written: the next sync
+            // deals with it; its key stays as it is.
+            let records: Vec<(&ContextFiles, MemoryRecord)> = batch
+                .iter()
+                .filter_map(|(path, _, files)| Some((files, read(path)?)))
+                .collect();
+            let ids: Vec<MemoryId> = records.iter().map(|(_, r)| r.id).collect();
+            let vectors = self.dense_vectors(&ids)?;
+            let needing_words: Vec<(&MemoryRecord, Option<&[f32]>)> = records
+                .iter()
+                .map(|(_, r)| (r, vectors.get(&r.id).map(Vec::as_slice)))
+                .collect();
+            let nearest = self.nearest_words(&needing_words);
             let mut updates = Vec::with_capacity(batch.len());
-            for (path, _, files) in batch {
-                // A file that vanished or broke since the snapshot was written: the next sync
-                // deals with it; its key stays as it is.
-                let Some(record) = read(path) else {
-                    continue;
-                };
+            for ((files, record), nearest) in records.iter().zip(nearest) {
                 let mut contents = |paths: &[String]| -> Vec<String> {
                     paths
                         .iter()
@@ -432,8 +502,9 @@ impl Indexer<'_> {
                     before: &before,
                     after: &after,
                     facts: &facts,
+                    nearest_words: &nearest,
                 };
-                let key = keys::lexical_key(&record, context, self.scheme);
+                let key = keys::lexical_key(record, context, self.scheme);
                 updates.push((record.id, self.lexical.weighted_document(&key.weighted())));
             }
             self.index.set_lexical(updates)?;

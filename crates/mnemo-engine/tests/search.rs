@@ -279,10 +279,12 @@ fn novels_among_errands() -> Vec<MemoryRecord> {
 #[tokio::test(flavor = "multi_thread")]
 async fn vocabulary_expansion_adds_the_stores_words_nearest_the_query() {
     let dir = tempfile::tempdir().unwrap();
-    // Lexical only: the query shares no word with the memories; only the expansion can.
+    // Lexical only: the query shares no word with the memories; only the expansion can
+    // (document expansion, which could too, is off).
     let with_words = |n: usize| {
         let mut config = config(dir.path());
         config.retrieval.dense = false;
+        config.retrieval.document_expansion = 0;
         config.retrieval.vocabulary_expansion = n;
         config
     };
@@ -327,6 +329,44 @@ async fn vocabulary_expansion_adds_the_stores_words_nearest_the_query() {
     client.vocabulary_built().await;
     let (_, found) = search(client, books).await;
     assert!(found.contains("novel"), "{found:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn document_expansion_puts_the_models_words_nearest_a_memory_in_its_key() {
+    let dir = tempfile::tempdir().unwrap();
+    // Lexical only, without the query's expansion: only the memories' keys can bring in a
+    // word the query uses.
+    let with_words = |n: usize| {
+        let mut config = config(dir.path());
+        config.retrieval.dense = false;
+        config.retrieval.vocabulary_expansion = 0;
+        config.retrieval.document_expansion = n;
+        config
+    };
+    let found = |client: MemoryClient, query: &'static str| async move {
+        let hits = client
+            .search(SearchRequest::new(query, conv("c1")).top_k(1))
+            .await
+            .unwrap();
+        contents(&hits).join(" ")
+    };
+    let client = open_with(with_words(5)).await;
+    client.add_records(novels_among_errands()).await.unwrap();
+    // "I finished a long novel last night." holds *book*; facts (not turns) get words too.
+    let fact = MemoryRecord::new(conv("c1"), Role::Memory, "The user plays the cello.");
+    client.add_records(vec![fact]).await.unwrap();
+    let books = "Which books has Ann enjoyed?";
+    assert!(found(client.clone(), books).await.contains("novel"));
+    assert!(found(client, "violin").await.contains("cello"));
+    // Off: the keys are rebuilt without the words at the next start, and nothing matches.
+    assert_eq!(found(open_with(with_words(0)).await, books).await, "");
+    let mut weightless = with_words(5);
+    weightless.retrieval.document_expansion_weight = 0.0;
+    assert_eq!(found(open_with(weightless).await, books).await, "");
+    // On again: rebuilt with them, from the vectors the index holds (nothing re-embedded).
+    let client = open_with(with_words(5)).await;
+    assert_eq!(client.startup_sync().embedded, 0);
+    assert!(found(client, books).await.contains("novel"));
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -864,9 +904,11 @@ async fn turns_that_say_nothing_give_their_places_to_memories_that_do() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_turn_is_found_by_the_facts_drawn_from_it_and_gives_them_its_place() {
     let dir = tempfile::tempdir().unwrap();
+    // Only facts may bring "adopt" into the turn's key (document expansion would too).
     let lexical_only = |facts: bool| {
         let mut config = config(dir.path());
         config.retrieval.dense = false;
+        config.retrieval.document_expansion = 0;
         config.retrieval.lexical_facts = facts;
         config
     };
