@@ -14,6 +14,9 @@ use mnemo_embed::{Reranker, RerankerConfig};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
+use mnemo_engine::model_words::{ModelWordsError, WORDS_FILE};
+use mnemo_engine::EngineError;
+
 use crate::commands::{self, CommandResult, Failure, GlobalArgs};
 
 /// The cross-encoder mnemo is tuned for, and the files it needs from its hub repository.
@@ -41,6 +44,10 @@ pub struct ModelsArgs {
     /// Install the files as the hub sends them, unchecked (their hashes are still recorded)
     #[arg(long)]
     trust_hub: bool,
+    /// Embed the embedding model's own words for document expansion now, unless they are
+    /// kept already (otherwise the first start does it; about 13 s on 2 cores)
+    #[arg(long)]
+    prepare_words: bool,
     /// Print the status as JSON
     #[arg(long)]
     json: bool,
@@ -50,6 +57,8 @@ pub struct ModelsArgs {
 struct Status {
     onnxruntime: Installed,
     embedding_model: Installed,
+    /// The embedding model's words, embedded for document expansion.
+    model_words: Installed,
     reranker: Installed,
     local_llm: Installed,
     local_llm_runtime: Installed,
@@ -93,9 +102,29 @@ pub async fn models(global: &GlobalArgs, args: ModelsArgs) -> CommandResult {
         };
         eprintln!("cross-encoder installed in {} ({checked})", dir.display());
     }
+    if args.prepare_words {
+        if !paths.embedding_model_dir.join(WORDS_FILE).exists() {
+            eprintln!(
+                "embedding the model's words for document expansion, once (about 13 s on 2 cores)"
+            );
+        }
+        let (words, file) = mnemo_engine::model_words::prepare(&config).map_err(|e| match e {
+            // A missing model exits as every command does without it (3).
+            ModelWordsError::Embed(e) => Failure::from(EngineError::Embed(e)),
+            other => Failure {
+                error: other.into(),
+                code: 1,
+            },
+        })?;
+        eprintln!(
+            "{words} model words for document expansion kept in {}",
+            file.display()
+        );
+    }
     let status = Status {
         onnxruntime: installed(paths.onnxruntime_library),
         embedding_model: installed(paths.embedding_model_dir.join("model.onnx")),
+        model_words: installed(paths.embedding_model_dir.join(WORDS_FILE)),
         reranker: installed(paths.reranker_model_dir.join("model.onnx")),
         local_llm: installed(paths.local_llm_model),
         local_llm_runtime: installed(paths.python),
@@ -106,12 +135,18 @@ pub async fn models(global: &GlobalArgs, args: ModelsArgs) -> CommandResult {
     for (name, item) in [
         ("ONNX Runtime", &status.onnxruntime),
         ("embedding model", &status.embedding_model),
+        ("model words", &status.model_words),
         ("cross-encoder", &status.reranker),
         ("local LLM", &status.local_llm),
         ("local LLM runtime", &status.local_llm_runtime),
     ] {
         let state = if item.installed { "ok     " } else { "missing" };
         println!("{state}  {name:<18} {}", item.path.display());
+    }
+    if !status.model_words.installed {
+        println!(
+            "(no model words yet: the first start embeds them, or `mnemo models --prepare-words`)"
+        );
     }
     if !status.reranker.installed {
         println!("(no cross-encoder: `mnemo models --fetch-reranker` where the hub is reachable)");

@@ -395,6 +395,35 @@ fn missing_models_name_the_path_and_the_setup_command() {
 }
 
 #[test]
+fn the_models_words_are_prepared_and_reported() {
+    let store = Store::new();
+    let status = store.ok_json(&["models", "--prepare-words", "--json"]);
+    let words = &status["model_words"];
+    assert_eq!(words["installed"], true, "{status}");
+    assert!(
+        words["path"]
+            .as_str()
+            .unwrap()
+            .ends_with("all-MiniLM-L6-v2/mnemo-words.bin"),
+        "{status}"
+    );
+    let out = store.mnemo(&["models", "--prepare-words"]);
+    assert_success(&out);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("21245 model words"), "{said}");
+    // Without the model, the reason names what is missing.
+    let out = store.mnemo_with_env(
+        &["models", "--prepare-words"],
+        None,
+        &[("MNEMO_MODELS_DIR", "/nonexistent/models")],
+    );
+    assert_eq!(out.status.code(), Some(3));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("/nonexistent/models"), "{said}");
+    assert!(said.contains("scripts/setup"), "{said}");
+}
+
+#[test]
 fn reindex_and_status_report_on_the_index() {
     let store = Store::new();
     assert_success(&store.mnemo(&["add", "One fact.", "Another fact."]));

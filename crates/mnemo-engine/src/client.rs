@@ -26,7 +26,7 @@ use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
 
 use crate::keys::KeyScheme;
-use crate::model_words::ModelWords;
+use crate::model_words::{dense_model_description, ModelWords};
 use crate::recovery::{Recovery, WatchedIndex};
 use crate::retrieval::{ReadPath, ResolvedSearch, SearchHit, SearchRequest};
 use crate::snapshot::{Flusher, Snapshot, SnapshotCell};
@@ -171,11 +171,7 @@ impl MemoryClient {
         let lexical = lexical_encoder(&config)?;
         let lock = lock_store(&store)?;
         store.remove_stale_temp_files();
-        let dense_model = format!(
-            "{} ({} dimensions)",
-            config.embedding_model,
-            embedder.dimension()
-        );
+        let dense_model = dense_model_description(&config.embedding_model, embedder.dimension());
         let mut snapshot = Snapshot::load(&store.snapshot_path());
         let model_changed = !snapshot.dense_model.is_empty() && snapshot.dense_model != dense_model;
         if model_changed {

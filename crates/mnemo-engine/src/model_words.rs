@@ -20,8 +20,9 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use mnemo_embed::Embedder;
-use mnemo_index::{LexicalEncoder, SparseVector};
+use mnemo_core::Config;
+use mnemo_embed::{Embedder, EmbedderConfig};
+use mnemo_index::{LexicalEncoder, LexicalOptions, SparseVector};
 use tracing::{info, warn};
 
 use crate::vocabulary::{is_candidate_word, MAX_WORDS};
@@ -53,6 +54,31 @@ pub enum ModelWordsError {
     /// Embedding the words failed.
     #[error(transparent)]
     Embed(#[from] mnemo_embed::EmbedError),
+    /// The lexical encoder could not be made.
+    #[error(transparent)]
+    Index(#[from] mnemo_index::IndexError),
+}
+
+/// Loads the embedding model `config` names and embeds its words now, unless they are kept
+/// already: what `mnemo models --prepare-words` does, so that the first store opened need
+/// not. Returns how many words there are and the file that keeps them.
+pub fn prepare(config: &Config) -> Result<(usize, PathBuf), ModelWordsError> {
+    let paths = config.model_paths();
+    let embedder = Embedder::load(&EmbedderConfig {
+        threads: config.embed_threads,
+        batch_size: config.embed_batch_size,
+        ..EmbedderConfig::new(&paths.onnxruntime_library, &paths.embedding_model_dir)
+    })?;
+    // A word's term is its stem's id, whatever BM25's parameters.
+    let lexical = LexicalEncoder::new(LexicalOptions::default())?;
+    let model = dense_model_description(&config.embedding_model, embedder.dimension());
+    let words = ModelWords::open(&paths.embedding_model_dir, &model, &embedder, &lexical)?;
+    Ok((words.len(), paths.embedding_model_dir.join(WORDS_FILE)))
+}
+
+/// How the snapshot and the words files name an embedding model: name and dimension.
+pub fn dense_model_description(name: &str, dimension: usize) -> String {
+    format!("{name} ({dimension} dimensions)")
 }
 
 /// The model's words with their vectors and lexical terms.
@@ -371,7 +397,6 @@ pub(crate) fn tokenizer_words(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use mnemo_index::LexicalOptions;
 
     fn lexical() -> LexicalEncoder {
         LexicalEncoder::new(LexicalOptions::default()).unwrap()
