@@ -1,5 +1,7 @@
-//! `mnemo models`: what is installed, and fetching the cross-encoder from the Hugging Face hub
-//! where the network allows (no package registry ships one; see docs/retrieval.md).
+//! `mnemo models`: what is installed, embedding the model's own words for document expansion
+//! ahead of the first start (`--prepare-words`), and fetching the cross-encoder from the
+//! Hugging Face hub where the network allows (no package registry ships one; see
+//! docs/retrieval.md).
 //!
 //! A fetched file is installed only if its sha256 is the one pinned for it (`--sha256sums`,
 //! in `sha256sum`'s format); `--trust-hub` takes the files as the hub sends them instead, and
