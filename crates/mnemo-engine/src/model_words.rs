@@ -314,9 +314,10 @@ fn scores(rows: &[f32], dimension: usize, queries: &[&[f32]]) -> Vec<Vec<f32>> {
     }
 }
 
-/// Summed in eight lanes, which the compiler can keep in vector registers (a single running
-/// sum is one it may not reorder): about twice as fast as a plain sum.
-fn dot(a: &[f32], b: &[f32]) -> f32 {
+/// The dot product of two vectors of equal length, summed in eight lanes, which the compiler
+/// can keep in vector registers (a single running sum is one it may not reorder): about twice
+/// as fast as a plain sum.
+pub(crate) fn dot(a: &[f32], b: &[f32]) -> f32 {
     let (a8, b8) = (a.chunks_exact(8), b.chunks_exact(8));
     let tail: f32 = a8
         .remainder()

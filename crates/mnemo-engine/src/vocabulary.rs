@@ -31,6 +31,7 @@ use mnemo_embed::Embedder;
 use mnemo_index::{LexicalEncoder, SparseVector, VectorIndex};
 use tracing::{info, warn};
 
+use crate::model_words::dot;
 use crate::vocabulary_file::{StoredWords, VocabularyFile};
 use crate::EngineError;
 
@@ -381,10 +382,6 @@ fn candidate_words(text: &str) -> Vec<String> {
     words.sort_unstable();
     words.dedup();
     words
-}
-
-fn dot(a: &[f32], b: &[f32]) -> f32 {
-    a.iter().zip(b).map(|(x, y)| x * y).sum()
 }
 
 #[cfg(test)]
