@@ -16,7 +16,7 @@ use mnemo_embed::{Reranker, RerankerConfig};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-use mnemo_engine::model_words::{ModelWordsError, WORDS_FILE};
+use mnemo_engine::model_words::WORDS_FILE;
 use mnemo_engine::EngineError;
 
 use crate::commands::{self, CommandResult, Failure, GlobalArgs};
@@ -110,14 +110,8 @@ pub async fn models(global: &GlobalArgs, args: ModelsArgs) -> CommandResult {
                 "embedding the model's words for document expansion, once (about 13 s on 2 cores)"
             );
         }
-        let (words, file) = mnemo_engine::model_words::prepare(&config).map_err(|e| match e {
-            // A missing model exits as every command does without it (3).
-            ModelWordsError::Embed(e) => Failure::from(EngineError::Embed(e)),
-            other => Failure {
-                error: other.into(),
-                code: 1,
-            },
-        })?;
+        let (words, file) =
+            mnemo_engine::model_words::prepare(&config).map_err(EngineError::from)?;
         eprintln!(
             "{words} model words for document expansion kept in {}",
             file.display()

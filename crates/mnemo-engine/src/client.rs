@@ -162,11 +162,7 @@ impl MemoryClient {
         let store = FileStore::open(&config.memory_path)?;
         let queue = crate::queue::PassQueue::new(store.root());
         let paths = config.model_paths();
-        let embedder = Arc::new(Embedder::load(&EmbedderConfig {
-            threads: config.embed_threads,
-            batch_size: config.embed_batch_size,
-            ..EmbedderConfig::new(&paths.onnxruntime_library, &paths.embedding_model_dir)
-        })?);
+        let embedder = Arc::new(Embedder::load(&embedder_config(&config))?);
         let reranker = load_reranker(&config, &paths)?;
         let lexical = lexical_encoder(&config)?;
         let lock = lock_store(&store)?;
@@ -714,6 +710,16 @@ fn no_git() -> EngineError {
     EngineError::InvalidInput(
         "git versioning is off for this store (enable_git_versioning = false)".into(),
     )
+}
+
+/// How the embedding model `config` names is loaded.
+pub(crate) fn embedder_config(config: &Config) -> EmbedderConfig {
+    let paths = config.model_paths();
+    EmbedderConfig {
+        threads: config.embed_threads,
+        batch_size: config.embed_batch_size,
+        ..EmbedderConfig::new(&paths.onnxruntime_library, &paths.embedding_model_dir)
+    }
 }
 
 /// The model's words for document expansion, when it is on and they can be had; without

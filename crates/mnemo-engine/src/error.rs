@@ -60,6 +60,9 @@ pub enum EngineError {
         /// What is wrong with it.
         message: String,
     },
+    /// The embedding model's words (document expansion) could not be had.
+    #[error(transparent)]
+    ModelWords(#[from] crate::model_words::ModelWordsError),
     /// A chat session or an agent's notes could not be used.
     #[error(transparent)]
     Session(#[from] mnemo_session::SessionError),
@@ -119,9 +122,13 @@ impl EngineError {
 
     /// True when set-up has not installed a model or library.
     pub fn is_missing_setup(&self) -> bool {
+        use crate::model_words::ModelWordsError;
         matches!(
             self,
             EngineError::Embed(mnemo_embed::EmbedError::Missing { .. })
+                | EngineError::ModelWords(ModelWordsError::Embed(
+                    mnemo_embed::EmbedError::Missing { .. }
+                ))
         )
     }
 }

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use mnemo_core::Config;
-use mnemo_embed::{Embedder, EmbedderConfig};
+use mnemo_embed::Embedder;
 use mnemo_index::{LexicalEncoder, LexicalOptions, SparseVector};
 use tracing::{info, warn};
 
@@ -64,11 +64,7 @@ pub enum ModelWordsError {
 /// not. Returns how many words there are and the file that keeps them.
 pub fn prepare(config: &Config) -> Result<(usize, PathBuf), ModelWordsError> {
     let paths = config.model_paths();
-    let embedder = Embedder::load(&EmbedderConfig {
-        threads: config.embed_threads,
-        batch_size: config.embed_batch_size,
-        ..EmbedderConfig::new(&paths.onnxruntime_library, &paths.embedding_model_dir)
-    })?;
+    let embedder = Embedder::load(&crate::client::embedder_config(config))?;
     // A word's term is its stem's id, whatever BM25's parameters.
     let lexical = LexicalEncoder::new(LexicalOptions::default())?;
     let model = dense_model_description(&config.embedding_model, embedder.dimension());
@@ -199,9 +195,6 @@ impl ModelWords {
     /// The `n` words closest to `vector` (a unit vector of the same model), best first, one
     /// per stem, leaving out stems `own` holds.
     pub fn nearest(&self, vector: &[f32], own: &SparseVector, n: usize) -> Vec<&str> {
-        if vector.len() != self.dimension {
-            return Vec::new();
-        }
         self.nearest_each(&[(vector, own)], n)
             .pop()
             .unwrap_or_default()

@@ -96,7 +96,7 @@ impl Indexer<'_> {
                     let record = &m.record;
                     (
                         record,
-                        (!self.key_reads_context(record)).then_some(v.as_slice()),
+                        (!self.key_reads_context(record.role)).then_some(v.as_slice()),
                     )
                 })
                 .collect();
@@ -163,9 +163,10 @@ impl Indexer<'_> {
             .count(&texts, unknown.into_iter().zip(vectors).collect());
     }
 
-    /// Whether `record`'s lexical key reads other files, so that `refresh_keys` builds it.
-    fn key_reads_context(&self, record: &MemoryRecord) -> bool {
-        matches!(record.role, Role::User | Role::Assistant) && self.scheme.reads_context()
+    /// Whether the lexical key of a memory with `role` reads other files (a turn's
+    /// neighbours and facts), so that `refresh_keys` builds it.
+    fn key_reads_context(&self, role: Role) -> bool {
+        matches!(role, Role::User | Role::Assistant) && self.scheme.reads_context()
     }
 
     /// What document expansion adds to each memory's key: the model's words nearest its
@@ -415,7 +416,7 @@ impl Indexer<'_> {
         let file = |id: MemoryId| file_of.get(&id).copied();
         let mut stale: Vec<(String, Option<KeyContext>, ContextFiles)> = Vec::new();
         for (path, entry) in &snapshot.files {
-            if !(entry.is_turn() && self.scheme.reads_context()) {
+            if !self.key_reads_context(entry.role) {
                 if rebuild_all || entry.key_context.is_some() {
                     stale.push((path.clone(), None, ContextFiles::default()));
                 }
