@@ -1,79 +1,93 @@
-//! Is what the write path remembers true? Scripted dialogues (`benches/write_quality/
-//! dialogues.json`) go through the real write path with the real local LLM, one conversation
-//! each, turn by turn as after a chat request (the user's and the assistant's turns written,
-//! then extraction from the user's message, reconciliation, summary, commit). Then the live
-//! facts and the summary are judged against what the dialogue says should and should not be
-//! remembered.
+//! Is what the write path remembers true? Scripted dialogues go through the real write path
+//! with the real local LLM, one conversation each, turn by turn as after a chat request (the
+//! user's and the assistant's turns written, then extraction from the user's message,
+//! reconciliation, summary, commit). Then the live facts and the summary are judged against
+//! what the dialogue says should and should not be remembered.
 //!
-//! A dialogue lists `facts` (what must be remembered), `also_true` (true, not required) and
-//! `absent` (what must not be), each a set of words that must all appear (any case) in one
-//! fact. A stored fact is *false* when it matches an `absent` set, *true* when it matches a
-//! `facts` or `also_true` set, and *unjudged* otherwise (printed, for a person to read). A
-//! fact is judged sentence by sentence against `absent` and `old`: a sentence that negates
-//! ("no longer", "not", "quit"...) states none of the words it holds ("The user no longer
-//! lives in Berlin." is not "lives in Berlin"), and one sentence that states them makes the
-//! fact false ("The user's sister smokes a lot. She quit last year.").
-//! Every dialogue is played twice, on two stores: with `fact_grounding` off (what the
-//! extractor returns is stored) and on (the default). Reported for each:
-//! - `precision`: true facts / all stored facts (unjudged ones count against it), and
-//!   `precision_judged`: true / (true + false);
-//! - `recall`: `facts` sets matched by a live fact / all `facts` sets;
-//! - `corrections`: correction dialogues whose `new` words are in a live fact and whose `old`
-//!   words are in none;
-//! - `deletions`: deletion dialogues whose `old` words are in no live fact;
-//! - `no_ops`: chit-chat and question dialogues that stored nothing;
-//! - `summary_contradictions`: dialogues whose summary states both sides of a
-//!   `summary_conflicts` pair, and `summary_false`: summaries stating an `absent` set (both
-//!   judged sentence by sentence, as facts are);
+//! Two sets of dialogues, reported side by side:
+//! - `tuning` (`benches/write_quality/tuning.json`): the dialogues the write path's rules
+//!   and prompts were developed against. Its figures are in-sample.
+//! - `frozen` (`benches/write_quality/frozen.json`): written in one sitting, apart from the
+//!   prompts and rules, and never tuned on: the figures to quote.
+//!
+//! Each dialogue lists `remember` (claims that must be stored), `true` (claims that may be)
+//! and `false` (claims no live fact and no summary may state, each with why it is false:
+//! `old`, `third_party`, `hypothetical`, `negated`, `suggestion`, `invented`), and the
+//! people it names besides the user (`others`). The judge (`write_quality/judge.rs`) reads
+//! sentence by sentence, by whole words, with the subject and with denial and supposition
+//! ("not", "no longer", "if", "would") taken into account. Reported per set:
+//! - `precision`: true facts / all stored facts (a fact no claim recognises counts against
+//!   it), and `precision_judged`: true / (true + false);
+//! - `recall`: `remember` claims stated by a live fact / all of them;
+//! - `corrections` and `retractions`: dialogues of that kind with every `remember` claim
+//!   stated and no `old` claim stated by a live fact;
+//! - `no_ops`: question and chit-chat dialogues that stored nothing;
+//! - `false_by_why`: live facts stating a `false` claim, by why (`third_party` is someone
+//!   else's fact given to the user, `hypothetical` and `negated` what the user supposed or
+//!   denied);
+//! - `summaries_false`: summaries with a sentence stating a `false` claim, by why (an `old`
+//!   one is a contradiction: the summary still says what was corrected);
+//! - `fallbacks`: passes whose reconciliation answer could not be used, and `repairs`: the
+//!   parts of answers mended or asked again (listed under `repaired`);
 //! - the write path's time per turn (LLM and engine), median;
-//! - `injection` (grounding on only): for each dialogue with an `ask`, the best
-//!   [`INJECTED`] memories of its conversation, as a prompt with little room would get them,
-//!   with turns that say nothing of their own placed last (`low_information_last`, the
-//!   default) and ranked like any memory: how many such turns took a place, and how many
-//!   asks got a memory holding their `answer` words.
+//! - `injection`: for each dialogue with an `ask`, the best [`INJECTED`] memories of its
+//!   conversation, as a prompt with little room would get them: how many asks got a fact
+//!   (`role: memory`) holding the `answer` words, and, reported apart, how many got such a
+//!   turn.
 //!
-//! `cargo bench --bench write_quality [-- --json] [-- --only NAME,NAME] [-- --kinds K,K]
-//! [-- --grounding on|off] [-- --verbose]` (`--kinds correction,deletion` plays those kinds of
-//! dialogue only; `--grounding on` plays them with grounding on only). Needs
-//! `scripts/setup llm` (the local LLM); a few seconds per turn on 2 cores, about ten minutes
-//! in all.
+//! `cargo bench --bench write_quality [-- --json] [-- --set tuning|frozen] [-- --only NAME,NAME]
+//! [-- --kinds K,K] [-- --grounding on|off|both] [-- --verbose]`. Needs `scripts/setup llm`
+//! (the local LLM); a few seconds per turn on 2 cores, about ten minutes per set.
 
+#[path = "write_quality/judge.rs"]
+mod judge;
 mod support;
 
+use judge::{Claim, People, Verdict};
 use mnemo_core::{Config, ConversationId, MemoryRecord, Role, LOCAL_LLM_ALIAS};
 use mnemo_engine::{MemoryClient, OpenOptions, SearchRequest, Unrestricted};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct Dialogue {
     name: String,
     kind: String,
+    #[serde(default)]
+    user_names: Vec<String>,
+    #[serde(default)]
+    others: Vec<String>,
     turns: Vec<Turn>,
-    facts: Vec<Vec<String>>,
-    /// True facts the dialogue does not require (a paraphrase, a detail): judged true, not
-    /// counted in recall.
     #[serde(default)]
-    also_true: Vec<Vec<String>>,
-    absent: Vec<Vec<String>>,
-    #[serde(default)]
-    old: Vec<String>,
-    #[serde(default)]
-    new: Vec<String>,
-    #[serde(default)]
-    summary_conflicts: Vec<[String; 2]>,
+    remember: Vec<Claim>,
+    /// True claims the dialogue does not require (a paraphrase, a detail).
+    #[serde(default, rename = "true")]
+    also_true: Vec<Claim>,
+    #[serde(default, rename = "false")]
+    falsehoods: Vec<Claim>,
     /// A question about the dialogue, asked afterwards of its memories.
     #[serde(default)]
     ask: Option<String>,
-    /// Words a memory answering `ask` holds.
+    /// Words a memory answering `ask` holds (whole words, alternatives "a|b").
     #[serde(default)]
     answer: Vec<String>,
+}
+
+impl Dialogue {
+    fn people(&self) -> People {
+        People {
+            user_names: self.user_names.clone(),
+            others: self.others.clone(),
+        }
+    }
 }
 
 /// How many memories the injection probe takes per ask: a prompt with little room.
 const INJECTED: usize = 2;
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct Turn {
     user: String,
     assistant: String,
@@ -83,149 +97,155 @@ struct Turn {
 #[derive(Default)]
 struct Outcome {
     true_facts: usize,
-    false_facts: usize,
     unjudged: usize,
+    /// Why each false live fact is false.
+    false_facts: Vec<String>,
     recalled: usize,
     passed: Option<bool>,
-    contradiction: bool,
-    summary_false: bool,
+    /// Why each false claim the summary states is false.
+    summary_false: Vec<String>,
+    fallbacks: usize,
+    /// What the pass mended in reconciliation answers, and why it fell back.
+    repairs: Vec<Value>,
     turn_ms: Vec<f64>,
     /// Extracted facts grounding refused, with why.
     refused: Vec<Value>,
     detail: Value,
 }
 
+fn arg(args: &[String], name: &str) -> Option<String> {
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .cloned()
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let json_out = args.iter().any(|a| a == "--json");
     let verbose = args.iter().any(|a| a == "--verbose");
-    let only: Option<Vec<String>> = args
-        .iter()
-        .position(|a| a == "--only")
-        .and_then(|i| args.get(i + 1))
-        .map(|names| names.split(',').map(str::to_owned).collect());
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("benches/write_quality/dialogues.json");
-    let dialogues: Vec<Dialogue> =
-        serde_json::from_slice(&std::fs::read(&path).expect("the dialogues"))
-            .expect("valid dialogues");
-    let kinds: Option<Vec<String>> = args
-        .iter()
-        .position(|a| a == "--kinds")
-        .and_then(|i| args.get(i + 1))
-        .map(|k| k.split(',').map(str::to_owned).collect());
-    let dialogues: Vec<Dialogue> = dialogues
-        .into_iter()
-        .filter(|d| only.as_ref().is_none_or(|o| o.contains(&d.name)))
-        .filter(|d| kinds.as_ref().is_none_or(|k| k.contains(&d.kind)))
-        .collect();
-    let grounding: Vec<bool> = match args
-        .iter()
-        .position(|a| a == "--grounding")
-        .and_then(|i| args.get(i + 1))
-        .map(String::as_str)
-    {
-        Some("on") => vec![true],
-        Some("off") => vec![false],
-        _ => vec![false, true],
+    let only: Option<Vec<String>> =
+        arg(&args, "--only").map(|names| names.split(',').map(str::to_owned).collect());
+    let kinds: Option<Vec<String>> =
+        arg(&args, "--kinds").map(|k| k.split(',').map(str::to_owned).collect());
+    let sets: Vec<String> = match arg(&args, "--set") {
+        Some(set) => vec![set],
+        None => vec!["tuning".into(), "frozen".into()],
     };
+    let grounding: Vec<bool> = match arg(&args, "--grounding").as_deref() {
+        Some("off") => vec![false],
+        Some("both") => vec![false, true],
+        _ => vec![true],
+    };
+    let mut loaded = Vec::new();
+    for set in &sets {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join(format!("benches/write_quality/{set}.json"));
+        let dialogues: Vec<Dialogue> = serde_json::from_slice(
+            &std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display())),
+        )
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let dialogues: Vec<Dialogue> = dialogues
+            .into_iter()
+            .filter(|d| only.as_ref().is_none_or(|o| o.contains(&d.name)))
+            .filter(|d| kinds.as_ref().is_none_or(|k| k.contains(&d.kind)))
+            .collect();
+        loaded.push((set.clone(), dialogues));
+    }
     let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
-    let report = runtime.block_on(run(&dialogues, &grounding, verbose));
+    let report = runtime.block_on(run(&loaded, &grounding, verbose));
     if json_out {
         println!("{report}");
     } else {
         println!("{report:#}");
+        eprintln!("{}", table(&report));
     }
 }
 
-async fn run(dialogues: &[Dialogue], modes: &[bool], verbose: bool) -> Value {
+async fn run(sets: &[(String, Vec<Dialogue>)], modes: &[bool], verbose: bool) -> Value {
     let (llm, base) = support::local_llm().await;
     let mut report = json!({"llm": LOCAL_LLM_ALIAS});
-    for &grounding in modes {
-        let mode = if grounding {
-            "grounding_on"
-        } else {
-            "grounding_off"
-        };
-        let dir = tempfile::tempdir().unwrap();
-        let config = Config {
-            memory_path: dir.path().to_owned(),
-            openai_base_url: Some(llm.base_url().to_owned()),
-            llm_model: LOCAL_LLM_ALIAS.to_owned(),
-            start_watcher: false,
-            fact_grounding: grounding,
-            ..base.clone()
-        };
-        let client = MemoryClient::open(config.clone(), OpenOptions::default())
-            .await
-            .expect("a client");
-        let mut outcomes = Vec::new();
-        for dialogue in dialogues {
-            let outcome = play(&client, dialogue).await;
-            eprintln!(
-                "{mode:<14} {:<24} {:<11} true {} false {} unjudged {}  recalled {}/{}{}",
-                dialogue.name,
-                dialogue.kind,
-                outcome.true_facts,
-                outcome.false_facts,
-                outcome.unjudged,
-                outcome.recalled,
-                dialogue.facts.len(),
-                match outcome.passed {
-                    Some(true) => "  pass",
-                    Some(false) => "  FAIL",
-                    None => "",
-                }
-            );
-            outcomes.push((dialogue, outcome));
-        }
-        report[mode] = summarise(&outcomes, verbose);
-        if grounding {
-            drop(client);
-            report["injection"] = probe_injection(&config, dialogues).await;
+    for (set, dialogues) in sets {
+        for &grounding in modes {
+            let mode = if grounding {
+                "grounding_on"
+            } else {
+                "grounding_off"
+            };
+            let dir = tempfile::tempdir().unwrap();
+            let config = Config {
+                memory_path: dir.path().to_owned(),
+                openai_base_url: Some(llm.base_url().to_owned()),
+                llm_model: LOCAL_LLM_ALIAS.to_owned(),
+                start_watcher: false,
+                fact_grounding: grounding,
+                ..base.clone()
+            };
+            let client = MemoryClient::open(config.clone(), OpenOptions::default())
+                .await
+                .expect("a client");
+            let mut outcomes = Vec::new();
+            for dialogue in dialogues {
+                let outcome = play(&client, dialogue).await;
+                eprintln!(
+                    "{set:<7} {mode:<14} {:<28} {:<13} true {} false {} unjudged {}  recalled {}/{}{}",
+                    dialogue.name,
+                    dialogue.kind,
+                    outcome.true_facts,
+                    outcome.false_facts.len(),
+                    outcome.unjudged,
+                    outcome.recalled,
+                    dialogue.remember.len(),
+                    match outcome.passed {
+                        Some(true) => "  pass",
+                        Some(false) => "  FAIL",
+                        None => "",
+                    }
+                );
+                outcomes.push((dialogue, outcome));
+            }
+            let key = format!("{set}/{mode}");
+            report[&key] = summarise(&outcomes, verbose);
+            if grounding {
+                drop(client);
+                report[&key]["injection"] = probe_injection(&config, dialogues).await;
+            }
         }
     }
     llm.stop().await;
     report
 }
 
-/// Asks each dialogue's `ask` of the store `config` names, with turns that say nothing
-/// placed last and ranked like any memory.
+/// Asks each dialogue's `ask` of the store `config` names.
 async fn probe_injection(config: &Config, dialogues: &[Dialogue]) -> Value {
-    let mut report = json!({});
-    for (label, last) in [("placed_last", true), ("ranked_as_any", false)] {
-        let mut config = config.clone();
-        config.retrieval.low_information_last = last;
-        let client = MemoryClient::open(config, OpenOptions::default())
-            .await
-            .expect("the played store opens again");
-        let (mut asks, mut answered, mut low) = (0, 0, 0);
-        let mut injected = Vec::new();
-        for dialogue in dialogues {
-            let Some(ask) = &dialogue.ask else { continue };
-            let conversation = ConversationId::new(&dialogue.name).expect("an id");
-            let request = SearchRequest::new(ask.as_str(), conversation).top_k(INJECTED);
-            let hits = client.search(request).await.expect("a search");
-            asks += 1;
-            answered += usize::from(hits.iter().any(|h| contains(&h.content, &dialogue.answer)));
-            low += hits.iter().filter(|h| h.scores.low_information).count();
-            injected.push(json!({
-                "ask": ask,
-                "hits": hits.iter().map(|h| json!({
-                    "content": h.content,
-                    "low_information": h.scores.low_information,
-                })).collect::<Vec<_>>(),
-            }));
-        }
-        report[label] = json!({
-            "asks": asks,
-            "answered": answered,
-            "low_information_injected": low,
-            "places": asks * INJECTED,
-            "injected": injected,
-        });
+    let client = MemoryClient::open(config.clone(), OpenOptions::default())
+        .await
+        .expect("the played store opens again");
+    let (mut asks, mut by_fact, mut by_turn) = (0, 0, 0);
+    let mut injected = Vec::new();
+    for dialogue in dialogues {
+        let Some(ask) = &dialogue.ask else { continue };
+        let conversation = ConversationId::new(&dialogue.name).expect("an id");
+        let request = SearchRequest::new(ask.as_str(), conversation).top_k(INJECTED);
+        let hits = client.search(request).await.expect("a search");
+        asks += 1;
+        let answers = |role: Role| {
+            hits.iter()
+                .any(|h| h.role == role && judge::holds_words(&h.content, &dialogue.answer))
+        };
+        by_fact += usize::from(answers(Role::Memory));
+        by_turn += usize::from(answers(Role::User) || answers(Role::Assistant));
+        injected.push(json!({
+            "ask": ask,
+            "hits": hits.iter().map(|h| json!({"role": h.role.as_str(), "content": h.content})).collect::<Vec<_>>(),
+        }));
     }
-    report
+    json!({
+        "asks": asks,
+        "answered_by_a_fact": by_fact,
+        "answered_by_a_turn": by_turn,
+        "injected": injected,
+    })
 }
 
 /// Plays `dialogue` in a conversation of its own and judges what is left.
@@ -247,6 +267,13 @@ async fn play(client: &MemoryClient, dialogue: &Dialogue) -> Outcome {
         outcome
             .turn_ms
             .push((report.llm_time + report.engine_time).as_secs_f64() * 1e3);
+        outcome.fallbacks += usize::from(report.fallback.is_some());
+        outcome
+            .repairs
+            .extend(report.repairs.iter().map(|r| json!(r)));
+        if let Some(why) = &report.fallback {
+            outcome.repairs.push(json!({"fallback": why}));
+        }
         outcome.refused.extend(
             report
                 .ungrounded
@@ -266,94 +293,86 @@ async fn play(client: &MemoryClient, dialogue: &Dialogue) -> Outcome {
         .summary_as(&Unrestricted, &conversation)
         .await
         .unwrap_or_default();
-    judge(dialogue, &facts, &summary, &mut outcome);
+    judge_dialogue(dialogue, &facts, &summary, &mut outcome);
     outcome
 }
 
-fn contains(text: &str, words: &[String]) -> bool {
-    let text = text.to_lowercase();
-    words.iter().all(|w| text.contains(&w.to_lowercase()))
+fn why(claim: &Claim) -> String {
+    claim.why.clone().unwrap_or_else(|| "unspecified".into())
 }
 
-/// Whether `fact` says something stopped or is not so ("The user no longer lives in
-/// Berlin."): it does not state the `absent` or `old` words it holds.
-fn negates(fact: &str) -> bool {
-    let fact = format!(" {} ", fact.to_lowercase());
-    [
-        " no longer ",
-        " anymore",
-        " not ",
-        "n't ",
-        " quit ",
-        " stopped ",
-        " never ",
-    ]
-    .iter()
-    .any(|n| fact.contains(n))
-}
-
-/// Whether a sentence of `fact` states `words` without negating them.
-fn states(fact: &str, words: &[String]) -> bool {
-    fact.split_inclusive(['.', '!', '?'])
-        .any(|sentence| !negates(sentence) && contains(sentence, words))
-}
-
-fn judge(dialogue: &Dialogue, facts: &[String], summary: &str, outcome: &mut Outcome) {
+fn judge_dialogue(dialogue: &Dialogue, facts: &[String], summary: &str, outcome: &mut Outcome) {
+    let people = dialogue.people();
+    let truths: Vec<&Claim> = dialogue
+        .remember
+        .iter()
+        .chain(&dialogue.also_true)
+        .collect();
     let mut verdicts = Vec::new();
+    let mut old_stated = false;
     for fact in facts {
-        let states = |words: &Vec<String>| states(fact, words);
-        let verdict = if dialogue.absent.iter().any(states) {
-            outcome.false_facts += 1;
-            "false"
-        } else if dialogue
-            .facts
-            .iter()
-            .chain(&dialogue.also_true)
-            .any(|f| contains(fact, f))
-        {
-            outcome.true_facts += 1;
-            "true"
-        } else {
-            outcome.unjudged += 1;
-            "unjudged"
+        let verdict = match judge::verdict(fact, &truths, &dialogue.falsehoods, &people) {
+            Verdict::True => {
+                outcome.true_facts += 1;
+                json!("true")
+            }
+            Verdict::False(i) => {
+                let claim = &dialogue.falsehoods[i];
+                old_stated |= claim.why.as_deref() == Some("old");
+                outcome.false_facts.push(why(claim));
+                json!({"false": claim.says, "why": why(claim)})
+            }
+            Verdict::Unjudged => {
+                outcome.unjudged += 1;
+                json!("unjudged")
+            }
         };
         verdicts.push(json!({"fact": fact, "verdict": verdict}));
     }
-    outcome.recalled = dialogue
-        .facts
+    let missed: Vec<&Vec<String>> = dialogue
+        .remember
         .iter()
-        .filter(|f| facts.iter().any(|fact| contains(fact, f)))
-        .count();
-    let mentions = |word: &String| {
-        facts
-            .iter()
-            .any(|fact| states(fact, std::slice::from_ref(word)))
-    };
+        .filter(|c| !facts.iter().any(|f| judge::states(f, c, &people)))
+        .map(|c| &c.says)
+        .collect();
+    outcome.recalled = dialogue.remember.len() - missed.len();
     outcome.passed = match dialogue.kind.as_str() {
-        "correction" => {
-            Some(dialogue.new.iter().all(mentions) && !dialogue.old.iter().any(mentions))
-        }
-        "deletion" => Some(!dialogue.old.iter().any(mentions)),
+        "correction" | "retraction" => Some(missed.is_empty() && !old_stated),
         "chitchat" | "question" => Some(facts.is_empty()),
         _ => None,
     };
-    // Judged as facts are: "The user no longer lives in Berlin." does not state "lives in
-    // Berlin", so beside "moved to Munich" it is no contradiction.
-    outcome.contradiction = dialogue.summary_conflicts.iter().any(|[a, b]| {
-        states(summary, std::slice::from_ref(a)) && states(summary, std::slice::from_ref(b))
+    let mut summary_says = Vec::new();
+    for claim in &dialogue.falsehoods {
+        if judge::states(summary, claim, &people) {
+            outcome.summary_false.push(why(claim));
+            summary_says.push(json!({"false": claim.says, "why": why(claim)}));
+        }
+    }
+    outcome.detail = json!({
+        "name": dialogue.name,
+        "facts": verdicts,
+        "missed": missed,
+        "summary": summary,
+        "summary_false": summary_says,
     });
-    outcome.summary_false = dialogue.absent.iter().any(|a| states(summary, a));
-    outcome.detail = json!({"name": dialogue.name, "facts": verdicts, "summary": summary});
+}
+
+fn count_by(whys: impl Iterator<Item = String>) -> Value {
+    let mut counts = std::collections::BTreeMap::<String, usize>::new();
+    for why in whys {
+        *counts.entry(why).or_default() += 1;
+    }
+    json!(counts)
 }
 
 fn summarise(outcomes: &[(&Dialogue, Outcome)], verbose: bool) -> Value {
     let sum = |f: fn(&Outcome) -> usize| outcomes.iter().map(|(_, o)| f(o)).sum::<usize>();
     let (true_facts, false_facts, unjudged) = (
         sum(|o| o.true_facts),
-        sum(|o| o.false_facts),
+        sum(|o| o.false_facts.len()),
         sum(|o| o.unjudged),
     );
-    let expected: usize = outcomes.iter().map(|(d, _)| d.facts.len()).sum();
+    let expected: usize = outcomes.iter().map(|(d, _)| d.remember.len()).sum();
     let rate = |part: usize, whole: usize| {
         if whole == 0 {
             Value::Null
@@ -376,30 +395,111 @@ fn summarise(outcomes: &[(&Dialogue, Outcome)], verbose: bool) -> Value {
         .collect();
     turn_ms.sort_by(f64::total_cmp);
     let median = turn_ms.get(turn_ms.len() / 2).copied().unwrap_or(0.0);
-    let unjudged_facts: Vec<&Value> = outcomes
+    let not_true: Vec<Value> = outcomes
         .iter()
-        .flat_map(|(_, o)| o.detail["facts"].as_array().into_iter().flatten())
-        .filter(|f| f["verdict"] != "true")
+        .flat_map(|(d, o)| {
+            o.detail["facts"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|f| f["verdict"] != "true")
+                .map(|f| json!({"dialogue": d.name, "fact": f["fact"], "verdict": f["verdict"]}))
+        })
+        .collect();
+    let missed: Vec<Value> = outcomes
+        .iter()
+        .filter(|(_, o)| o.detail["missed"].as_array().is_some_and(|m| !m.is_empty()))
+        .map(|(d, o)| json!({"dialogue": d.name, "missed": o.detail["missed"]}))
+        .collect();
+    let summaries: Vec<Value> = outcomes
+        .iter()
+        .filter(|(_, o)| !o.summary_false.is_empty())
+        .map(|(d, o)| json!({"dialogue": d.name, "summary": o.detail["summary"], "false": o.detail["summary_false"]}))
         .collect();
     let mut report = json!({
         "dialogues": outcomes.len(),
+        "turns": turn_ms.len(),
         "facts_stored": true_facts + false_facts + unjudged,
         "true": true_facts, "false": false_facts, "unjudged": unjudged,
         "precision": rate(true_facts, true_facts + false_facts + unjudged),
         "precision_judged": rate(true_facts, true_facts + false_facts),
         "recall": rate(outcomes.iter().map(|(_, o)| o.recalled).sum(), expected),
         "corrections": passing(&["correction"]),
-        "deletions": passing(&["deletion"]),
+        "retractions": passing(&["retraction"]),
         "no_ops": passing(&["chitchat", "question"]),
-        "summary_contradictions": outcomes.iter().filter(|(_, o)| o.contradiction).count(),
-        "summary_false": outcomes.iter().filter(|(_, o)| o.summary_false).count(),
+        "false_by_why": count_by(outcomes.iter().flat_map(|(_, o)| o.false_facts.clone())),
+        "summaries_false": outcomes.iter().filter(|(_, o)| !o.summary_false.is_empty()).count(),
+        "summary_false_by_why": count_by(outcomes.iter().flat_map(|(_, o)| o.summary_false.clone())),
+        "fallbacks": sum(|o| o.fallbacks),
+        "repaired": outcomes.iter().filter(|(_, o)| !o.repairs.is_empty()).map(|(d, o)| json!({"dialogue": d.name, "repairs": o.repairs})).collect::<Vec<_>>(),
         "turn_ms_p50": (median * 10.0).round() / 10.0,
-        "turns": turn_ms.len(),
-        "not_true": unjudged_facts,
+        "not_true": not_true,
+        "missed": missed,
+        "false_summaries": summaries,
         "refused_by_grounding": outcomes.iter().flat_map(|(_, o)| o.refused.clone()).collect::<Vec<_>>(),
     });
     if verbose {
         report["dialogue_details"] = outcomes.iter().map(|(_, o)| o.detail.clone()).collect();
     }
     report
+}
+
+/// The headline figures of every set and mode run, side by side.
+fn table(report: &Value) -> String {
+    let runs: Vec<(&String, &Value)> = report
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(key, _)| key.contains('/'))
+        .collect();
+    let mut out = format!("{:<36}", "");
+    for (key, _) in &runs {
+        out.push_str(&format!("{key:>26}"));
+    }
+    out.push('\n');
+    let rows: [(&str, fn(&Value) -> String); 11] = [
+        ("dialogues / turns", |r| {
+            format!("{} / {}", r["dialogues"], r["turns"])
+        }),
+        ("facts stored (true/false/unjudged)", |r| {
+            format!(
+                "{} ({}/{}/{})",
+                r["facts_stored"], r["true"], r["false"], r["unjudged"]
+            )
+        }),
+        ("precision", |r| r["precision"].to_string()),
+        ("precision of judged facts", |r| {
+            r["precision_judged"].to_string()
+        }),
+        ("recall", |r| r["recall"].to_string()),
+        ("corrections", |r| {
+            format!("{}/{}", r["corrections"]["passed"], r["corrections"]["of"])
+        }),
+        ("retractions", |r| {
+            format!("{}/{}", r["retractions"]["passed"], r["retractions"]["of"])
+        }),
+        ("no-ops", |r| {
+            format!("{}/{}", r["no_ops"]["passed"], r["no_ops"]["of"])
+        }),
+        ("false facts by why", |r| r["false_by_why"].to_string()),
+        ("false summaries by why", |r| {
+            r["summary_false_by_why"].to_string()
+        }),
+        ("asks answered by a fact / turn", |r| {
+            format!(
+                "{}/{} / {}",
+                r["injection"]["answered_by_a_fact"],
+                r["injection"]["asks"],
+                r["injection"]["answered_by_a_turn"]
+            )
+        }),
+    ];
+    for (label, cell) in rows {
+        out.push_str(&format!("{label:<36}"));
+        for (_, run) in &runs {
+            out.push_str(&format!("{:>26}", cell(run)));
+        }
+        out.push('\n');
+    }
+    out
 }
