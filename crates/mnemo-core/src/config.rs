@@ -75,8 +75,11 @@ pub struct Config {
     /// Keep a rolling summary per conversation, rewritten by the LLM whenever a message changes
     /// its facts.
     pub enable_summarization: bool,
-    /// Keep an extracted fact only when the user's own words support it (names, numbers and
-    /// most content words in the message); off stores whatever the extractor returns.
+    /// The write path's rules beside the LLM: keep an extracted fact only when the user's own
+    /// words support it, said of the same person and in the same way; show the reconciler
+    /// only facts about the people the new facts are about; retract what the user takes back
+    /// and replace an old value by a new one. Off stores whatever the extractor and the
+    /// reconciler return.
     pub fact_grounding: bool,
     /// The upstream LLM (`http://host:port/v1`); unset: the local LLM.
     pub openai_base_url: Option<String>,

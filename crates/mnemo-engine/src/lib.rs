@@ -13,7 +13,7 @@
 //!   [`vocabulary_file`]; [`model_words`] offers the model's words nearest a memory to add
 //!   to its key), fused, reranked, blended
 //!   with recency and diversified with MMR; turns that say nothing of their own
-//!   ([`information`]) come last.
+//!   ([`text::information`]) come last.
 //! - Chat ([`chat`]): a chat request with memories injected ([`inject`]), its outgoing copy
 //!   governed to fit the model's window ([`context`], over the `mnemo-context` crate),
 //!   forwarded to the upstream LLM, its turns stored.
@@ -21,10 +21,13 @@
 //!   `memory_session` is logged in full and continues the session's history; agents' notes
 //!   (`MEMORY.md`) go into their requests' system prompts.
 //! - Write path (`write`, through `MemoryClient::add` and after every chat turn): fact
-//!   extraction (none from a message that says nothing, [`information`]), kept only where the
-//!   user's words support it, and what the user says stopped deleted ([`grounding`]),
-//!   ADD/UPDATE/DELETE reconciliation ([`prompts`]), the rolling summary, eviction and one
-//!   git commit per pass.
+//!   extraction (none from a message that says nothing), kept only where the user's words
+//!   support it, said of the same person and in the same way ([`text::grounding`]);
+//!   ADD/UPDATE/DELETE reconciliation ([`prompts`]), mended or asked again when its answer
+//!   cannot be used; what the user takes back retracted, and an old value replaced by a new
+//!   one, by rule ([`text::changes`], [`text::subjects`]); the rolling summary, checked
+//!   sentence by sentence ([`text::summary_check`]); eviction and one git commit per pass.
+//!   The rules of English these rely on live in [`text`].
 
 pub mod access;
 pub mod answers;
@@ -35,8 +38,6 @@ pub mod dates;
 mod error;
 mod files;
 pub mod filter;
-pub mod grounding;
-pub mod information;
 pub mod inject;
 pub mod keys;
 mod locks;
@@ -48,6 +49,7 @@ pub mod retrieval;
 pub mod sessions;
 pub mod snapshot;
 pub mod sync;
+pub mod text;
 pub mod timeline;
 pub mod vocabulary;
 pub mod vocabulary_file;

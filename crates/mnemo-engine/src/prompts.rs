@@ -19,35 +19,41 @@ const MAX_FACT_CHARS: usize = 400;
 
 const EXTRACTION_PROMPT: &str = r#"You extract durable facts about the user from the user's latest message, for a long-term memory.
 
-Return JSON: {"facts": [ ... ]} with at most 3 facts. Each fact is one short, standalone sentence in the third person that makes sense without the conversation, e.g. "The user's wife is Anne." or "The user dislikes pizza."
+Return JSON: {"facts": [ ... ]} with at most 3 facts. Each fact is one short sentence in the third person that makes sense without the conversation. Write "The user ..." for the user, and name anyone else by their relation to the user and their name when it is given ("The user's neighbour Ines ...").
 
-Only keep what the user states about themselves, their life, preferences, plans, health, work, and the people, pets and things around them. Questions, greetings, thanks, small talk, requests for help, and anything about the assistant give no facts: return {"facts": []}.
+Rules:
+- Keep only what the user says is true now about themselves, their life, work, health, habits, plans and preferences, and about the people, pets and things around them.
+- What the user says about someone else is a fact about that person, never about the user.
+- Keep negations and endings: "I never drink milk" gives "The user never drinks milk."; "I sold my van" gives "The user sold their van."
+- A wish or a condition is not a fact: "If I had more time I would paint" gives nothing; "I'd love to visit Chile one day" gives "The user would love to visit Chile."
+- Questions, greetings, thanks, small talk, requests for help, and anything the assistant said give no facts: return {"facts": []}.
 
 Examples:
-"Hi! How are you today?" -> {"facts": []}
-"Can you recommend a good book?" -> {"facts": []}
-"My wife Anne and I just moved to Lyon." -> {"facts": ["The user's wife is Anne.", "The user moved to Lyon."]}
-"I'm vegetarian, so no meat please." -> {"facts": ["The user is vegetarian."]}"#;
+"Morning! Can you convert 5 miles to kilometres for me?" -> {"facts": []}
+"My neighbour Ines is a pilot, and I restore old clocks on weekends." -> {"facts": ["The user's neighbour Ines is a pilot.", "The user restores old clocks on weekends."]}
+"I don't own a van anymore, I cycle everywhere now." -> {"facts": ["The user no longer owns a van.", "The user cycles everywhere."]}"#;
 
 /// Added to the extraction prompt when the exchange before the message is shown: only then,
 /// so that a message read alone gets the prompt it always got.
 const EXTRACTION_CONTEXT_PROMPT: &str = r#"
 
-The messages just before the latest one are shown as EARLIER. They are context only: use them to understand what the latest message refers to (a short answer, "it", "she"), and take facts from the LATEST message alone. For example:
-"EARLIER: Assistant: Which city do you live in? LATEST: Lisbon, for two years now." -> {"facts": ["The user has lived in Lisbon for two years."]}"#;
+The messages just before the latest one are shown as EARLIER. They are context only: use them to understand what the latest message refers to (a short answer, "it", "she"), and take facts from the LATEST message alone. When the latest message adds nothing new, return {"facts": []}. For example:
+"EARLIER: Assistant: What breed is your dog? LATEST: A greyhound, we adopted him from a track." -> {"facts": ["The user's dog is a greyhound adopted from a track."]}"#;
 
-const RECONCILE_PROMPT: &str = r#"You maintain a long-term memory of facts about a user. You get the EXISTING memories (numbered) and NEW facts just learned. Decide, for the memory as a whole, what to do:
+const RECONCILE_PROMPT: &str = r#"You maintain a long-term memory of facts about a user and the people around them. You get the EXISTING memories (numbered) and NEW facts just learned. Decide, for the memory as a whole, what to do:
 
 - ADD: a new fact that no existing memory covers. Give its text; id is -1.
-- UPDATE: a new fact that changes or refines an existing memory (e.g. the user's wife is now Anne, not Jane). Give the existing id and the new, complete text.
+- UPDATE: a new fact that changes or corrects an existing memory about the same person (a new value for the same thing: another job, city, name, date or number). Give the existing id and the new, complete text.
 - DELETE: a new fact shows an existing memory is no longer true and nothing replaces it. Give the existing id; text is "".
-- NONE: an existing memory stays as it is. Give its id; text is "".
+- NONE: a new fact that an existing memory already says. Give that memory's id; text is "".
 
-A new fact already covered by a memory needs no ADD. Use only the ids shown. Return JSON: {"operations": [{"event": "ADD" | "UPDATE" | "DELETE" | "NONE", "id": <number>, "text": "<text>"}]}"#;
+A fact about one person never changes a memory about another. Change each existing memory at most once. Use only the ids shown. Return JSON: {"operations": [{"event": "ADD" | "UPDATE" | "DELETE" | "NONE", "id": <number>, "text": "<text>"}]}
 
-const SUMMARY_PROMPT: &str = r#"You keep a short running summary of what is known about a user and what their conversation is about. You get the PREVIOUS summary (possibly empty), NEW facts, and facts that are NO LONGER TRUE. Rewrite the summary so it includes the new facts and states nothing that is no longer true: where a new fact corrects an old one, rewrite that sentence with the new fact instead of keeping both. Add nothing that the summary or the new facts do not say. Stay under 120 words, in plain sentences. If nothing changes, return the previous summary unchanged. Return JSON: {"summary": "<text>"}
+Example. EXISTING memories: 0: The user drives a red hatchback. 1: The user's brother Tariq lives in Ghent. NEW facts: - The user now drives a blue pickup. - The user's brother Tariq has twin daughters. Answer: {"operations": [{"event": "UPDATE", "id": 0, "text": "The user now drives a blue pickup."}, {"event": "ADD", "id": -1, "text": "The user's brother Tariq has twin daughters."}]}"#;
 
-Example. PREVIOUS summary: "Jonas is married to Jane. He likes hiking." NEW facts: "The user's wife is Anne". NO LONGER TRUE: "The user's wife is Jane". Answer: {"summary": "Jonas is married to Anne. He likes hiking."}"#;
+const SUMMARY_PROMPT: &str = r#"You keep a short running summary of what is known about a user and what their conversation is about. You get the PREVIOUS summary (possibly empty), NEW facts, and facts that are NO LONGER TRUE. Rewrite the summary so it includes the new facts and states nothing that is no longer true: where a new fact corrects an old one, rewrite that sentence with the new fact instead of keeping both. Keep what is said of other people with those people: never give the user someone else's job, habit or trait. Add nothing that the summary or the new facts do not say. Stay under 120 words, in plain sentences. If nothing changes, return the previous summary unchanged. Return JSON: {"summary": "<text>"}
+
+Example. PREVIOUS summary: "The user keeps two hens and works as a welder. Their sister Noor teaches maths." NEW facts: "The user works as a nurse." NO LONGER TRUE: "The user works as a welder." Answer: {"summary": "The user keeps two hens and works as a nurse. Their sister Noor teaches maths."}"#;
 
 /// The JSON schema of `T`, named `name`, as an LLM call asks for it: every subschema
 /// inlined (small models and grammar-constrained servers handle no `$ref`), and none of what
@@ -214,43 +220,89 @@ pub enum Operation {
     Keep,
 }
 
+/// A reconciler's answer after [`Reconciliation::validate`]: the operations to apply, and
+/// what was mended to get them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Checked {
+    /// The operations, in the answer's order.
+    pub operations: Vec<Operation>,
+    /// Each part of the answer that could not be used as it was, and what became of it.
+    pub repairs: Vec<String>,
+}
+
 impl Reconciliation {
-    /// The operations to apply, or why the answer cannot be trusted (then the caller adds the
-    /// new facts as they are). NONE becomes [`Operation::Keep`]; one memory gets at most one change.
-    pub fn validate(self, existing: usize) -> Result<Vec<Operation>, String> {
-        let mut operations = Vec::new();
+    /// The operations to apply, mending what can be mended: an UPDATE naming a memory that
+    /// was not shown, or one already changed by this answer, adds its text instead; a
+    /// DELETE or NONE naming such a memory, and an ADD or UPDATE without a text, is left
+    /// out (the new facts it stood for are still written, [`crate::write`] makes sure). An
+    /// answer that cannot be read at all (an unknown event) is an `Err`, for the caller to
+    /// ask again. NONE becomes [`Operation::Keep`].
+    pub fn validate(self, existing: usize) -> Result<Checked, String> {
+        let mut checked = Checked {
+            operations: Vec::new(),
+            repairs: Vec::new(),
+        };
         let mut touched = std::collections::HashSet::new();
         for op in self.operations {
             let text = op
                 .text
                 .map(|t| t.split_whitespace().collect::<Vec<_>>().join(" "))
                 .filter(|t| !t.is_empty());
-            let mut id = || -> Result<usize, String> {
-                let id = op.id.ok_or_else(|| format!("{} without an id", op.event))?;
-                let id = usize::try_from(id)
-                    .ok()
-                    .filter(|&i| i < existing)
-                    .ok_or_else(|| {
-                        format!("{} names memory {id}, which was not shown", op.event)
-                    })?;
-                if !touched.insert(id) {
-                    return Err(format!("memory {id} is changed twice"));
-                }
-                Ok(id)
+            let event = op.event.to_ascii_uppercase();
+            let named = match op.id {
+                Some(id) => id.to_string(),
+                None => "no memory".to_owned(),
             };
-            match op.event.to_ascii_uppercase().as_str() {
-                "ADD" => operations.push(Operation::Add(text.ok_or("ADD without a text")?)),
-                "UPDATE" => {
-                    let id = id()?;
-                    operations.push(Operation::Update(id, text.ok_or("UPDATE without a text")?))
+            let shown = op
+                .id
+                .and_then(|id| usize::try_from(id).ok())
+                .filter(|&i| i < existing);
+            let (operations, repairs) = (&mut checked.operations, &mut checked.repairs);
+            match (event.as_str(), shown, text) {
+                ("ADD", _, Some(text)) => operations.push(Operation::Add(text)),
+                ("ADD", _, None) => repairs.push("an ADD without a text was left out".into()),
+                ("UPDATE", Some(i), Some(text)) if touched.insert(i) => {
+                    operations.push(Operation::Update(i, text))
                 }
-                "DELETE" => operations.push(Operation::Delete(id()?)),
-                "NONE" => operations.push(Operation::Keep),
-                other => return Err(format!("unknown event {other:?}")),
+                ("UPDATE", Some(i), Some(text)) => {
+                    repairs.push(format!(
+                        "memory {i} is changed twice: the second UPDATE's text is added"
+                    ));
+                    operations.push(Operation::Add(text));
+                }
+                ("UPDATE", None, Some(text)) => {
+                    repairs.push(format!(
+                        "UPDATE names {named}, which was not shown: its text is added"
+                    ));
+                    operations.push(Operation::Add(text));
+                }
+                ("UPDATE", _, None) => repairs.push("an UPDATE without a text was left out".into()),
+                ("DELETE" | "NONE", Some(i), _) if touched.insert(i) => {
+                    operations.push(if event == "DELETE" {
+                        Operation::Delete(i)
+                    } else {
+                        Operation::Keep
+                    })
+                }
+                ("DELETE" | "NONE", Some(i), _) => repairs.push(format!(
+                    "memory {i} is changed twice: the {event} was left out"
+                )),
+                ("DELETE" | "NONE", None, _) => repairs.push(format!(
+                    "{event} names {named}, which was not shown: left out"
+                )),
+                (other, _, _) => return Err(format!("unknown event {other:?}")),
             }
         }
-        Ok(operations)
+        Ok(checked)
     }
+}
+
+/// What to tell a reconciler whose answer could not be read, before it answers again.
+pub fn reconciliation_again(why: &str, existing: usize) -> ChatMessage {
+    ChatMessage::user(format!(
+        "That answer could not be used ({why}). Answer again with the same JSON shape: each event one of ADD, UPDATE, DELETE, NONE; ids only from 0 to {}; each existing memory changed at most once.",
+        existing.saturating_sub(1)
+    ))
 }
 
 /// The summary call: the previous summary, the facts a pass added, and those it updated or
@@ -327,82 +379,100 @@ mod tests {
     fn extracted_facts_are_cleaned() {
         let e = Extraction {
             facts: vec![
-                "  The user's wife is Anne. ".into(),
+                "  The user's kite is blue. ".into(),
                 "".into(),
-                "the user's wife is anne.".into(),
+                "the user's kite is blue.".into(),
                 "a".into(),
                 "b".into(),
                 "c".into(),
             ],
         };
-        assert_eq!(e.clean(), ["The user's wife is Anne.", "a", "b"]);
+        assert_eq!(e.clean(), ["The user's kite is blue.", "a", "b"]);
     }
 
     #[test]
     fn operations_are_checked_against_the_ids_shown() {
         let good = ops(serde_json::json!({"operations": [
-            {"event": "UPDATE", "id": 0, "text": "The user's wife is Anne."},
+            {"event": "UPDATE", "id": 0, "text": "The user's kite is blue."},
             {"event": "NONE", "id": 1, "text": ""},
-            {"event": "ADD", "id": -1, "text": "The user has a cat."},
+            {"event": "ADD", "id": -1, "text": "The user has a ferret."},
             {"event": "delete", "id": 2}
         ]}));
+        let checked = good.validate(3).unwrap();
         assert_eq!(
-            good.validate(3).unwrap(),
+            checked.operations,
             [
-                Operation::Update(0, "The user's wife is Anne.".into()),
+                Operation::Update(0, "The user's kite is blue.".into()),
                 Operation::Keep,
-                Operation::Add("The user has a cat.".into()),
+                Operation::Add("The user has a ferret.".into()),
                 Operation::Delete(2)
             ]
         );
-        for (bad, why) in [
+        assert!(checked.repairs.is_empty());
+    }
+
+    #[test]
+    fn what_can_be_mended_is_mended_and_the_rest_is_refused() {
+        for (answer, operations, repair) in [
             (
                 serde_json::json!({"operations": [{"event": "UPDATE", "id": 7, "text": "x"}]}),
-                "not shown",
+                vec![Operation::Add("x".into())],
+                "not shown: its text is added",
             ),
             (
                 serde_json::json!({"operations": [{"event": "DELETE", "id": -1}]}),
-                "not shown",
+                vec![],
+                "not shown: left out",
             ),
             (
                 serde_json::json!({"operations": [{"event": "UPDATE", "id": 0, "text": " "}]}),
+                vec![],
                 "without a text",
             ),
             (
-                serde_json::json!({"operations": [{"event": "MERGE", "id": 0}]}),
-                "unknown event",
-            ),
-            (
                 serde_json::json!({"operations": [{"event": "DELETE", "id": 0}, {"event": "UPDATE", "id": 0, "text": "y"}]}),
-                "twice",
+                vec![Operation::Delete(0), Operation::Add("y".into())],
+                "changed twice",
             ),
             (
                 serde_json::json!({"operations": [{"event": "ADD", "id": -1}]}),
+                vec![],
                 "ADD without",
             ),
         ] {
-            let err = ops(bad.clone()).validate(3).unwrap_err();
-            assert!(err.contains(why), "{bad}: {err}");
+            let checked = ops(answer.clone()).validate(3).unwrap();
+            assert_eq!(checked.operations, operations, "{answer}");
+            assert!(
+                checked.repairs[0].contains(repair),
+                "{answer}: {:?}",
+                checked.repairs
+            );
         }
+        let err = ops(serde_json::json!({"operations": [{"event": "MERGE", "id": 0}]}))
+            .validate(3)
+            .unwrap_err();
+        assert!(err.contains("unknown event"), "{err}");
+        let again = reconciliation_again(&err, 3);
+        assert!(again.content.contains("from 0 to 2"), "{}", again.content);
     }
 
     #[test]
     fn the_earlier_exchange_is_shown_as_context_before_the_message() {
-        let (alone, _) = extraction("I'm an architect.", &Earlier::default());
+        let (alone, _) = extraction("I'm a glazier.", &Earlier::default());
         assert_eq!(alone[0].content, EXTRACTION_PROMPT);
-        assert_eq!(alone[1].content, "I'm an architect.");
+        assert_eq!(alone[1].content, "I'm a glazier.");
         let earlier = Earlier {
-            user: Some("Do you remember my favourite colour?".into()),
+            user: Some("Do you know my favourite tree?".into()),
             assistant: Some(format!("I'm sorry,\n{}", "no. ".repeat(400))),
         };
-        let (messages, _) = extraction("It's green.", &earlier);
+        let (messages, _) = extraction("The birch.", &earlier);
         assert!(messages[0].content.contains("shown as EARLIER"));
         let content = &messages[1].content;
         assert!(content.starts_with(
-            "EARLIER (context only):\nUser: Do you remember my favourite colour?\nAssistant: I'm sorry, no."
+            "EARLIER (context only):\nUser: Do you know my favourite tree?\nAssistant: I'm sorry, no."
         ), "{content}");
         assert!(
-            content.ends_with("…\n\nLATEST message:\nIt's green."),
+            content.ends_with("…\n\nLATEST message:\nThe birch."),
             "{content}"
         );
         assert!(content.len() < 800, "the earlier answer is cut");
@@ -448,11 +518,11 @@ mod tests {
     #[test]
     fn the_model_sees_small_numbers_not_ids() {
         let (messages, schema) = reconciliation(
-            &["The user's wife is Jane."],
-            &["The user's wife is Anne.".into()],
+            &["The user's kite is red."],
+            &["The user's kite is blue.".into()],
         );
-        assert!(messages[1].content.contains("0: The user's wife is Jane."));
-        assert!(messages[1].content.contains("- The user's wife is Anne."));
+        assert!(messages[1].content.contains("0: The user's kite is red."));
+        assert!(messages[1].content.contains("- The user's kite is blue."));
         assert_eq!(schema.name, "memory_operations");
     }
 

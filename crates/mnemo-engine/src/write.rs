@@ -4,15 +4,22 @@
 //! time:
 //! 1. **Extract** 0-3 standalone facts from the user's message (LLM, JSON schema). Questions
 //!    and chit-chat give none. `add` skips this: its texts are facts already.
-//! 2. **Reconcile** the new facts with the nearest existing facts of the conversation: the LLM
-//!    answers ADD / UPDATE / DELETE / NONE per memory, existing memories numbered 0.. so it
-//!    cannot invent ids ([`crate::prompts`]). UPDATE writes the new fact under a new id and
-//!    tombstones the old file with `replaced_by`; DELETE tombstones. An LLM failure or an
-//!    answer that does not check out ADDs the new facts as they are.
-//! 3. **Summarise**: the rolling summary is rewritten from the previous one plus the changes,
-//!    and not written at all when nothing changed.
-//! 4. **Evict** the oldest facts and turns beyond `max_entries` (summaries are exempt).
-//! 5. **Commit** to git, one commit per pass, naming the conversation and what changed. A
+//! 2. **Ground** each fact in the user's words ([`crate::text::grounding`]): said by the
+//!    user, of the same person, and not only denied or supposed.
+//! 3. **Reconcile** the new facts with the nearest existing facts about the same people: the
+//!    LLM answers ADD / UPDATE / DELETE / NONE per memory, existing memories numbered 0.. so
+//!    it cannot invent ids ([`crate::prompts`]). UPDATE writes the new fact under a new id and
+//!    tombstones the old file with `replaced_by`; DELETE tombstones. An answer is mended where
+//!    it can be and asked for again where it cannot be read; only then are the facts added as
+//!    they are.
+//! 4. **Rules**: what the user's message takes back is retracted
+//!    ([`crate::text::changes`]), and a new value for the same thing replaces the old one
+//!    ([`crate::text::subjects::gives_a_new_value`]), whatever the reconciler said.
+//! 5. **Summarise**: the rolling summary is rewritten from the previous one plus the changes,
+//!    checked sentence by sentence ([`crate::text::summary_check`]), and not written at all
+//!    when nothing changed.
+//! 6. **Evict** the oldest facts and turns beyond `max_entries` (summaries are exempt).
+//! 7. **Commit** to git, one commit per pass, naming the conversation and what changed. A
 //!    failed commit is logged; the next commit stages everything, so it carries the changes.
 //!
 //! Nothing here can lose an acknowledged memory: turns are on disk before this runs, new
@@ -29,8 +36,10 @@ use mnemo_store::StoredMemory;
 use tracing::{info, warn};
 
 use crate::client::{blocking, Inner};
-use crate::grounding;
 use crate::prompts::{self, Earlier, Operation};
+use crate::text::changes::{self, Retraction};
+use crate::text::subjects::{gives_a_new_value, subject_of};
+use crate::text::{clauses, grounding, information, summary_check};
 use crate::{EngineError, MemoryClient};
 
 /// Existing facts closer than this (cosine) to a new fact are shown to the reconciler; less
@@ -63,8 +72,8 @@ pub struct WriteReport {
     /// The texts of the facts this pass updated or deleted: what the rolling summary must
     /// no longer say.
     pub retracted: Vec<String>,
-    /// Sentences cut from the rewritten summary because they still stated a retracted fact
-    /// ([`crate::grounding::without_stale_sentences`]).
+    /// Sentences cut from the rewritten summary because they still stated a retracted fact,
+    /// or gave someone else's trait to the user ([`crate::text::summary_check`]).
     pub summary_cuts: Vec<String>,
     /// Facts and turns tombstoned beyond `max_entries`.
     pub evicted: usize,
@@ -75,10 +84,13 @@ pub struct WriteReport {
     /// written.
     pub not_stored: Vec<String>,
     /// Extracted facts not stored because the user's message does not support them, each
-    /// with the reason ([`crate::grounding`]).
+    /// with the reason ([`crate::text::grounding`]).
     pub ungrounded: Vec<(String, String)>,
     /// Why the LLM's answer was not used (or not wholly), when it was not.
     pub fallback: Option<String>,
+    /// Parts of the reconciler's answer that could not be used as they were, and what
+    /// became of each ([`prompts::Checked::repairs`]), and whether it was asked again.
+    pub repairs: Vec<String>,
     /// The git commit, when one was made.
     pub commit: Option<String>,
     /// Time spent waiting for the LLM.
@@ -102,6 +114,7 @@ impl WriteReport {
             not_stored: Vec::new(),
             ungrounded: Vec::new(),
             fallback: None,
+            repairs: Vec::new(),
             commit: None,
             llm_time: Duration::ZERO,
             engine_time: Duration::ZERO,
@@ -120,7 +133,7 @@ impl WriteReport {
         if turns > 0 {
             parts.push(plural(turns, "turn", "turns"));
         }
-        let new = self.added.len() - self.updated.len();
+        let new = self.added.len().saturating_sub(self.updated.len());
         if new > 0 {
             parts.push(format!("+{}", plural(new, "fact", "facts")));
         }
@@ -187,7 +200,7 @@ impl MemoryClient {
         let started = Instant::now();
         let message = user_turn.map_or("", |t| t.record.content.as_str());
         let earlier = match user_turn {
-            Some(turn) if self.inner.llm.is_some() && !grounding::names_the_speaker(message) => {
+            Some(turn) if self.inner.llm.is_some() && !clauses::names_the_speaker(message) => {
                 self.earlier_exchange(turn).await?
             }
             _ => Earlier::default(),
@@ -207,35 +220,36 @@ impl MemoryClient {
         self.reconcile_and_apply(conversation, facts, &origin, &mut report)
             .await?;
         if self.inner.config.fact_grounding {
-            self.retract_what_stopped(conversation, message, &origin, &mut report)
+            let retractions = changes::retractions(message);
+            self.retract_what_the_user_took_back(conversation, &retractions, &origin, &mut report)
                 .await?;
+            self.supersede_old_values(conversation, &mut report).await?;
         }
         self.finish_pass(conversation, turns_written, &mut report, started)
             .await?;
         Ok(report)
     }
 
-    /// Deletes the facts the user's message says stopped being true ("I don't run anymore"
-    /// retracts "The user runs 10 km every Saturday morning."; "She quit smoking" retracts
-    /// "The user's sister smokes a lot.") when reconciliation left them live: a small model
-    /// often extracts the reason ("has a knee injury") and not the retraction, and then the
-    /// reconciler has nothing to delete for. No LLM call: [`grounding::cessations`] and
-    /// [`grounding::states_what_ceased`] decide.
-    async fn retract_what_stopped(
+    /// Retracts the facts the user's message takes back when reconciliation left them
+    /// live: what it says stopped ("I don't swim anymore" retracts "The user swims every
+    /// morning."; "She quit smoking" retracts "The user's aunt smokes a lot.") and the names
+    /// and numbers it corrects ("14, not 41"). A small model often extracts the reason and
+    /// not the retraction, and then the reconciler has nothing to delete for. No LLM call:
+    /// [`changes::retractions`] and [`changes::states_retracted`] decide.
+    async fn retract_what_the_user_took_back(
         &self,
         conversation: &ConversationId,
-        message: &str,
+        retractions: &[Retraction],
         origin: &Origin,
         report: &mut WriteReport,
     ) -> Result<(), EngineError> {
-        let ceased = grounding::cessations(message);
-        if ceased.is_empty() {
+        if retractions.is_empty() {
             return Ok(());
         }
         let existing = {
             let inner = self.inner.clone();
             let conversation = conversation.clone();
-            let probes: Vec<String> = ceased.iter().map(|c| c.words.join(" ")).collect();
+            let probes: Vec<String> = retractions.iter().map(|r| r.words.join(" ")).collect();
             blocking(move || inner.nearest_facts(&conversation, &probes, 0.0)).await?
         };
         let this_pass: std::collections::HashSet<MemoryId> =
@@ -245,24 +259,68 @@ impl MemoryClient {
             .enumerate()
             .filter(|(_, fact)| !this_pass.contains(&fact.id))
             .filter(|(_, fact)| {
-                ceased
+                retractions
                     .iter()
-                    .any(|c| grounding::states_what_ceased(&fact.content, c))
+                    .any(|r| changes::states_retracted(&fact.content, r))
             })
             .map(|(i, fact)| {
-                info!(conversation = %conversation, fact = %fact.content, "deleted: the user said it stopped");
+                info!(conversation = %conversation, fact = %fact.content, "deleted: the user took it back");
                 Operation::Delete(i)
             })
             .collect();
-        if operations.is_empty() {
+        self.apply_operations(conversation, existing, operations, origin, report)
+            .await
+    }
+
+    /// Supersedes, by rule, each live fact to which a fact this pass wrote gives a new value
+    /// ([`gives_a_new_value`]: "The user's locker is 41." replaces "The user's locker is
+    /// 14."), when the reconciler left both live. The old fact is tombstoned with
+    /// `replaced_by` the new one.
+    async fn supersede_old_values(
+        &self,
+        conversation: &ConversationId,
+        report: &mut WriteReport,
+    ) -> Result<(), EngineError> {
+        let written: Vec<(MemoryId, String)> = report
+            .added
+            .iter()
+            .map(|m| (m.record.id, m.record.content.clone()))
+            .collect();
+        if written.is_empty() {
             return Ok(());
         }
+        let existing = {
+            let inner = self.inner.clone();
+            let conversation = conversation.clone();
+            let probes: Vec<String> = written.iter().map(|(_, text)| text.clone()).collect();
+            blocking(move || inner.nearest_facts(&conversation, &probes, RELATED)).await?
+        };
+        let this_pass: std::collections::HashSet<MemoryId> =
+            written.iter().map(|(id, _)| *id).collect();
+        let replaced: Vec<(std::path::PathBuf, Option<MemoryId>, ExistingFact)> = existing
+            .into_iter()
+            .filter(|old| !this_pass.contains(&old.id))
+            .filter_map(|old| {
+                let (new, text) = written
+                    .iter()
+                    .find(|(_, text)| gives_a_new_value(text, &old.content))?;
+                info!(conversation = %conversation, old = %old.content, new = %text, "replaced: a new value for the same thing");
+                Some((old.path.clone(), Some(*new), old))
+            })
+            .collect();
+        if replaced.is_empty() {
+            return Ok(());
+        }
+        let tombstones: Vec<(std::path::PathBuf, Option<MemoryId>)> = replaced
+            .iter()
+            .map(|(path, new, _)| (path.clone(), *new))
+            .collect();
         let inner = self.inner.clone();
-        let (conversation, origin) = (conversation.clone(), origin.clone());
-        let applied =
-            blocking(move || inner.apply(&conversation, &existing, operations, &origin)).await?;
-        report.deleted.extend(applied.deleted);
-        report.retracted.extend(applied.retracted);
+        blocking(move || inner.tombstone(&tombstones)).await?;
+        for (_, new, old) in replaced {
+            report.updated.push((old.id, new.unwrap_or(old.id)));
+            report.retracted.push(old.content);
+        }
         Ok(())
     }
 
@@ -424,43 +482,103 @@ impl MemoryClient {
             let (conversation, facts) = (conversation.clone(), facts.clone());
             blocking(move || inner.nearest_facts(&conversation, &facts, RELATED)).await?
         };
+        let rules = self.inner.config.fact_grounding;
+        // Only facts about someone a new fact is about: a small model otherwise rewrites the
+        // user's news into a fact about their brother, or a partner's into the user's.
+        let existing: Vec<ExistingFact> = existing
+            .into_iter()
+            .filter(|old| {
+                let person = subject_of(&old.content);
+                !rules || facts.iter().any(|f| subject_of(f).same_person(&person))
+            })
+            .collect();
         let operations = match (&self.inner.llm, existing.is_empty()) {
             (Some(llm), false) => {
-                let shown: Vec<&str> = existing.iter().map(|f| f.content.as_str()).collect();
-                let (messages, schema) = prompts::reconciliation(&shown, &facts);
-                let call = Instant::now();
-                let answer = llm
-                    .complete_json::<prompts::Reconciliation>(messages, &schema)
+                let operations = self
+                    .ask_reconciler(llm, conversation, &existing, &facts, report)
                     .await;
-                report.llm_time += call.elapsed();
-                let checked = answer
-                    .map_err(|e| e.to_string())
-                    .and_then(|a| a.validate(existing.len()));
-                match checked {
-                    Ok(ops) => {
-                        let ops = match &origin.source {
-                            Some((_, message)) if self.inner.config.fact_grounding => {
-                                without_moved_people(ops, &existing, &facts, message, report)
-                            }
-                            _ => ops,
-                        };
-                        account_for_every_fact(&facts, ops, report)
-                    }
-                    Err(why) => {
-                        warn!(conversation = %conversation, "reconciliation unusable ({why}); adding the new facts as they are");
-                        report.fallback = Some(why);
-                        facts.iter().cloned().map(Operation::Add).collect()
-                    }
-                }
+                let operations = if rules {
+                    same_person_changes(operations, &existing, &facts, report)
+                } else {
+                    operations
+                };
+                account_for_every_fact(&facts, operations, report)
             }
             _ => facts.iter().cloned().map(Operation::Add).collect(),
         };
         let operations = match &origin.source {
             Some((_, message)) if self.inner.config.fact_grounding => {
-                without_what_stopped(operations, message, report)
+                without_what_was_taken_back(operations, message, report)
             }
             _ => operations,
         };
+        self.apply_operations(conversation, existing, operations, origin, report)
+            .await
+    }
+
+    /// The reconciler's operations for `facts` against `existing`: its answer, mended where
+    /// it can be ([`prompts::Reconciliation::validate`]); an answer that cannot be read is
+    /// asked for once more, with the reason. When the LLM fails, or its second answer cannot
+    /// be read either, every fact is added as it is (reported in `report.fallback`).
+    async fn ask_reconciler(
+        &self,
+        llm: &LlmClient,
+        conversation: &ConversationId,
+        existing: &[ExistingFact],
+        facts: &[String],
+        report: &mut WriteReport,
+    ) -> Vec<Operation> {
+        let shown: Vec<&str> = existing.iter().map(|f| f.content.as_str()).collect();
+        let (mut messages, schema) = prompts::reconciliation(&shown, facts);
+        for attempt in 0..2 {
+            let call = Instant::now();
+            let answer = llm
+                .complete_json::<prompts::Reconciliation>(messages.clone(), &schema)
+                .await;
+            report.llm_time += call.elapsed();
+            let why = match answer {
+                Ok(answer) => match answer.validate(existing.len()) {
+                    Ok(checked) => {
+                        for repair in &checked.repairs {
+                            warn!(conversation = %conversation, "reconciliation answer mended: {repair}");
+                        }
+                        report.repairs.extend(checked.repairs);
+                        return checked.operations;
+                    }
+                    Err(why) => why,
+                },
+                // A transport failure was already retried within the call's deadline.
+                Err(e @ mnemo_llm::LlmError::InvalidOutput { .. }) => e.to_string(),
+                Err(e) => {
+                    report.fallback = Some(e.to_string());
+                    break;
+                }
+            };
+            if attempt == 0 {
+                warn!(conversation = %conversation, "reconciliation unusable ({why}); asking again");
+                report.repairs.push(format!("asked again: {why}"));
+                messages.push(prompts::reconciliation_again(&why, existing.len()));
+            } else {
+                report.fallback = Some(why);
+            }
+        }
+        let why = report.fallback.clone().unwrap_or_default();
+        warn!(conversation = %conversation, "reconciliation unusable ({why}); adding the new facts as they are");
+        facts.iter().cloned().map(Operation::Add).collect()
+    }
+
+    /// Applies `operations` (indices into `existing`) and adds what changed to `report`.
+    async fn apply_operations(
+        &self,
+        conversation: &ConversationId,
+        existing: Vec<ExistingFact>,
+        operations: Vec<Operation>,
+        origin: &Origin,
+        report: &mut WriteReport,
+    ) -> Result<(), EngineError> {
+        if operations.is_empty() {
+            return Ok(());
+        }
         let inner = self.inner.clone();
         let conversation = conversation.clone();
         let origin = origin.clone();
@@ -539,11 +657,30 @@ impl MemoryClient {
                 return Ok(());
             }
         };
-        let (text, cuts) = grounding::without_stale_sentences(&text, &report.retracted, &added);
-        if !cuts.is_empty() {
-            info!(conversation = %conversation, ?cuts, "cut from the summary: they state facts this turn retracted");
+        let (text, stale) =
+            summary_check::without_stale_sentences(&text, &report.retracted, &added);
+        let text = if stale.is_empty() {
+            text
+        } else {
+            info!(conversation = %conversation, cuts = ?stale, "cut from the summary: they state facts this turn retracted");
+            summary_check::with_new_facts(&text, &added)
+        };
+        let facts = {
+            let inner = self.inner.clone();
+            let conv = conversation.clone();
+            let probes: Vec<String> = crate::text::words::sentences(&text)
+                .into_iter()
+                .map(str::to_owned)
+                .collect();
+            blocking(move || inner.nearest_facts(&conv, &probes, 0.0)).await?
+        };
+        let facts: Vec<String> = facts.into_iter().map(|f| f.content).collect();
+        let (text, borrowed) =
+            summary_check::without_misattributed_sentences(&text, &facts, previous.as_deref());
+        if !borrowed.is_empty() {
+            info!(conversation = %conversation, cuts = ?borrowed, "cut from the summary: they give the user what the facts say of someone else");
         }
-        report.summary_cuts = cuts;
+        report.summary_cuts = stale.into_iter().chain(borrowed).collect();
         if text.is_empty() && !report.summary_cuts.is_empty() && previous.is_some() {
             // All it would say was retracted: no summary beats a false one (the old one is
             // kept as a tombstone, and the next pass with news writes a new one).
@@ -671,57 +808,61 @@ fn account_for_every_fact(
     operations
 }
 
-/// `operations` without the UPDATEs that move someone the user did not speak of: when every
-/// new fact is about the user, an update that keeps an existing fact about someone else,
-/// with a name of theirs the message never says ([`grounding::carried_name`]), rewrites
-/// that person's fact from the user's news ("The user's brother Paul lives in Milan." after
-/// "I moved to Milan"). Such an update is dropped; the new fact it stood for is then added
-/// as it is ([`account_for_every_fact`]).
-fn without_moved_people(
+/// `operations` with every change kept to the person it is about: an UPDATE whose new text
+/// is about someone other than the memory it replaces adds its text instead, and a DELETE of
+/// a memory about someone no new fact is about is left out ("I moved to Quito" says nothing
+/// of the brother who lives in Lima). Each such mend is reported.
+fn same_person_changes(
     operations: Vec<Operation>,
     existing: &[ExistingFact],
     facts: &[String],
-    message: &str,
-    report: &WriteReport,
+    report: &mut WriteReport,
 ) -> Vec<Operation> {
-    if !facts.iter().all(|f| grounding::about_the_speaker(f)) {
-        return operations;
-    }
-    operations
-        .into_iter()
-        .filter(|op| {
-            let Operation::Update(i, text) = op else {
-                return true;
-            };
-            let old = &existing[*i].content;
-            let moved = (!grounding::about_the_speaker(text))
-                .then(|| grounding::carried_name(text, old, message))
-                .flatten();
-            if let Some(name) = &moved {
-                info!(conversation = %report.conversation, old = %old, update = %text, "update dropped: the user said nothing of {name}");
+    let mut kept = Vec::with_capacity(operations.len());
+    for op in operations {
+        match op {
+            Operation::Update(i, text)
+                if !subject_of(&text).same_person(&subject_of(&existing[i].content)) =>
+            {
+                report.repairs.push(format!(
+                    "an UPDATE moved \"{}\" to another person: its text is added",
+                    existing[i].content
+                ));
+                kept.push(Operation::Add(text));
             }
-            moved.is_none()
-        })
-        .collect()
+            Operation::Delete(i)
+                if !facts
+                    .iter()
+                    .any(|f| subject_of(f).same_person(&subject_of(&existing[i].content))) =>
+            {
+                report.repairs.push(format!(
+                    "a DELETE of \"{}\", about someone no new fact is about, was left out",
+                    existing[i].content
+                ));
+            }
+            op => kept.push(op),
+        }
+    }
+    kept
 }
 
-/// `operations` without the sentences of their texts that state what `message` says
-/// stopped ([`grounding::without_ceased_sentences`]): a small model merges "The user is
-/// vegetarian." into the new fact it was told replaces it. A write left with nothing is not
-/// made: an ADD is dropped, an UPDATE becomes the DELETE of the fact it would replace.
-fn without_what_stopped(
+/// `operations` without the sentences of their texts that state what `message` takes back
+/// ([`changes::without_retracted_sentences`]): a small model merges "The user is a baker."
+/// into the new fact it was told replaces it. A write left with nothing is not made: an ADD
+/// is dropped, an UPDATE becomes the DELETE of the fact it would replace.
+fn without_what_was_taken_back(
     operations: Vec<Operation>,
     message: &str,
     report: &WriteReport,
 ) -> Vec<Operation> {
-    let ceased = grounding::cessations(message);
-    if ceased.is_empty() {
+    let retractions = changes::retractions(message);
+    if retractions.is_empty() {
         return operations;
     }
     let cut = |text: String| {
-        let kept = grounding::without_ceased_sentences(&text, &ceased);
+        let kept = changes::without_retracted_sentences(&text, &retractions);
         if kept != text {
-            info!(conversation = %report.conversation, fact = %text, kept = %kept, "cut what the user said stopped from a new fact");
+            info!(conversation = %report.conversation, fact = %text, kept = %kept, "cut what the user took back from a new fact");
         }
         kept
     };
@@ -743,7 +884,7 @@ fn without_what_stopped(
 
 /// Asks `llm` for the facts in the user's `message` (into `report.extracted`), with the
 /// `earlier` exchange as context when there is one. A message that says nothing of its own
-/// ("Thanks!", "Bye, talk tomorrow!") is not sent: it has no facts to give, and a small model
+/// ("Thanks!", "Cheers, see you later!") is not sent: it has no facts to give, and a small model
 /// asked for some makes them up.
 async fn extract(
     llm: &LlmClient,
@@ -751,7 +892,7 @@ async fn extract(
     earlier: &Earlier,
     report: &mut WriteReport,
 ) -> Result<(), EngineError> {
-    if !crate::information::says_something(message, None) {
+    if !information::says_something(message, None) {
         return Ok(());
     }
     let (messages, schema) = prompts::extraction(message, earlier);
@@ -790,6 +931,9 @@ impl Inner {
         facts: &[String],
         min_cosine: f32,
     ) -> Result<Vec<ExistingFact>, EngineError> {
+        if facts.is_empty() {
+            return Ok(Vec::new());
+        }
         let filter = Filter::all()
             .must(Condition::equals(
                 PointPayload::FIELD_CONVERSATION,

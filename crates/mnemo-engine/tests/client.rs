@@ -41,7 +41,7 @@ const FACTS: [&str; 6] = [
     "I dislike pizza.",
     "We adopted a grey cat called Miso in 2024.",
     "My brother Tom lives in Denver.",
-    "I run 10 km every Saturday morning.",
+    "I swim 2 km every Tuesday evening.",
     "My favourite band is Radiohead.",
 ];
 

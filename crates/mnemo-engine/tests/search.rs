@@ -838,10 +838,10 @@ async fn turns_that_say_nothing_give_their_places_to_memories_that_do() {
     let mut records = turns(
         "c1",
         &[
-            "What's my sister's name?",
+            "Who is my sister, again?",
             refusal,
             "My sister is called Clara and she works as a dentist.",
-            "Thanks, I'll remember that!",
+            "Thanks, I'll keep that in mind!",
         ],
     );
     records.push(record(
@@ -876,7 +876,7 @@ async fn turns_that_say_nothing_give_their_places_to_memories_that_do() {
     drop(client);
 
     // By default it gives its place to what names the sister, and so does the assistant's
-    // "Thanks, I'll remember that!", which MMR would otherwise like for being unlike the rest.
+    // "Thanks, I'll keep that in mind!", which MMR would otherwise like for being unlike the rest.
     let dir = tempfile::tempdir().unwrap();
     let client = open_with(config(dir.path())).await;
     client.add_records(records).await.unwrap();

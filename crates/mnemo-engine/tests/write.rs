@@ -34,15 +34,15 @@ fn conv(id: &str) -> ConversationId {
     ConversationId::new(id).unwrap()
 }
 
-/// A model that extracts "The user's wife is X." from "my wife is X", answers questions with
+/// A model that extracts "The user's husband is X." from "my husband is X", answers questions with
 /// no facts, replaces the first existing memory when one is shown, and keeps a summary.
 fn spouse_model(request: &ChatRequest) -> Reply {
     let message = request.last_user_message().unwrap_or_default();
     match request.schema_name() {
         Some("facts") => {
             let facts: Vec<String> = message
-                .strip_prefix("My wife is ")
-                .map(|name| format!("The user's wife is {}", name.trim_end_matches('.')))
+                .strip_prefix("My husband is ")
+                .map(|name| format!("The user's husband is {}", name.trim_end_matches('.')))
                 .into_iter()
                 .collect();
             Reply::Json(json!({ "facts": facts }))
@@ -91,25 +91,29 @@ fn git(dir: &Path, args: &[&str]) -> String {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_new_wife_replaces_the_old_fact_and_keeps_a_tombstone() {
+async fn a_new_husband_replaces_the_old_fact_and_keeps_a_tombstone() {
     let llm = ScriptedLlm::with_handler(spouse_model).await;
     let dir = tempfile::tempdir().unwrap();
     let client = open(dir.path(), &llm).await;
     // Back to back: the second pass must wait for the first to see its fact.
     let first = client
-        .chat(user("My wife is Jane.", "family"))
+        .chat(user("My husband is Tobias.", "family"))
         .await
         .unwrap();
     assert_eq!(first["choices"][0]["message"]["content"], "Noted.");
     client
-        .chat(user("My wife is Anne.", "family"))
+        .chat(user("My husband is Aurelio.", "family"))
         .await
         .unwrap();
     client.wait_idle().await;
 
     let facts = files(dir.path(), "family", "facts");
     assert_eq!(facts.len(), 1, "{facts:?}");
-    assert!(facts[0].contains("The user's wife is Anne"), "{}", facts[0]);
+    assert!(
+        facts[0].contains("The user's husband is Aurelio"),
+        "{}",
+        facts[0]
+    );
     let new_id = facts[0]
         .lines()
         .find_map(|l| l.strip_prefix("id: "))
@@ -117,7 +121,7 @@ async fn a_new_wife_replaces_the_old_fact_and_keeps_a_tombstone() {
         .to_owned();
     let tombstones = files(dir.path(), "family", "deleted/facts");
     assert_eq!(tombstones.len(), 1);
-    assert!(tombstones[0].contains("The user's wife is Jane"));
+    assert!(tombstones[0].contains("The user's husband is Tobias"));
     assert!(
         tombstones[0].contains(&format!("replaced_by: {new_id}")),
         "{}",
@@ -172,7 +176,7 @@ async fn one_conversations_passes_apply_in_the_order_of_its_turns() {
     let names = ["Ada", "Bea", "Cleo", "Dora", "Eve", "Fay", "Gia", "Hana"];
     for name in names {
         client
-            .chat(user(&format!("My wife is {name}."), "family"))
+            .chat(user(&format!("My husband is {name}."), "family"))
             .await
             .unwrap();
     }
@@ -195,7 +199,7 @@ async fn passes_resumed_at_start_apply_in_the_order_they_were_queued() {
         let turn = mnemo_core::MemoryRecord::new(
             conv("family"),
             mnemo_core::Role::User,
-            format!("My wife is {name}."),
+            format!("My husband is {name}."),
         );
         let stored = client.add_records(vec![turn]).await.unwrap();
         let relative = stored[0].path.strip_prefix(dir.path()).unwrap();
@@ -217,14 +221,14 @@ async fn passes_resumed_at_start_apply_in_the_order_they_were_queued() {
     assert_replaced_in_order(dir.path(), &names);
 }
 
-/// Asserts that the user's wife is the last of `names` and that each earlier one was
+/// Asserts that the user's husband is the last of `names` and that each earlier one was
 /// replaced by the next: the chain of tombstones runs in the order the user spoke.
 fn assert_replaced_in_order(store: &Path, names: &[&str]) {
     let facts = files(store, "family", "facts");
     assert_eq!(facts.len(), 1, "{facts:?}");
     let last = names[names.len() - 1];
     assert!(
-        facts[0].contains(&format!("The user's wife is {last}")),
+        facts[0].contains(&format!("The user's husband is {last}")),
         "{}",
         facts[0]
     );
@@ -237,7 +241,7 @@ fn assert_replaced_in_order(store: &Path, names: &[&str]) {
     let name_in = |text: &str| {
         *names
             .iter()
-            .find(|n| text.contains(&format!("wife is {n}")))
+            .find(|n| text.contains(&format!("husband is {n}")))
             .unwrap()
     };
     let tombstones = files(store, "family", "deleted/facts");
@@ -265,10 +269,10 @@ async fn a_correction_leaves_no_sentence_of_the_old_fact_in_the_summary() {
         if request.schema_name() == Some("summary") {
             let message = request.last_user_message().unwrap_or_default();
             seen.lock().unwrap().push(message.to_owned());
-            let summary = if message.contains("Anne") {
-                "Jonas' wife is Jane. Jonas is now married to Anne. He likes hiking."
+            let summary = if message.contains("Aurelio") {
+                "Mirela's husband is Tobias. Mirela is now married to Aurelio. He likes hiking."
             } else {
-                "Jonas' wife is Jane. He likes hiking."
+                "Mirela's husband is Tobias. He likes hiking."
             };
             return Reply::Json(json!({ "summary": summary }));
         }
@@ -277,18 +281,18 @@ async fn a_correction_leaves_no_sentence_of_the_old_fact_in_the_summary() {
     .await;
     let dir = tempfile::tempdir().unwrap();
     let client = open(dir.path(), &llm).await;
-    for text in ["My wife is Jane.", "My wife is Anne."] {
+    for text in ["My husband is Tobias.", "My husband is Aurelio."] {
         client.chat(user(text, "family")).await.unwrap();
     }
     client.wait_idle().await;
     let prompts = told.lock().unwrap().clone();
     assert!(
-        prompts[1].contains("NO LONGER TRUE:\n- The user's wife is Jane"),
+        prompts[1].contains("NO LONGER TRUE:\n- The user's husband is Tobias"),
         "{prompts:?}"
     );
     let summary = files(dir.path(), "family", "summaries").pop().unwrap();
     assert!(
-        summary.ends_with("---\nJonas is now married to Anne. He likes hiking.\n"),
+        summary.ends_with("---\nMirela is now married to Aurelio. He likes hiking.\n"),
         "{summary}"
     );
 }
@@ -302,7 +306,7 @@ async fn a_failed_git_commit_loses_nothing_and_the_next_commit_carries_it() {
     let lock = dir.path().join(".git/index.lock");
     std::fs::write(&lock, "").unwrap();
     client
-        .chat(user("My wife is Jane.", "family"))
+        .chat(user("My husband is Tobias.", "family"))
         .await
         .unwrap();
     client.wait_idle().await;
@@ -333,15 +337,18 @@ async fn memories_are_injected_and_reported_and_memory_fields_stripped() {
     let dir = tempfile::tempdir().unwrap();
     let client = open(dir.path(), &llm).await;
     client
-        .add(vec!["The user's wife is Anne.".into()], &conv("family"))
+        .add(
+            vec!["The user's husband is Aurelio.".into()],
+            &conv("family"),
+        )
         .await
         .unwrap();
-    let mut request = user("Who is my wife?", "family");
+    let mut request = user("Who is my husband?", "family");
     request["memory_top_k"] = json!(3);
     request["temperature"] = json!(0.3);
     let answer = client.chat(request).await.unwrap();
     let hits = answer["memory_hits"].as_array().unwrap();
-    assert_eq!(hits[0]["content"], "The user's wife is Anne.");
+    assert_eq!(hits[0]["content"], "The user's husband is Aurelio.");
 
     let sent = llm
         .requests()
@@ -351,9 +358,12 @@ async fn memories_are_injected_and_reported_and_memory_fields_stripped() {
         .expect("the chat request reached the upstream");
     assert!(sent.get("memory_id").is_none() && sent.get("memory_top_k").is_none());
     let content = sent["messages"][0]["content"].as_str().unwrap();
-    assert!(content.contains("The user's wife is Anne."), "{content}");
     assert!(
-        content.ends_with("Current message:\nWho is my wife?"),
+        content.contains("The user's husband is Aurelio."),
+        "{content}"
+    );
+    assert!(
+        content.ends_with("Current message:\nWho is my husband?"),
         "{content}"
     );
     client.wait_idle().await;
@@ -754,20 +764,23 @@ async fn with_git_and_summaries_off_the_pass_writes_facts_only() {
         .await
         .unwrap();
     let report = client
-        .add(vec!["The user's wife is Jane.".into()], &conv("family"))
+        .add(
+            vec!["The user's husband is Tobias.".into()],
+            &conv("family"),
+        )
         .await
         .unwrap();
     assert_eq!(report.commit, None);
     assert!(!report.summary_updated);
     client
-        .chat(user("My wife is Anne.", "family"))
+        .chat(user("My husband is Aurelio.", "family"))
         .await
         .unwrap();
     client.wait_idle().await;
 
     let facts = files(dir.path(), "family", "facts");
     assert_eq!(facts.len(), 1, "the update still happened: {facts:?}");
-    assert!(facts[0].contains("Anne"));
+    assert!(facts[0].contains("Aurelio"));
     assert!(files(dir.path(), "family", "summaries").is_empty());
     assert!(!dir.path().join(".git").exists(), "no repository is made");
     assert!(
@@ -930,8 +943,8 @@ async fn a_reconciler_cannot_write_more_facts_than_it_was_given() {
 fn inventive_model(request: &ChatRequest) -> Reply {
     match request.schema_name() {
         Some("facts") => Reply::Json(json!({"facts": [
-            "The user is planning a trip to Japan in April.",
-            "We are planning to travel next spring to Europe.",
+            "The user is planning a trip to Peru in October.",
+            "We are planning to travel next autumn to South America.",
             "We should avoid hot weather and high pollution levels.",
         ]})),
         Some("memory_operations") => add_every_fact(request),
@@ -975,7 +988,7 @@ async fn facts_the_user_did_not_say_are_not_stored() {
     let (turn, report) = learn_from(
         &client,
         &conversation,
-        "We are planning a trip to Japan in April.",
+        "We are planning a trip to Peru in October.",
     )
     .await;
     let stored: Vec<&str> = report
@@ -983,17 +996,17 @@ async fn facts_the_user_did_not_say_are_not_stored() {
         .iter()
         .map(|m| m.record.content.as_str())
         .collect();
-    assert_eq!(stored, ["The user is planning a trip to Japan in April."]);
+    assert_eq!(stored, ["The user is planning a trip to Peru in October."]);
     let refused: Vec<&str> = report.ungrounded.iter().map(|(f, _)| f.as_str()).collect();
     assert_eq!(
         refused,
         [
-            "We are planning to travel next spring to Europe.",
+            "We are planning to travel next autumn to South America.",
             "We should avoid hot weather and high pollution levels."
         ]
     );
     assert!(
-        report.ungrounded[0].1.contains("europe"),
+        report.ungrounded[0].1.contains("south"),
         "{:?}",
         report.ungrounded
     );
@@ -1001,7 +1014,7 @@ async fn facts_the_user_did_not_say_are_not_stored() {
     let fact = &report.added[0];
     assert_eq!(fact.record.source_id, Some(turn.record.id));
     let grounded_on = &fact.record.metadata[mnemo_engine::write::GROUNDED_ON];
-    for word in ["planning", "trip", "japan", "april"] {
+    for word in ["planning", "trip", "peru", "october"] {
         assert!(
             grounded_on.as_array().unwrap().iter().any(|w| w == word),
             "{grounded_on}"
@@ -1017,28 +1030,28 @@ async fn facts_the_user_did_not_say_are_not_stored() {
     let (_, report) = learn_from(
         &client,
         &conversation,
-        "We are planning a trip to Japan in April.",
+        "We are planning a trip to Peru in October.",
     )
     .await;
     assert_eq!(report.added.len(), 3);
     assert!(report.ungrounded.is_empty());
 }
 
-/// Extraction gives the reason for a change and not the change ("has a knee injury" for "I
-/// don't run anymore"), and reconciliation only ever adds: what a small model does.
+/// Extraction gives the reason for a change and not the change ("has a shoulder injury" for
+/// "I don't swim anymore"), and reconciliation only ever adds: what a small model does.
 fn reason_not_retraction(request: &ChatRequest) -> Reply {
     let said = request.last_user_message().unwrap_or_default();
     match request.schema_name() {
-        Some("facts") if said.contains("knee") => {
-            Reply::Json(json!({"facts": ["The user has a knee injury."]}))
+        Some("facts") if said.contains("shoulder") => {
+            Reply::Json(json!({"facts": ["The user has a shoulder injury."]}))
         }
-        Some("facts") if said.contains("every Saturday") => Reply::Json(
-            json!({"facts": ["The user runs 10 km every Saturday morning.", "The user's friend Sara runs too."]}),
+        Some("facts") if said.contains("every Tuesday") => Reply::Json(
+            json!({"facts": ["The user swims 2 km every Tuesday evening.", "The user's friend Ines swims too."]}),
         ),
         Some("facts") => Reply::Json(json!({"facts": []})),
         Some("memory_operations") => add_every_fact(request),
         Some("summary") => {
-            Reply::Json(json!({"summary": "The user runs 10 km every Saturday morning."}))
+            Reply::Json(json!({"summary": "The user swims 2 km every Tuesday evening."}))
         }
         _ => Reply::text("Noted."),
     }
@@ -1062,47 +1075,47 @@ async fn what_the_user_says_stopped_is_deleted_even_when_the_model_does_not() {
     let llm = ScriptedLlm::with_handler(reason_not_retraction).await;
     let dir = tempfile::tempdir().unwrap();
     let client = open(dir.path(), &llm).await;
-    let conversation = conv("running");
+    let conversation = conv("swimming");
     learn_from(
         &client,
         &conversation,
-        "I run 10 km every Saturday morning, and my friend Sara runs too.",
+        "I swim 2 km every Tuesday evening, and my friend Ines swims too.",
     )
     .await;
     // A question about stopping states nothing.
-    let (_, asked) = learn_from(&client, &conversation, "Should I quit running?").await;
+    let (_, asked) = learn_from(&client, &conversation, "Should I quit swimming?").await;
     assert!(asked.deleted.is_empty(), "{asked:?}");
 
     let (_, report) = learn_from(
         &client,
         &conversation,
-        "I don't run anymore, my knee hurts.",
+        "I don't swim anymore, my shoulder hurts.",
     )
     .await;
     assert_eq!(report.deleted.len(), 1, "{report:?}");
     assert_eq!(
         report.retracted,
-        ["The user runs 10 km every Saturday morning."]
+        ["The user swims 2 km every Tuesday evening."]
     );
-    // Sara's running is hers: not what the user stopped.
+    // Ines's swimming is hers: not what the user stopped.
     assert_eq!(
         live_facts(&client, &conversation).await,
         [
-            "The user has a knee injury.",
-            "The user's friend Sara runs too."
+            "The user has a shoulder injury.",
+            "The user's friend Ines swims too."
         ]
     );
     // The tombstone keeps the text; the summary is not left saying it (the scripted one does).
-    let tombstones = files(dir.path(), "running", "deleted/facts");
+    let tombstones = files(dir.path(), "swimming", "deleted/facts");
     assert!(
-        tombstones.iter().any(|t| t.contains("runs 10 km")),
+        tombstones.iter().any(|t| t.contains("swims 2 km")),
         "{tombstones:?}"
     );
     let summary = client
         .summary_as(&mnemo_engine::Unrestricted, &conversation)
         .await
         .unwrap_or_default();
-    assert!(!summary.contains("10 km"), "{summary}");
+    assert!(!summary.contains("2 km"), "{summary}");
 
     // With grounding off, the engine leaves the facts to the model.
     drop(client);
@@ -1111,13 +1124,13 @@ async fn what_the_user_says_stopped_is_deleted_even_when_the_model_does_not() {
     learn_from(
         &client,
         &conversation,
-        "I run 10 km every Saturday morning, and my friend Sara runs too.",
+        "I swim 2 km every Tuesday evening, and my friend Ines swims too.",
     )
     .await;
     let (_, report) = learn_from(
         &client,
         &conversation,
-        "I don't run anymore, my knee hurts.",
+        "I don't swim anymore, my shoulder hurts.",
     )
     .await;
     assert!(report.deleted.is_empty(), "{report:?}");
@@ -1129,14 +1142,16 @@ fn merging_model(request: &ChatRequest) -> Reply {
     let said = request.last_user_message().unwrap_or_default();
     match request.schema_name() {
         Some("facts") if said.contains("anymore") => {
-            Reply::Json(json!({"facts": ["The user now eats fish."]}))
+            Reply::Json(json!({"facts": ["The user now works as a florist in Valencia."]}))
         }
-        Some("facts") => Reply::Json(json!({"facts": ["The user is vegetarian."]})),
-        Some("memory_operations") if said.contains("fish") => Reply::Json(json!({"operations": [
-            {"event": "UPDATE", "id": 0, "text": "The user is vegetarian. The user now eats fish."}
-        ]})),
+        Some("facts") => Reply::Json(json!({"facts": ["The user works as a welder in Valencia."]})),
+        Some("memory_operations") if said.contains("florist") => {
+            Reply::Json(json!({"operations": [
+                {"event": "UPDATE", "id": 0, "text": "The user works as a welder in Valencia. The user now works as a florist in Valencia."}
+            ]}))
+        }
         Some("memory_operations") => add_every_fact(request),
-        Some("summary") => Reply::Json(json!({"summary": "The user eats fish."})),
+        Some("summary") => Reply::Json(json!({"summary": "The user works as a florist."})),
         _ => Reply::text("Noted."),
     }
 }
@@ -1146,18 +1161,18 @@ async fn a_new_fact_does_not_keep_what_the_same_message_says_stopped() {
     let llm = ScriptedLlm::with_handler(merging_model).await;
     let dir = tempfile::tempdir().unwrap();
     let client = open(dir.path(), &llm).await;
-    let conversation = conv("diet");
-    learn_from(&client, &conversation, "I'm vegetarian.").await;
+    let conversation = conv("work");
+    learn_from(&client, &conversation, "I work as a welder in Valencia.").await;
     let (_, report) = learn_from(
         &client,
         &conversation,
-        "I'm not vegetarian anymore, I eat fish now.",
+        "I don't work as a welder anymore, I work as a florist in Valencia now.",
     )
     .await;
     assert_eq!(report.updated.len(), 1, "{report:?}");
     assert_eq!(
         live_facts(&client, &conversation).await,
-        ["The user now eats fish."]
+        ["The user now works as a florist in Valencia."]
     );
 }
 
@@ -1167,12 +1182,12 @@ async fn a_message_that_says_nothing_is_not_sent_for_extraction() {
     let dir = tempfile::tempdir().unwrap();
     let client = open(dir.path(), &llm).await;
     let conversation = conv("chat");
-    for message in ["Thanks!", "Bye, talk tomorrow!", "Ok, sounds good."] {
+    for message in ["Thanks!", "Cheers, see you later!", "Okay, sure."] {
         let (_, report) = learn_from(&client, &conversation, message).await;
         assert!(report.extracted.is_empty(), "{message}: {report:?}");
     }
     assert_eq!(llm.chat_calls(), 0, "no LLM call for chit-chat");
-    learn_from(&client, &conversation, "I'm vegetarian.").await;
+    learn_from(&client, &conversation, "I work as a welder.").await;
     assert_eq!(llm.chat_calls(), 2, "extraction, then the summary");
 }
 
@@ -1201,14 +1216,14 @@ async fn chat_turn(
 fn contextual_model(request: &ChatRequest) -> Reply {
     let said = request.last_user_message().unwrap_or_default();
     match request.schema_name() {
-        Some("facts") if said.contains("LATEST message:\nIt's green.") => {
-            Reply::Json(json!({"facts": ["The user's favourite colour is green."]}))
+        Some("facts") if said.contains("LATEST message:\nThe birch.") => {
+            Reply::Json(json!({"facts": ["The user's favourite tree is the birch."]}))
         }
-        Some("facts") if said.ends_with("She quit smoking last year actually.") => {
-            Reply::Json(json!({"facts": ["The user quit smoking last year."]}))
+        Some("facts") if said.ends_with("She stopped smoking in May, finally.") => {
+            Reply::Json(json!({"facts": ["The user stopped smoking in May."]}))
         }
         Some("facts") if said.contains("smokes a lot") => {
-            Reply::Json(json!({"facts": ["The user's sister smokes a lot."]}))
+            Reply::Json(json!({"facts": ["The user's aunt smokes a lot."]}))
         }
         Some("facts") => Reply::Json(json!({"facts": []})),
         Some("memory_operations") => add_every_fact(request),
@@ -1222,35 +1237,35 @@ async fn a_short_answer_is_read_with_the_exchange_it_answers() {
     let llm = ScriptedLlm::with_handler(contextual_model).await;
     let dir = tempfile::tempdir().unwrap();
     let client = open(dir.path(), &llm).await;
-    let conversation = conv("colour");
+    let conversation = conv("tree");
     chat_turn(
         &client,
         &conversation,
-        "Do you remember my favourite colour?",
-        "I'm sorry, I don't have any information about your favourite colour.",
+        "Do you remember my favourite tree?",
+        "I'm sorry, I don't have any information about your favourite tree.",
     )
     .await;
     llm.clear_requests();
-    let report = chat_turn(&client, &conversation, "It's green.", "Green it is!").await;
+    let report = chat_turn(&client, &conversation, "The birch.", "Birch it is!").await;
     let shown = extraction_shown(&llm);
     assert_eq!(
         shown,
-        "EARLIER (context only):\nUser: Do you remember my favourite colour?\n\
-         Assistant: I'm sorry, I don't have any information about your favourite colour.\n\n\
-         LATEST message:\nIt's green."
+        "EARLIER (context only):\nUser: Do you remember my favourite tree?\n\
+         Assistant: I'm sorry, I don't have any information about your favourite tree.\n\n\
+         LATEST message:\nThe birch."
     );
-    // "favourite" and "colour" are the user's own earlier words: the fact stands.
+    // "favourite" and "tree" are the user's own earlier words: the fact stands.
     let stored: Vec<&str> = report
         .added
         .iter()
         .map(|m| m.record.content.as_str())
         .collect();
-    assert_eq!(stored, ["The user's favourite colour is green."]);
+    assert_eq!(stored, ["The user's favourite tree is the birch."]);
 
     // A message that speaks of the user in the first person is read alone.
     llm.clear_requests();
-    chat_turn(&client, &conversation, "I'm an architect.", "Great!").await;
-    assert_eq!(extraction_shown(&llm), "I'm an architect.");
+    chat_turn(&client, &conversation, "I'm a glazier.", "Great!").await;
+    assert_eq!(extraction_shown(&llm), "I'm a glazier.");
 }
 
 /// What the last extraction call showed the model as the user's message.
@@ -1274,22 +1289,22 @@ async fn what_someone_else_stopped_is_retracted_and_not_taken_for_the_user() {
     let dir = tempfile::tempdir().unwrap();
     let client = open(dir.path(), &llm).await;
     let conversation = conv("family");
-    chat_turn(&client, &conversation, "My sister smokes a lot.", "Oh no.").await;
+    chat_turn(&client, &conversation, "My aunt smokes a lot.", "Oh no.").await;
     assert_eq!(
         live_facts(&client, &conversation).await,
-        ["The user's sister smokes a lot."]
+        ["The user's aunt smokes a lot."]
     );
     let report = chat_turn(
         &client,
         &conversation,
-        "She quit smoking last year actually.",
+        "She stopped smoking in May, finally.",
         "Good for her!",
     )
     .await;
-    // The model's "The user quit smoking" is about the user; the message is about "she".
+    // The model's "The user stopped smoking" is about the user; the message is about "she".
     assert_eq!(report.ungrounded.len(), 1, "{report:?}");
     assert!(
-        report.ungrounded[0].1.contains("someone else (she)"),
+        report.ungrounded[0].1.contains("of someone else"),
         "{:?}",
         report.ungrounded
     );
@@ -1302,11 +1317,11 @@ fn moving_model(request: &ChatRequest) -> Reply {
     let said = request.last_user_message().unwrap_or_default();
     match request.schema_name() {
         Some("facts") if said.contains("brother") => {
-            Reply::Json(json!({"facts": ["The user's brother Paul lives in Rome."]}))
+            Reply::Json(json!({"facts": ["The user's brother Oren lives in Valencia."]}))
         }
-        Some("facts") => Reply::Json(json!({"facts": ["The user moved to Milan."]})),
-        Some("memory_operations") if said.contains("Paul") => Reply::Json(json!({"operations": [
-            {"event": "UPDATE", "id": 0, "text": "The user's brother Paul lives in Milan."}
+        Some("facts") => Reply::Json(json!({"facts": ["The user moved to Bilbao."]})),
+        Some("memory_operations") if said.contains("Oren") => Reply::Json(json!({"operations": [
+            {"event": "UPDATE", "id": 0, "text": "The user's brother Oren lives in Bilbao."}
         ]})),
         Some("memory_operations") => add_every_fact(request),
         Some("summary") => Reply::Json(json!({"summary": "About the user."})),
@@ -1320,11 +1335,11 @@ async fn an_update_does_not_move_someone_the_user_did_not_speak_of() {
     let dir = tempfile::tempdir().unwrap();
     let client = open(dir.path(), &llm).await;
     let conversation = conv("move");
-    learn_from(&client, &conversation, "My brother Paul lives in Rome.").await;
+    learn_from(&client, &conversation, "My brother Oren lives in Valencia.").await;
     let (_, report) = learn_from(
         &client,
         &conversation,
-        "I don't live in Rome anymore, I moved to Milan.",
+        "I don't rent in Valencia anymore, I moved to Bilbao.",
     )
     .await;
     assert!(report.updated.is_empty(), "{report:?}");
@@ -1333,8 +1348,8 @@ async fn an_update_does_not_move_someone_the_user_did_not_speak_of() {
     assert_eq!(
         facts,
         [
-            "The user moved to Milan.",
-            "The user's brother Paul lives in Rome."
+            "The user moved to Bilbao.",
+            "The user's brother Oren lives in Valencia."
         ]
     );
 
@@ -1342,11 +1357,11 @@ async fn an_update_does_not_move_someone_the_user_did_not_speak_of() {
     drop(client);
     let other = tempfile::tempdir().unwrap();
     let client = open_ungrounded(other.path(), &llm).await;
-    learn_from(&client, &conversation, "My brother Paul lives in Rome.").await;
+    learn_from(&client, &conversation, "My brother Oren lives in Valencia.").await;
     let (_, report) = learn_from(
         &client,
         &conversation,
-        "I don't live in Rome anymore, I moved to Milan.",
+        "I don't rent in Valencia anymore, I moved to Bilbao.",
     )
     .await;
     assert_eq!(report.updated.len(), 1, "{report:?}");

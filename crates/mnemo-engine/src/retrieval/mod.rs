@@ -397,7 +397,7 @@ impl ReadPath<'_> {
     }
 
     /// Marks the turns among the best `judged` candidates that say nothing of their own
-    /// ([`crate::information::says_something`]); the turns they answer are read from the index.
+    /// ([`crate::text::information::says_something`]); the turns they answer are read from the index.
     fn judge_information(
         &self,
         candidates: &mut [Candidate],
@@ -429,7 +429,7 @@ impl ReadPath<'_> {
             }
             let before = answered.and_then(|id| texts.get(&id)).map(String::as_str);
             candidate.scores.low_information =
-                !crate::information::says_something(candidate.content(), before);
+                !crate::text::information::says_something(candidate.content(), before);
         }
         Ok(())
     }

@@ -1,0 +1,302 @@
+//! What a message says is no longer so, and which stored facts that retracts.
+//!
+//! A small model often extracts the reason for a change and not the change ("The user has
+//! a sore shoulder." from "I don't swim anymore, my shoulder hurts."), and then has nothing
+//! to retract. So the write path also reads the user's message itself for two ways English
+//! takes something back ([`retractions`]):
+//!
+//! - **Stopping.** A stated clause with a phrase of stopping ([`STOPPING`]: "anymore", "no
+//!   longer", "quit", "stopped", "gave up", "cancelled", "used to"). What stopped is the
+//!   clause's remaining content words, less those that say when or how ([`says_when`]:
+//!   words in "-ly", units of time and their counts, "ago", "last", "since", "now"...) and
+//!   less the words naming people: "I gave up sugar two months ago" stopped "sugar".
+//! - **Contrast.** A clause that denies a name or number while its sentence states another:
+//!   "My locker is 14, not 41." takes back "41"; "It's Ilse, not Ilka." takes back "Ilka".
+//!
+//! A stored fact states what a retraction takes back ([`states_retracted`]) when it is about
+//! the same kind of person (the speaker, or someone else when the clause speaks of someone
+//! else), holds every word of it (sharing their first four letters, or all of a shorter
+//! word: "run" in "runs") and neither denies nor stops anything itself.
+//! [`without_retracted_sentences`] cuts the same sentences from a new fact the pass is about
+//! to write: a small model merges the old fact into its update ("The user is a baker. The
+//! user now sells cars.").
+
+use super::clauses::{clauses, Person, Stance, PERSON_NOUNS};
+use super::subjects::subject_of;
+use super::words::{sentences, words, Word};
+
+/// Phrases by which a speaker says something stopped being so.
+pub const STOPPING: &[&[&str]] = &[
+    &["anymore"],
+    &["any", "more"],
+    &["no", "longer"],
+    &["no", "more"],
+    &["quit"],
+    &["quitting"],
+    &["stopped"],
+    &["gave", "up"],
+    &["given", "up"],
+    &["cancelled"],
+    &["canceled"],
+    &["used", "to"],
+];
+
+/// Words that say when or how often something happened, not what: units of time and the
+/// words that place them ("last", "ago", "since"), the months and the days of the week.
+const TIME_WORDS: &[&str] = &[
+    "again",
+    "ago",
+    "already",
+    "always",
+    "currently",
+    "day",
+    "days",
+    "decade",
+    "decades",
+    "ever",
+    "hour",
+    "hours",
+    "last",
+    "month",
+    "months",
+    "morning",
+    "night",
+    "now",
+    "often",
+    "recent",
+    "since",
+    "sometimes",
+    "soon",
+    "still",
+    "today",
+    "tonight",
+    "week",
+    "weekend",
+    "weeks",
+    "year",
+    "years",
+    "yesterday",
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+    "monday",
+    "tuesday",
+    "wednesday",
+    "thursday",
+    "friday",
+    "saturday",
+    "sunday",
+];
+
+/// Words that count units of time ("two weeks ago"): part of saying when.
+const COUNTS: &[&str] = &[
+    "couple", "eight", "few", "five", "four", "nine", "one", "several", "seven", "six", "ten",
+    "three", "two",
+];
+
+/// Something a message takes back: what, and of whom.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Retraction {
+    /// The content words of what is no longer so ("run", "live quito").
+    pub words: Vec<String>,
+    /// The clause speaks of someone else ("She quit smoking."), not of the speaker.
+    pub of_someone_else: bool,
+}
+
+/// Whether `word` says when or how rather than what: an adverb in "-ly" ("recently",
+/// "finally", "actually"), a unit of time, or a word that places one.
+pub fn says_when(word: &str) -> bool {
+    (word.len() > 4 && word.ends_with("ly")) || TIME_WORDS.contains(&word)
+}
+
+/// Whether `words` hold a phrase of stopping.
+fn stops(words: &[&str]) -> bool {
+    STOPPING
+        .iter()
+        .any(|phrase| words.windows(phrase.len()).any(|w| w == *phrase))
+}
+
+/// What `message` takes back, clause by clause; questions take back nothing.
+pub fn retractions(message: &str) -> Vec<Retraction> {
+    let mut found = Vec::new();
+    let all = clauses(message);
+    for clause in all.iter().filter(|c| !c.asks) {
+        let texts: Vec<&str> = clause.words.iter().map(|(w, _)| w.text.as_str()).collect();
+        if !stops(&texts) {
+            continue;
+        }
+        let clause_words: Vec<&Word> = clause.words.iter().map(|(w, _)| w).collect();
+        let what: Vec<String> = clause_words
+            .iter()
+            .enumerate()
+            .filter(|(i, w)| is_what(w) && !counts_time(w, clause_words.get(i + 1)))
+            .filter(|(_, w)| !STOPPING.iter().any(|p| p.contains(&w.base())))
+            .map(|(_, w)| w.base().to_owned())
+            .collect();
+        if !what.is_empty() {
+            found.push(Retraction {
+                words: what,
+                of_someone_else: clause.person == Person::Someone,
+            });
+        }
+    }
+    found.extend(contrasts(message));
+    found
+}
+
+/// A content word that can name what stopped: not a time word, not a word for a person.
+fn is_what(word: &Word) -> bool {
+    word.is_content() && !says_when(word.base()) && !PERSON_NOUNS.contains(&word.base())
+}
+
+/// Whether `word` counts the unit of time after it ("two" in "two weeks ago").
+fn counts_time(word: &Word, next: Option<&&Word>) -> bool {
+    let counts = COUNTS.contains(&word.base()) || word.base().chars().all(|c| c.is_ascii_digit());
+    counts && next.is_some_and(|n| says_when(n.base()))
+}
+
+/// The names and numbers a sentence denies while it states another ("14, not 41").
+fn contrasts(message: &str) -> Vec<Retraction> {
+    let mut found = Vec::new();
+    for sentence in sentences(message) {
+        let parts = clauses(sentence);
+        if parts.iter().any(|c| c.asks) {
+            continue;
+        }
+        let is_name = |(w, _): &&(Word, Stance)| w.is_name() && w.is_content();
+        let states_one = parts
+            .iter()
+            .flat_map(|c| &c.words)
+            .filter(is_name)
+            .any(|(_, s)| *s == Stance::Stated);
+        if !states_one {
+            continue;
+        }
+        for clause in &parts {
+            let texts: Vec<&str> = clause.words.iter().map(|(w, _)| w.text.as_str()).collect();
+            if stops(&texts) {
+                continue;
+            }
+            let denied: Vec<String> = clause
+                .words
+                .iter()
+                .filter(is_name)
+                .filter(|(_, s)| *s == Stance::Denied)
+                .map(|(w, _)| w.base().to_owned())
+                .collect();
+            if !denied.is_empty() {
+                found.push(Retraction {
+                    words: denied,
+                    of_someone_else: clause.person == Person::Someone,
+                });
+            }
+        }
+    }
+    found
+}
+
+/// Whether `fact` states what `retraction` takes back.
+pub fn states_retracted(fact: &str, retraction: &Retraction) -> bool {
+    let fact_words = words(fact);
+    let texts: Vec<&str> = fact_words.iter().map(|w| w.text.as_str()).collect();
+    if subject_of(fact).is_speaker() == retraction.of_someone_else
+        || stops(&texts)
+        || fact_words.iter().any(Word::negates)
+    {
+        return false;
+    }
+    let same = |a: &str, b: &str| {
+        let n = a.chars().count().min(b.chars().count()).min(4);
+        a.chars().take(n).eq(b.chars().take(n))
+    };
+    retraction
+        .words
+        .iter()
+        .all(|r| fact_words.iter().any(|w| same(r, w.base())))
+}
+
+/// `fact` without its sentences that state what one of `retractions` takes back.
+pub fn without_retracted_sentences(fact: &str, retractions: &[Retraction]) -> String {
+    sentences(fact)
+        .into_iter()
+        .filter(|sentence| !retractions.iter().any(|r| states_retracted(sentence, r)))
+        .collect::<String>()
+        .trim()
+        .to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn taken_back(message: &str) -> Vec<Vec<String>> {
+        retractions(message).into_iter().map(|r| r.words).collect()
+    }
+
+    #[test]
+    fn a_stopping_names_what_stopped_without_when() {
+        assert_eq!(
+            taken_back("I don't swim anymore, my shoulder hurts."),
+            [["swim"]]
+        );
+        assert_eq!(
+            taken_back("I cancelled my gym membership two weeks ago."),
+            [["gym", "membership"]]
+        );
+        assert_eq!(taken_back("Honestly I finally quit vaping."), [["vaping"]]);
+        assert_eq!(
+            taken_back("We moved to Quito, so we no longer live in Lima."),
+            [["live", "lima"]]
+        );
+        for nothing in [
+            "I swim every Tuesday.",
+            "I don't drink soda.",
+            "Did you quit?",
+            "Is there any more soup?",
+        ] {
+            assert!(retractions(nothing).is_empty(), "{nothing}");
+        }
+    }
+
+    #[test]
+    fn a_contrast_takes_back_the_name_or_number_it_denies() {
+        assert_eq!(taken_back("My locker is 14, not 41."), [["41"]]);
+        assert_eq!(taken_back("Sorry, her name is Ilse, not Ilka."), [["ilka"]]);
+        assert!(retractions("I have never been to Oslo.").is_empty());
+        assert!(retractions("Is it 14, not 41?").is_empty());
+    }
+
+    #[test]
+    fn a_fact_states_what_was_taken_back_about_the_same_person() {
+        let swim = &retractions("I don't swim anymore.")[0];
+        assert!(states_retracted("The user swims every morning.", swim));
+        assert!(!states_retracted("The user no longer swims.", swim));
+        assert!(!states_retracted("The user's son swims.", swim));
+        let hers = &retractions("She stopped smoking in May.")[0];
+        assert!(hers.of_someone_else);
+        assert!(states_retracted("The user's aunt smokes a lot.", hers));
+        assert!(!states_retracted("The user smokes.", hers));
+    }
+
+    #[test]
+    fn a_new_fact_loses_the_sentences_that_state_what_was_taken_back() {
+        let taken = retractions("I'm not a baker anymore, I sell cars now.");
+        assert_eq!(
+            without_retracted_sentences("The user is a baker. The user sells cars.", &taken),
+            "The user sells cars."
+        );
+        assert_eq!(
+            without_retracted_sentences("The user is a baker.", &taken),
+            ""
+        );
+    }
+}

@@ -1,0 +1,447 @@
+//! Is an extracted fact the user's own? A check against the user's words, with no second
+//! LLM call.
+//!
+//! A small model extracting facts writes things nobody said: details it invents, the
+//! assistant's suggestions, someone else's habit given to the user, a wish or a denial
+//! turned into a plain statement. A fact is kept only when the user's words support it in
+//! the way it says it:
+//!
+//! 1. **Names and numbers.** Every name and number in the fact (a capitalised word past the
+//!    first, a word with a digit) occurs in the user's words.
+//! 2. **Content.** At least half of its other content words occur there (compared by stem,
+//!    [`crate::text::words`]).
+//! 3. **Something new.** When the extractor was shown the user's previous message for
+//!    context, at least one of the fact's content words comes from the latest message: a
+//!    fact drawn from the earlier message alone was already drawn from it.
+//! 4. **Asking.** When every sentence of the latest message asks (a question or a request,
+//!    [`crate::text::clauses`]), the fact must use the message's words alone and must not
+//!    report the asking ("asked", "told", "wonders": [`SPEECH_ACTS`]); so must a fact with
+//!    a name or number the message only asks about.
+//! 5. **Person.** A fact about the user ([`crate::text::subjects`]) must not rest on a word
+//!    the user said only of someone else: "My cousin sails; I sell bikes." does not support
+//!    "The user sails.". Words for people and pets ("cousin", "dog") and names are not
+//!    checked: "The user has a cousin named Ilse." is the user's own.
+//! 6. **Stance.** A fact that states plainly must not rest on a word the user only denied
+//!    ("I never eat lamb" does not support "The user eats lamb.") or only supposed ("If I had
+//!    a boat ..." does not support "The user has a boat."). A fact that itself denies, stops
+//!    or supposes (a negation, "no longer", "quit", "dislikes", "would", "wants", "plans":
+//!    [`NEGATIVE_PREDICATES`], [`MODAL_WORDS`]) may.
+//!
+//! Function words, single letters and the extractor's framing ("user") are not content. What
+//! supported a kept fact is recorded with it ([`Grounding::matched`]); a refused fact is
+//! logged with the reason.
+
+use std::collections::{HashMap, HashSet};
+
+use super::clauses::{clauses, Clause, Person, Stance, PERSON_NOUNS};
+use super::subjects::subject_of;
+use super::words::{words, Word};
+
+/// Share of a fact's plain content words the user's words must hold.
+const MIN_SUPPORT: f32 = 0.5;
+
+/// Verbs by which a fact reports the conversation instead of something about the speaker.
+pub const SPEECH_ACTS: &[&str] = &[
+    "ask",
+    "asked",
+    "asking",
+    "asks",
+    "inquire",
+    "inquired",
+    "inquires",
+    "question",
+    "questions",
+    "recall",
+    "recalled",
+    "recalls",
+    "remember",
+    "remembered",
+    "remembers",
+    "remind",
+    "reminded",
+    "reminds",
+    "request",
+    "requested",
+    "requests",
+    "say",
+    "said",
+    "says",
+    "tell",
+    "telling",
+    "tells",
+    "told",
+    "wonder",
+    "wondered",
+    "wondering",
+    "wonders",
+];
+
+/// Words that make a predicate negative without a "not": a fact holding one may rest on
+/// what the user denied ("I don't eat lamb" → "The user avoids lamb.").
+pub const NEGATIVE_PREDICATES: &[&str] = &[
+    "avoid",
+    "avoided",
+    "avoids",
+    "cancel",
+    "canceled",
+    "cancelled",
+    "dislike",
+    "disliked",
+    "dislikes",
+    "gave",
+    "given",
+    "hate",
+    "hated",
+    "hates",
+    "lack",
+    "lacks",
+    "longer",
+    "quit",
+    "quits",
+    "refuse",
+    "refused",
+    "refuses",
+    "stop",
+    "stopped",
+    "stops",
+];
+
+/// Words that make a fact a wish, a plan or a condition rather than a plain statement: a fact
+/// holding one may rest on what the user only supposed.
+pub const MODAL_WORDS: &[&str] = &[
+    "consider",
+    "considering",
+    "considers",
+    "could",
+    "dream",
+    "dreams",
+    "hope",
+    "hopes",
+    "hoping",
+    "if",
+    "interested",
+    "may",
+    "maybe",
+    "might",
+    "perhaps",
+    "plan",
+    "planning",
+    "plans",
+    "someday",
+    "thinking",
+    "unless",
+    "want",
+    "wants",
+    "wish",
+    "wishes",
+    "would",
+];
+
+/// How a fact stands against the user's words.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Grounding {
+    /// The fact's words found in the user's words.
+    pub matched: Vec<String>,
+    /// Its names and numbers not found there.
+    pub missing_names: Vec<String>,
+    /// Its other content words not found there.
+    pub missing_words: Vec<String>,
+    /// Why the fact is refused although its words are there, when it is.
+    pub refusal: Option<String>,
+}
+
+impl Grounding {
+    /// Whether the user's words support the fact; `Err` says why not.
+    pub fn verdict(&self) -> Result<(), String> {
+        if !self.missing_names.is_empty() {
+            return Err(format!(
+                "names or numbers the user did not say: {}",
+                self.missing_names.join(", ")
+            ));
+        }
+        if let Some(why) = &self.refusal {
+            return Err(why.clone());
+        }
+        let plain = self.matched.len() + self.missing_words.len();
+        if plain == 0 {
+            return Err("no content words".into());
+        }
+        let support = self.matched.len() as f32 / plain as f32;
+        if support < MIN_SUPPORT {
+            return Err(format!(
+                "only {}/{plain} of its words are the user's (missing: {})",
+                self.matched.len(),
+                self.missing_words.join(", ")
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Where each stem occurs in the user's words: the clause's person, whether it asks, and
+/// how it holds the word.
+struct Occurrences {
+    by_stem: HashMap<String, Vec<(Person, bool, Stance)>>,
+    latest: HashSet<String>,
+}
+
+impl Occurrences {
+    fn read(message: &str, earlier: &str) -> Self {
+        let mut by_stem: HashMap<String, Vec<(Person, bool, Stance)>> = HashMap::new();
+        let mut latest = HashSet::new();
+        for (text, is_latest) in [(message, true), (earlier, false)] {
+            for clause in clauses(text) {
+                for (word, stance) in &clause.words {
+                    let stem = word.stem();
+                    if is_latest {
+                        latest.insert(stem.clone());
+                    }
+                    by_stem
+                        .entry(stem)
+                        .or_default()
+                        .push((clause.person, clause.asks, *stance));
+                }
+            }
+        }
+        Self { by_stem, latest }
+    }
+
+    fn get(&self, stem: &str) -> &[(Person, bool, Stance)] {
+        self.by_stem.get(stem).map_or(&[], Vec::as_slice)
+    }
+}
+
+/// How the user's `message` supports `fact`.
+pub fn ground(fact: &str, message: &str) -> Grounding {
+    ground_in(fact, message, "")
+}
+
+/// How the user's words support `fact`: the latest `message`, and the user's `earlier`
+/// message when the extractor was shown it for context.
+pub fn ground_in(fact: &str, message: &str, earlier: &str) -> Grounding {
+    let said = Occurrences::read(message, earlier);
+    let only_asks = clauses(message).iter().all(|c: &Clause| c.asks);
+    let fact_words = words(fact);
+    let mut grounding = Grounding::default();
+    let mut from_questions = only_asks;
+    for word in fact_words.iter().filter(|w| w.is_content()) {
+        let found = said.get(&word.stem());
+        if found.is_empty() {
+            if word.is_name() {
+                grounding.missing_names.push(word.text.clone());
+            } else {
+                grounding.missing_words.push(word.text.clone());
+            }
+            continue;
+        }
+        // A name the user only asked about supports only facts in the message's own words.
+        if word.is_name() && found.iter().all(|(_, asks, _)| *asks) {
+            from_questions = true;
+        }
+        grounding.matched.push(word.text.clone());
+    }
+    grounding.refusal =
+        refusal(fact, &fact_words, &said, !earlier.trim().is_empty()).or_else(|| {
+            from_questions
+                .then(|| asking_refusal(&fact_words, &grounding))
+                .flatten()
+        });
+    grounding
+}
+
+/// Why a fact whose words the user said is still not theirs (rules 3, 5 and 6).
+fn refusal(
+    fact: &str,
+    fact_words: &[Word],
+    said: &Occurrences,
+    had_earlier: bool,
+) -> Option<String> {
+    let content: Vec<&Word> = fact_words.iter().filter(|w| w.is_content()).collect();
+    if had_earlier && !content.iter().any(|w| said.latest.contains(&w.stem())) {
+        return Some("it repeats the earlier message; the latest one says nothing of it".into());
+    }
+    let checked: Vec<&Word> = content
+        .into_iter()
+        .filter(|w| !PERSON_NOUNS.contains(&w.base()))
+        .filter(|w| !said.get(&w.stem()).is_empty())
+        .collect();
+    if subject_of(fact).is_speaker() {
+        // Names are checked by presence alone: the user's flatmate's name is the user's to
+        // mention ("The user has a flatmate named Oren.").
+        if let Some(word) = checked.iter().filter(|w| !w.is_name()).find(|w| {
+            said.get(&w.stem())
+                .iter()
+                .all(|(person, _, _)| *person == Person::Someone)
+        }) {
+            return Some(format!(
+                "the user said \"{}\" of someone else, not of themself",
+                word.text
+            ));
+        }
+    }
+    let only = |stance: Stance| {
+        checked
+            .iter()
+            .find(|w| said.get(&w.stem()).iter().all(|(_, _, s)| *s == stance))
+    };
+    let holds = |class: &[&str]| fact_words.iter().any(|w| class.contains(&w.base()));
+    let denies = holds(NEGATIVE_PREDICATES) || fact_words.iter().any(Word::negates);
+    if !denies {
+        if let Some(word) = only(Stance::Denied) {
+            return Some(format!(
+                "the user denied \"{}\"; the fact states it",
+                word.text
+            ));
+        }
+    }
+    let supposes = holds(MODAL_WORDS) || fact_words.iter().any(|w| w.text.ends_with("'d"));
+    if !supposes {
+        if let Some(word) = only(Stance::Supposed) {
+            return Some(format!(
+                "the user only supposed \"{}\"; the fact states it",
+                word.text
+            ));
+        }
+    }
+    None
+}
+
+/// Why a fact drawn from a message that only asks is refused, if it is: it reports the
+/// asking, or uses words the user did not.
+fn asking_refusal(fact_words: &[Word], grounding: &Grounding) -> Option<String> {
+    let acts: Vec<&str> = fact_words
+        .iter()
+        .map(|w| w.base())
+        .filter(|w| SPEECH_ACTS.contains(w))
+        .collect();
+    if !acts.is_empty() {
+        return Some(format!(
+            "it reports the user's question, not a fact ({})",
+            acts.join(", ")
+        ));
+    }
+    (!grounding.missing_words.is_empty()).then(|| {
+        format!(
+            "the user only asked, and these words are not theirs: {}",
+            grounding.missing_words.join(", ")
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kept(fact: &str, message: &str) -> bool {
+        ground(fact, message).verdict().is_ok()
+    }
+
+    fn why(fact: &str, message: &str) -> String {
+        ground(fact, message).verdict().unwrap_err()
+    }
+
+    #[test]
+    fn names_numbers_and_most_words_must_be_the_users() {
+        assert!(kept("The user keeps bees.", "I keep bees on the roof."));
+        assert!(kept(
+            "The user's hives are on the roof.",
+            "I keep bees; the hives are on the roof."
+        ));
+        assert!(why("The user keeps bees in Ghent.", "I keep bees.").contains("ghent"));
+        assert!(why("The user has 12 hives.", "I have two hives.").contains("12"));
+        assert!(why(
+            "The user enjoys outdoor hobbies and nature.",
+            "I keep bees."
+        )
+        .contains("only 0/"));
+    }
+
+    #[test]
+    fn a_question_or_request_grounds_only_facts_in_its_own_words() {
+        assert!(
+            why("The user asked about tides.", "When is high tide in Brest?")
+                .contains("reports the user's question")
+        );
+        assert!(why(
+            "The user is travelling to Brest.",
+            "When is high tide in Brest?"
+        )
+        .contains("not theirs"));
+        assert!(why(
+            "The user's nephew likes trains.",
+            "Recommend a present for my nephew."
+        )
+        .contains("not theirs"));
+        assert!(kept(
+            "The user is diabetic.",
+            "Which desserts suit me? I'm diabetic."
+        ));
+        assert!(kept(
+            "The user has a nephew.",
+            "Recommend a present for my nephew."
+        ));
+    }
+
+    #[test]
+    fn what_the_user_said_of_someone_else_is_not_theirs() {
+        let message = "My flatmate Oren is a drummer, and I teach yoga.";
+        assert!(kept("The user teaches yoga.", message));
+        assert!(kept("The user's flatmate Oren is a drummer.", message));
+        assert!(why("The user is a drummer.", message).contains("of someone else"));
+        assert!(why(
+            "The user plays squash on Mondays.",
+            "Oren is fun. He plays squash on Mondays."
+        )
+        .contains("of someone else"));
+        // A relation is the user's own.
+        assert!(kept("The user has a flatmate named Oren.", message));
+    }
+
+    #[test]
+    fn what_the_user_denied_or_supposed_is_not_stated() {
+        assert!(why("The user eats lamb.", "I never eat lamb.").contains("denied"));
+        assert!(kept("The user never eats lamb.", "I never eat lamb."));
+        assert!(kept(
+            "The user avoids lamb.",
+            "I don't eat lamb, I avoid it."
+        ));
+        assert!(why(
+            "The user owns a boat.",
+            "If I owned a boat, I'd sail to Corsica."
+        )
+        .contains("supposed"));
+        assert!(kept(
+            "The user would like to sail to Corsica.",
+            "I'd like to sail to Corsica someday."
+        ));
+        assert!(kept(
+            "The user no longer plays the oboe.",
+            "I don't play the oboe anymore."
+        ));
+        assert!(
+            why("The user plays the oboe.", "I don't play the oboe anymore.").contains("denied")
+        );
+    }
+
+    #[test]
+    fn a_fact_from_the_earlier_message_alone_is_not_drawn_again() {
+        let earlier = "My passport expires on 2 June.";
+        let g = ground_in(
+            "The user's passport expires on 2 June.",
+            "Perfect, see you then.",
+            earlier,
+        );
+        assert!(g
+            .verdict()
+            .unwrap_err()
+            .contains("repeats the earlier message"));
+        // A short answer leans on the earlier message and adds its own word.
+        assert!(ground_in(
+            "The user's favourite season is autumn.",
+            "Autumn, easily.",
+            "What's my favourite season?"
+        )
+        .verdict()
+        .is_ok());
+    }
+}

@@ -1,0 +1,208 @@
+//! Whom a stored fact is about.
+//!
+//! Facts are written in the third person ("The user ...", "The user's sister Ilse ..."), so
+//! the subject is read off the sentence's opening: "The user" (or "User", "I") followed by a
+//! verb is the speaker; "The user's" followed by a word for a person or a pet
+//! ([`PERSON_NOUNS`], possibly after one or two describing words: "older sister", "best
+//! friend") is that person, named by the relation and the name after it when there is one;
+//! "The user's" followed by anything else ("favourite colour", "flat") is the speaker's own.
+//! A fact opening with a name ("Ilse repairs boats.") is about that name. Two facts are
+//! about the same person when both are about the speaker, or both about someone and they
+//! share a relation word or a name.
+//!
+//! **A new value for the same thing** ([`gives_a_new_value`]): a fact that says of the same
+//! person, word for word, what a stored fact says, but with other names or numbers, states
+//! a new value of the same attribute when it states a value at all: with a form of "be" or
+//! "called", "named" ("The user's locker is 41." after "The user's locker is 14."; "The
+//! user is 52 years old."), and not a possession that can have many ("The user has a cousin
+//! named Ilse." does not replace "The user has a cousin named Oren.").
+
+use super::clauses::PERSON_NOUNS;
+use super::words::{words_of_sentence, Word};
+
+/// Whom a fact is about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Subject {
+    /// The user.
+    Speaker,
+    /// Someone else, known by these words (a relation and/or a name, lower-cased).
+    Someone(Vec<String>),
+}
+
+impl Subject {
+    /// Whether the fact is about the user.
+    pub fn is_speaker(&self) -> bool {
+        *self == Subject::Speaker
+    }
+
+    /// Whether two subjects are the same person.
+    pub fn same_person(&self, other: &Subject) -> bool {
+        match (self, other) {
+            (Subject::Speaker, Subject::Speaker) => true,
+            (Subject::Someone(a), Subject::Someone(b)) => a.iter().any(|w| b.contains(w)),
+            _ => false,
+        }
+    }
+}
+
+/// Whom `fact` is about, read from its first sentence's opening.
+pub fn subject_of(fact: &str) -> Subject {
+    let first = super::words::sentences(fact)
+        .into_iter()
+        .next()
+        .unwrap_or_default();
+    let words = words_of_sentence(first);
+    let start = usize::from(words.first().is_some_and(|w| w.text == "the"));
+    let Some(head) = words.get(start) else {
+        return Subject::Speaker;
+    };
+    match head.text.as_str() {
+        "user" | "users" | "i" | "i'm" => Subject::Speaker,
+        "user's" | "users'" | "my" | "our" => possessed(&words[start + 1..]),
+        _ if head.capitalised && head.is_content() => Subject::Someone(vec![head.text.clone()]),
+        _ => Subject::Speaker,
+    }
+}
+
+/// The subject of "The user's <words>": a person noun within the first three words makes it
+/// that person (with a name right after it); otherwise it is the user's own thing.
+fn possessed(words: &[Word]) -> Subject {
+    let Some(at) = words
+        .iter()
+        .take(3)
+        .position(|w| PERSON_NOUNS.contains(&w.base()))
+    else {
+        return Subject::Speaker;
+    };
+    let mut known = vec![words[at].base().to_owned()];
+    if let Some(name) = words
+        .get(at + 1)
+        .filter(|w| w.capitalised && w.is_content())
+    {
+        known.push(name.base().to_owned());
+    }
+    Subject::Someone(known)
+}
+
+/// Forms of "be" and naming verbs: a sentence holding one states a value.
+const STATES_A_VALUE: &[&str] = &[
+    "is", "are", "was", "were", "be", "been", "called", "named", "aged",
+];
+/// Possession and company: a sentence holding one introduces one of possibly many.
+const INTRODUCES: &[&str] = &["has", "have", "had", "having", "with", "owns", "own"];
+
+/// Whether `new` gives a new value of the attribute `old` states, for the same person: the
+/// same words but other names or numbers, in a sentence that states a value.
+pub fn gives_a_new_value(new: &str, old: &str) -> bool {
+    if !subject_of(new).same_person(&subject_of(old)) {
+        return false;
+    }
+    let (new_frame, new_values) = frame(new);
+    let (old_frame, old_values) = frame(old);
+    let states = new_frame
+        .iter()
+        .any(|w| STATES_A_VALUE.contains(&w.as_str()))
+        && !new_frame.iter().any(|w| INTRODUCES.contains(&w.as_str()));
+    states && new_frame == old_frame && !new_values.is_empty() && new_values != old_values
+}
+
+/// A fact's words with each name and number replaced by a slot, and the values in the slots.
+fn frame(fact: &str) -> (Vec<String>, Vec<String>) {
+    let mut frame = Vec::new();
+    let mut values = Vec::new();
+    for word in super::words::words(fact) {
+        if word.is_name() && word.is_content() {
+            values.push(word.stem());
+            if frame.last().map(String::as_str) != Some("_") {
+                frame.push("_".to_owned());
+            }
+        } else {
+            frame.push(word.stem());
+        }
+    }
+    (frame, values)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn someone(words: &[&str]) -> Subject {
+        Subject::Someone(words.iter().map(|w| w.to_string()).collect())
+    }
+
+    #[test]
+    fn the_opening_of_a_fact_says_whom_it_is_about() {
+        assert_eq!(subject_of("The user repairs boats."), Subject::Speaker);
+        assert_eq!(subject_of("User prefers tea."), Subject::Speaker);
+        assert_eq!(
+            subject_of("The user's favourite tree is the birch."),
+            Subject::Speaker
+        );
+        assert_eq!(
+            subject_of("The user's older cousin Ilse repairs boats."),
+            someone(&["cousin", "ilse"])
+        );
+        assert_eq!(
+            subject_of("The user's best friend sails."),
+            someone(&["friend"])
+        );
+        assert_eq!(subject_of("Ilse repairs boats."), someone(&["ilse"]));
+        assert_eq!(subject_of(""), Subject::Speaker);
+    }
+
+    #[test]
+    fn people_are_the_same_by_a_relation_or_a_name() {
+        let ilse = subject_of("The user's cousin Ilse repairs boats.");
+        assert!(ilse.same_person(&subject_of("Ilse moved to Quito.")));
+        assert!(ilse.same_person(&subject_of("The user's cousin sails.")));
+        assert!(!ilse.same_person(&subject_of("The user's uncle sails.")));
+        assert!(!ilse.same_person(&Subject::Speaker));
+        assert!(Subject::Speaker.same_person(&subject_of("The user sails.")));
+    }
+
+    #[test]
+    fn the_same_attribute_with_another_value_is_a_new_value() {
+        assert!(gives_a_new_value(
+            "The user's locker is 41.",
+            "The user's locker is 14."
+        ));
+        assert!(gives_a_new_value(
+            "The user is 52 years old.",
+            "The user is 51 years old."
+        ));
+        assert!(gives_a_new_value(
+            "The user's cousin is called Ilka.",
+            "The user's cousin is called Ilse."
+        ));
+        assert!(gives_a_new_value(
+            "The user's exam is on 3 June.",
+            "The user's exam is on 30 May."
+        ));
+        // Not a value: a possession, another attribute, another person, the same value.
+        assert!(!gives_a_new_value(
+            "The user has a cousin named Ilka.",
+            "The user has a cousin named Ilse."
+        ));
+        assert!(!gives_a_new_value(
+            "The user visited Quito.",
+            "The user visited Lima."
+        ));
+        assert!(!gives_a_new_value(
+            "The user's locker is 41.",
+            "The user's bike is 14."
+        ));
+        assert!(!gives_a_new_value(
+            "The user's son is 8.",
+            "The user's niece is 7."
+        ));
+        assert!(!gives_a_new_value(
+            "The user's locker is 14.",
+            "The user's locker is 14."
+        ));
+        assert!(!gives_a_new_value(
+            "The user is a baker.",
+            "The user is a welder."
+        ));
+    }
+}
