@@ -232,9 +232,20 @@ async fn the_mcp_sdk_works_against_mnemo_serve_over_http() {
             json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
                 "name": "search_memories",
                 "arguments": {"query": "tea or coffee", "conversation": "mcp"}}}),
+            json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
+                "name": "search_memories",
+                "arguments": {"query": "q".repeat(4097), "conversation": "mcp"}}}),
         ],
     );
-    assert_eq!(answers.len(), 2, "{answers:?}");
+    assert_eq!(answers.len(), 3, "{answers:?}");
+    let refused = answers.iter().find(|a| a["id"] == 3).unwrap();
+    assert_eq!(refused["result"]["isError"], true, "{refused}");
+    assert!(
+        refused["result"]["content"][0]["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("a query holds at most 4096")),
+        "a query has the same limit over MCP: {refused}"
+    );
     let found = answers.iter().find(|a| a["id"] == 2).unwrap();
     assert_eq!(
         found["result"]["structuredContent"]["hits"][0]["content"],

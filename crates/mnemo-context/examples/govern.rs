@@ -14,7 +14,7 @@ use mnemo_context::compressor::FnSummariser;
 use mnemo_context::summarize::SummaryRequest;
 use mnemo_context::{
     counter_for_model, ContextWindows, DirOutputStore, DirSummaryStore, Governor, InflationGuard,
-    Strategy,
+    StoreDir, Strategy,
 };
 use serde_json::{json, Value};
 
@@ -54,8 +54,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             request.messages.len()
         ))
     });
-    let summaries = DirSummaryStore::new(dir.path().join("summaries"));
-    let outputs = DirOutputStore::new(dir.path().join("tool_outputs"));
+    let summaries = DirSummaryStore::new(StoreDir::new(dir.path(), dir.path().join("summaries")));
+    let outputs = DirOutputStore::new(StoreDir::new(dir.path(), dir.path().join("tool_outputs")));
     let guard = InflationGuard::default();
     let governor = Governor {
         counter: counter.as_ref(),

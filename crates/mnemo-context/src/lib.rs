@@ -33,6 +33,7 @@ pub mod tokens;
 pub mod window;
 
 pub use config::ContextConfig;
+pub use mnemo_fs::StoreDir;
 pub use offload::{DirOutputStore, MemoryOutputStore, OutputStore};
 pub use pipeline::{
     Callbacks, ContextLengthExceeded, ContextReport, Governed, Governor, InflationGuard,

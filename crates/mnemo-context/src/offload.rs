@@ -11,6 +11,8 @@ use std::sync::Mutex;
 
 use serde_json::Value;
 
+use mnemo_fs::StoreDir;
+
 use crate::messages::{answered_call, output_text};
 use crate::tokens::CHARS_PER_TOKEN;
 
@@ -63,28 +65,40 @@ impl OutputStore for MemoryOutputStore {
 }
 
 /// Outputs as files in one folder, one per call: `<folder>/<file name of the call id>.txt`,
-/// written atomically.
+/// written atomically. The folder is a [`StoreDir`]: every folder from the store's root down
+/// to it must be a real folder each time an output is written or read, so a link planted at
+/// any level cannot send outputs elsewhere or bring a file from elsewhere back.
 #[derive(Debug, Clone)]
 pub struct DirOutputStore {
-    dir: PathBuf,
+    dir: StoreDir,
 }
 
 impl DirOutputStore {
-    /// Outputs kept under `dir` (created on the first write).
-    pub fn new(dir: impl Into<PathBuf>) -> Self {
-        Self { dir: dir.into() }
+    /// Outputs kept in `dir` (created on the first write).
+    pub fn new(dir: StoreDir) -> Self {
+        Self { dir }
     }
 
     /// The file of call `call_id`: ids are the client's, so any id that is not a plain name
     /// is hashed into one (no path can leave the folder).
     pub fn path_of(&self, call_id: &str) -> PathBuf {
-        self.dir.join(format!("{}.txt", safe_name(call_id)))
+        self.dir.file(file_name(call_id))
     }
+
+    /// Whether an output of `call_id` is kept (a regular file in a real folder).
+    pub fn has(&self, call_id: &str) -> bool {
+        self.dir.check().is_ok()
+            && std::fs::symlink_metadata(self.path_of(call_id)).is_ok_and(|m| m.is_file())
+    }
+}
+
+fn file_name(call_id: &str) -> String {
+    format!("{}.txt", safe_name(call_id))
 }
 
 impl OutputStore for DirOutputStore {
     fn put(&self, call_id: &str, output: &str) -> io::Result<()> {
-        std::fs::create_dir_all(&self.dir)?;
+        self.dir.create().map_err(refused)?;
         write_atomic(&self.path_of(call_id), output.as_bytes())
     }
 
@@ -95,11 +109,19 @@ impl OutputStore for DirOutputStore {
         limit: usize,
     ) -> io::Result<Option<(String, usize)>> {
         // The folder is in the store, so the file is untrusted: no links, no FIFOs.
-        match mnemo_fs::read_regular(&self.path_of(call_id), MAX_OUTPUT_BYTES) {
+        match self.dir.read(file_name(call_id), MAX_OUTPUT_BYTES) {
             Ok(bytes) => Ok(Some(slice(&String::from_utf8_lossy(&bytes), offset, limit))),
             Err(e) if e.is_not_found() => Ok(None),
-            Err(e) => Err(io::Error::other(e.to_string())),
+            Err(e) => Err(refused(e)),
         }
+    }
+}
+
+/// A refusal of the store's rules as an I/O error, its reason kept.
+pub(crate) fn refused(refusal: mnemo_fs::Refusal) -> io::Error {
+    match refusal {
+        mnemo_fs::Refusal::Io(e) => e,
+        other => io::Error::other(other.to_string()),
     }
 }
 
@@ -130,7 +152,15 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
         ".tmp-{}",
         crate::digest(path.to_string_lossy().as_bytes())
     ));
-    let mut file = std::fs::File::create(&tmp)?;
+    // Made new, never opened through whatever was at that name (a planted link).
+    match std::fs::remove_file(&tmp) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&tmp)?;
     file.write_all(bytes)?;
     file.sync_all()?;
     drop(file);
@@ -241,7 +271,7 @@ mod tests {
     #[test]
     fn call_ids_never_become_paths() {
         let dir = tempfile::tempdir().unwrap();
-        let store = DirOutputStore::new(dir.path().join("outputs"));
+        let store = DirOutputStore::new(StoreDir::new(dir.path(), dir.path().join("outputs")));
         for id in ["../../etc/passwd", "/abs", ".hidden", "a/b", ""] {
             let path = store.path_of(id);
             assert_eq!(path.parent().unwrap(), dir.path().join("outputs"), "{id}");
@@ -253,5 +283,51 @@ mod tests {
             "call_abc-1.txt"
         );
         assert_eq!(store.read("never", 0, 1).unwrap(), None);
+    }
+
+    #[test]
+    fn a_linked_folder_on_the_way_is_neither_written_nor_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("call_1.txt"), "outside secret").unwrap();
+        let root = dir.path();
+        let store = DirOutputStore::new(StoreDir::new(
+            root,
+            root.join("conversations/c/tool_outputs"),
+        ));
+        for level in [
+            "conversations",
+            "conversations/c",
+            "conversations/c/tool_outputs",
+        ] {
+            let _ = std::fs::remove_dir_all(root.join("conversations"));
+            let _ = std::fs::remove_file(root.join("conversations"));
+            if let Some(parent) = Path::new(level).parent() {
+                std::fs::create_dir_all(root.join(parent)).unwrap();
+            }
+            std::os::unix::fs::symlink(outside.path(), root.join(level)).unwrap();
+            let err = store.put("call_2", "x").unwrap_err().to_string();
+            assert!(
+                err.contains(&format!("{level} is a symbolic link")),
+                "{err}"
+            );
+            let err = store.read("call_1", 0, 100).unwrap_err().to_string();
+            assert!(err.contains("not a real folder"), "{level}: {err}");
+            assert!(!store.has("call_1"), "{level}");
+            std::fs::remove_file(root.join(level)).unwrap();
+        }
+        assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 1);
+        // A link planted where the temporary file goes is replaced, not written through.
+        store.put("call_3", "first").unwrap();
+        let tmp = root.join("conversations/c/tool_outputs").join(format!(
+            ".tmp-{}",
+            crate::digest(store.path_of("call_3").to_string_lossy().as_bytes())
+        ));
+        let target = outside.path().join("target");
+        std::fs::write(&target, "untouched").unwrap();
+        std::os::unix::fs::symlink(&target, &tmp).unwrap();
+        store.put("call_3", "second").unwrap();
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "untouched");
+        assert_eq!(store.read("call_3", 0, 10).unwrap().unwrap().0, "second");
     }
 }

@@ -86,7 +86,7 @@ pub struct Governed {
     "the request needs {needed} tokens ({prompt} of prompt, {reserved} reserved for the answer, {margin} of margin) but the model's context window is {window} tokens{governed}"
 )]
 pub struct ContextLengthExceeded {
-    /// prompt + reserved + margin.
+    /// prompt + reserved + margin (`u64::MAX` when the sum is larger).
     pub needed: u64,
     /// The prompt's tokens, after governance.
     pub prompt: u64,
@@ -407,11 +407,16 @@ impl Governor<'_> {
         strategy: &ResolvedStrategy,
     ) -> Result<(), ContextLengthExceeded> {
         let window = self.window.tokens;
-        let prompt = prompt as u64;
-        let needed = prompt + self.reserve_output + self.margin;
-        if needed <= window {
+        let prompt = u64::try_from(prompt).unwrap_or(u64::MAX);
+        // Checked: a request's `max_tokens` near 2^64 must be refused, neither panic nor wrap
+        // round to a small number that fits.
+        let needed = prompt
+            .checked_add(self.reserve_output)
+            .and_then(|n| n.checked_add(self.margin));
+        if needed.is_some_and(|needed| needed <= window) {
             return Ok(());
         }
+        let needed = needed.unwrap_or(u64::MAX);
         let governed = if strategy.mode == Mode::None {
             "; a memory_strategy (mode \"auto\", \"summarize\" or \"compact\") can make the history fit".to_owned()
         } else {

@@ -15,7 +15,6 @@
 
 use std::collections::HashMap;
 use std::io;
-use std::path::PathBuf;
 use std::sync::Mutex;
 
 use futures_util::future::BoxFuture;
@@ -133,33 +132,44 @@ impl SummaryStore for MemorySummaryStore {
     }
 }
 
-/// Summaries as JSON files in one folder, named by their key (a hex hash).
+/// Summaries as JSON files in one folder, named by their key (a hex hash). The folder is a
+/// [`mnemo_fs::StoreDir`], checked at every level each time (see
+/// [`crate::offload::DirOutputStore`]).
 #[derive(Debug, Clone)]
 pub struct DirSummaryStore {
-    dir: PathBuf,
+    dir: mnemo_fs::StoreDir,
 }
 
 impl DirSummaryStore {
-    /// Summaries kept under `dir` (created on the first write).
-    pub fn new(dir: impl Into<PathBuf>) -> Self {
-        Self { dir: dir.into() }
+    /// Summaries kept in `dir` (created on the first write).
+    pub fn new(dir: mnemo_fs::StoreDir) -> Self {
+        Self { dir }
     }
 
-    fn path(&self, key: &str) -> PathBuf {
-        self.dir
-            .join(format!("{}.json", crate::offload::safe_name(key)))
+    fn name(key: &str) -> String {
+        format!("{}.json", crate::offload::safe_name(key))
     }
 }
 
 impl SummaryStore for DirSummaryStore {
     fn get(&self, key: &str) -> Option<StoredSummary> {
-        let bytes = mnemo_fs::read_regular(&self.path(key), 16 << 20).ok()?;
+        let bytes = match self.dir.read(Self::name(key), 16 << 20) {
+            Ok(bytes) => bytes,
+            Err(e) if e.is_not_found() => return None,
+            Err(e) => {
+                tracing::warn!("a kept summary is not read: {e}");
+                return None;
+            }
+        };
         serde_json::from_slice(&bytes).ok()
     }
 
     fn put(&self, key: &str, summary: &StoredSummary) -> io::Result<()> {
-        std::fs::create_dir_all(&self.dir)?;
-        crate::offload::write_atomic(&self.path(key), &serde_json::to_vec(summary)?)
+        self.dir.create().map_err(crate::offload::refused)?;
+        crate::offload::write_atomic(
+            &self.dir.file(Self::name(key)),
+            &serde_json::to_vec(summary)?,
+        )
     }
 }
 

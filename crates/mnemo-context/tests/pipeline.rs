@@ -330,3 +330,33 @@ async fn a_request_that_cannot_fit_is_refused_with_the_numbers() {
         "mode none suggests a strategy: {text}"
     );
 }
+
+#[tokio::test]
+async fn a_reserve_near_two_to_the_64_is_refused_not_overflowed() {
+    let summariser = Scripted {
+        calls: AtomicUsize::new(0),
+        fail: false,
+    };
+    let (store, outputs, guard) = (
+        MemorySummaryStore::default(),
+        MemoryOutputStore::default(),
+        InflationGuard::default(),
+    );
+    let h = vec![json!({"role": "user", "content": "Hello."})];
+    for (reserve, margin) in [
+        (u64::MAX, 10),
+        (u64::MAX - 5, 10),
+        (u64::MAX / 2 + 1, u64::MAX / 2),
+    ] {
+        let mut g = governor(200_000, &summariser, &store, &outputs, &guard);
+        g.reserve_output = reserve;
+        g.margin = margin;
+        // Unchecked, the sum panics (debug) or wraps to a few tokens that fit (release).
+        let err: ContextLengthExceeded = g
+            .govern(h.clone(), &strategy(json!({"mode": "auto"})))
+            .await
+            .unwrap_err();
+        assert_eq!(err.needed, u64::MAX, "{reserve} + {margin}");
+        assert_eq!(err.reserved, reserve);
+    }
+}

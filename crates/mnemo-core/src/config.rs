@@ -281,6 +281,11 @@ pub const MAX_VOCABULARY_EXPANSION: usize = 50;
 /// prompt has room for more.
 pub const MAX_TOP_K: usize = 100;
 
+/// The longest search query, in bytes (REST, MCP, the CLI, the web view, archive search): a
+/// question is a sentence, and the embedder reads only its first few hundred tokens anyway.
+/// A chat's retrieval reads the first this many bytes of its latest user message.
+pub const MAX_QUERY_BYTES: usize = 4096;
+
 /// The most items one page of a listing may hold (memories, session messages, versions),
 /// whoever asks.
 pub const MAX_PAGE: usize = 1000;

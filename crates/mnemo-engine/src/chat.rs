@@ -4,8 +4,13 @@
 //!    else goes upstream untouched. With `memory_session`, the messages are matched against
 //!    the session's log ([`crate::sessions`]): the session's history goes upstream, and the
 //!    agent's notes (`memory_agent`) join the system prompt.
+//!    The request is then planned before any work: `max_tokens` must be a whole number
+//!    that leaves room in the window, and what no governance can shrink (the instructions
+//!    and the latest user message; everything with mode `none`) must fit, or it is refused
+//!    now, before anything is searched.
 //! 2. The memories of the conversation (and `global`) that answer the latest user message are
-//!    retrieved and injected with the rolling summary ([`crate::inject`]).
+//!    retrieved and injected with the rolling summary ([`crate::inject`]); retrieval reads
+//!    the message's first [`MAX_QUERY_BYTES`](mnemo_core::MAX_QUERY_BYTES).
 //! 3. The outgoing copy is governed ([`crate::context`]): repaired, tool outputs offloaded,
 //!    compacted or trimmed, the middle summarised, checked against the model's window. A
 //!    request that cannot fit is refused here, before any upstream call and before its turn
@@ -25,7 +30,8 @@
 //! A front end that checks who may touch what (the HTTP server with bearer tokens) passes a
 //! [`Access`]: it is asked once the request's conversation and agent are known — after
 //! step 1, since a session decides both — and before anything is searched, logged or
-//! written.
+//! written, or anything is said about the session (that it was deleted, or is another
+//! conversation's).
 
 use std::path::PathBuf;
 
@@ -296,30 +302,38 @@ impl MemoryClient {
         let mut fields = take_memory_fields(&mut body)?;
         let mut body = Value::Object(body);
         let pending = match fields.session.clone() {
-            Some(id) => {
-                let mut conversation = fields
-                    .conversation_named
-                    .then(|| fields.conversation.clone());
-                let pending = self
-                    .match_session(
-                        &id,
-                        fields.history,
-                        &mut conversation,
-                        &mut fields.strategy.agent,
-                        &mut body,
-                    )
-                    .await?;
-                if let Some(conversation) = conversation {
-                    fields.search.conversation_id = conversation.clone();
-                    fields.conversation = conversation;
-                }
-                Some(pending)
-            }
+            Some(id) => Some(
+                self.match_session(&id, fields.history, &mut fields.strategy.agent, &mut body)
+                    .await?,
+            ),
             None => None,
         };
+        // A session's conversation is its own. The caller's scope is checked against it before
+        // anything about the session is said (deleted, another conversation's): a caller who
+        // may not see it learns nothing of it.
+        let session_conversation = match &pending {
+            Some(pending) => pending.conversation()?,
+            None => None,
+        };
+        let named = fields
+            .conversation_named
+            .then(|| fields.conversation.clone());
+        if let Some(conversation) = session_conversation {
+            fields.search.conversation_id = conversation.clone();
+            fields.conversation = conversation;
+        }
         // Nothing has been searched, logged or written yet; a refusal leaves no trace.
         access.check_chat(&fields.conversation, fields.strategy.agent.as_deref())?;
+        if let Some(pending) = &pending {
+            pending.check_usable(named.as_ref())?;
+        }
         fields.search.without_global = !access.reads_global();
+        // The cheap checks before any work: the reserve for the answer, and whether what no
+        // governance can shrink fits the window at all.
+        let plan = self
+            .plan_governance(&fields.conversation, &fields.strategy, &body)
+            .await?;
+        self.preflight_before_retrieval(&plan, &body).await?;
         let stream = body["stream"].as_bool().unwrap_or(false);
         // A resent message of a session is not a new turn.
         let user_text = inject::last_user_text(&body)
@@ -330,7 +344,7 @@ impl MemoryClient {
         let hits = match &user_text {
             Some(text) => {
                 let search = SearchRequest {
-                    query: text.clone(),
+                    query: retrieval_query(text).to_owned(),
                     ..fields.search.clone()
                 };
                 match self.search(search).await {
@@ -360,7 +374,7 @@ impl MemoryClient {
             .govern(
                 &fields.conversation,
                 fields.session.as_ref(),
-                &fields.strategy,
+                &plan,
                 &mut body,
             )
             .await?;
@@ -533,7 +547,17 @@ impl MemoryClient {
     }
 }
 
-/// The name the last user message gives its author, if any (OpenAI's `name` field).
+/// What retrieval reads of a chat's latest user message: its first
+/// [`MAX_QUERY_BYTES`](mnemo_core::MAX_QUERY_BYTES), cut at a character boundary. A pasted
+/// document is not embedded and scored whole; its opening says what it is about.
+pub(crate) fn retrieval_query(text: &str) -> &str {
+    let mut cut = text.len().min(mnemo_core::MAX_QUERY_BYTES);
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    &text[..cut]
+}
+
 /// A chat turn as stored: whole when it fits in a memory ([`MAX_MEMORY_BYTES`]), else its
 /// beginning with a note of what was cut. A 24 MiB answer stored whole would be embedded,
 /// indexed and injected again at that size; the session log keeps every byte.
@@ -553,6 +577,7 @@ pub(crate) fn stored_turn(text: String) -> String {
     format!("{}{note}", &text[..cut])
 }
 
+/// The name the last user message gives its author, if any (OpenAI's `name` field).
 fn last_user_name(body: &Value) -> Option<String> {
     body["messages"]
         .as_array()?
@@ -677,6 +702,16 @@ mod tests {
             "the message was {} bytes; the first 65336 are kept]",
             2 * MAX_MEMORY_BYTES
         )));
+    }
+
+    #[test]
+    fn retrieval_reads_the_first_bytes_of_a_long_message() {
+        assert_eq!(retrieval_query("Where do I live?"), "Where do I live?");
+        let long = format!("{}{}", "a", "é".repeat(10_000));
+        let query = retrieval_query(&long);
+        assert!(query.len() <= mnemo_core::MAX_QUERY_BYTES);
+        assert!(query.len() >= mnemo_core::MAX_QUERY_BYTES - 1);
+        assert!(long.starts_with(query));
     }
 
     fn body(v: Value) -> Map<String, Value> {

@@ -13,18 +13,27 @@
 //!   summary instead of paying for it again; summaries come from the configured upstream.
 //! - Each conversation (and session) has an inflation guard, so a history governance cannot shrink is not
 //!   tried (and paid for) again until it grows.
+//! - A request is planned (`MemoryClient::plan_governance`) before anything is searched:
+//!   its strategy, model, window and the tokens reserved for the answer (`max_tokens` or
+//!   `max_completion_tokens`, a whole number that must leave room in the window, else a 400
+//!   naming it), and a first pre-flight refuses what no governance could make fit, so a
+//!   request that will be refused costs no retrieval.
+//! - Every folder of context state (`conversations/<id>/`, its `tool_outputs/` and
+//!   `summaries/`) is a [`StoreDir`], checked at every level each time it is read or written.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use futures_util::future::BoxFuture;
-use mnemo_context::messages::strip_internal_fields;
+use mnemo_context::messages::{head_len, strip_internal_fields};
+use mnemo_context::strategy::{Mode, ResolvedStrategy};
 use mnemo_context::summarize::{prompt, SummaryRequest};
-use mnemo_context::tokens::{message_text, TiktokenCounter};
+use mnemo_context::tokens::{message_text, message_tokens, TiktokenCounter};
+use mnemo_context::window::Window;
 use mnemo_context::{
-    ApproxCounter, CachedCounter, ContextReport, ContextWindows, DirOutputStore, DirSummaryStore,
-    Governor, InflationGuard, Strategy, Summariser, TokenCounter,
+    ApproxCounter, CachedCounter, ContextLengthExceeded, ContextReport, ContextWindows,
+    DirOutputStore, DirSummaryStore, Governor, InflationGuard, StoreDir, Strategy, Summariser,
+    TokenCounter,
 };
 use mnemo_core::{ConversationId, LOCAL_LLM_ALIAS};
 use mnemo_llm::LlmClient;
@@ -135,6 +144,37 @@ impl Summariser for UpstreamSummariser<'_> {
     }
 }
 
+/// How one chat request is governed, decided before anything is searched.
+pub(crate) struct GovernPlan {
+    strategy: ResolvedStrategy,
+    model: String,
+    counter: Arc<dyn TokenCounter>,
+    window: Window,
+    /// Tokens reserved for the answer.
+    reserve: u64,
+}
+
+/// The fields that reserve tokens for the answer, in the order they count.
+const RESERVE_FIELDS: [&str; 2] = ["max_completion_tokens", "max_tokens"];
+
+/// The tokens `body` reserves for the answer, and the field that says so (`None`: the
+/// configured default). A field that is there must be a whole number of tokens.
+fn reserved_output(body: &Value, default: u64) -> Result<(Option<&'static str>, u64), EngineError> {
+    for field in RESERVE_FIELDS {
+        match body.get(field) {
+            None | Some(Value::Null) => continue,
+            Some(value) => {
+                return value.as_u64().map(|n| (Some(field), n)).ok_or_else(|| {
+                    EngineError::InvalidInput(format!(
+                        "{field} must be a whole number of tokens, 0 or more, not {value}"
+                    ))
+                })
+            }
+        }
+    }
+    Ok((None, default))
+}
+
 /// The settings that choose a request's strategy.
 #[derive(Debug, Clone, Default)]
 pub struct StrategyChoice {
@@ -150,9 +190,9 @@ impl MemoryClient {
         &self,
         conversation: &ConversationId,
     ) -> Result<Strategy, EngineError> {
-        let path = self.strategy_path(conversation);
-        let relative = self.relative(&path);
-        crate::client::blocking(move || read_strategy(&path, &relative)).await
+        let dir = self.settings_dir(conversation);
+        let relative = self.relative(&dir.file(layout::STRATEGY_FILE));
+        crate::client::blocking(move || read_strategy(&dir, &relative)).await
     }
 
     /// Applies `patch` (a JSON merge patch: a value sets a field, `null` removes it) to the
@@ -162,28 +202,28 @@ impl MemoryClient {
         conversation: &ConversationId,
         patch: Value,
     ) -> Result<Strategy, EngineError> {
-        let path = self.strategy_path(conversation);
-        let relative = self.relative(&path);
+        let dir = self.settings_dir(conversation);
+        let relative = self.relative(&dir.file(layout::STRATEGY_FILE));
         let inner = self.inner.clone();
         let conversation = conversation.clone();
         // One writer at a time per conversation, like its write path.
         let lock = self.inner.conversation_lock(&conversation);
         let _held = lock.lock().await;
         crate::client::blocking(move || {
-            let current = read_strategy(&path, &relative)?;
+            let current = read_strategy(&dir, &relative)?;
             let patched = current
                 .patch(patch)
                 .map_err(|e| EngineError::InvalidInput(e.to_string()))?;
             let yaml = strategy_yaml(&patched)?;
-            let io = |source| EngineError::Io {
-                action: "cannot write",
-                path: path.clone(),
-                source,
-            };
-            if let Some(dir) = path.parent() {
-                std::fs::create_dir_all(dir).map_err(io)?;
-            }
-            mnemo_store::atomic::write_atomic(&path, yaml.as_bytes()).map_err(io)?;
+            let path = dir.file(layout::STRATEGY_FILE);
+            dir.create().map_err(|e| folder_fault(&relative, e))?;
+            mnemo_store::atomic::write_atomic(&path, yaml.as_bytes()).map_err(|source| {
+                EngineError::Io {
+                    action: "cannot write",
+                    path: path.clone(),
+                    source,
+                }
+            })?;
             if let Some(git) = &inner.git {
                 git.note_changed([&path]);
             }
@@ -193,18 +233,19 @@ impl MemoryClient {
         .await
     }
 
-    /// Governs `body`'s messages in place (docs/context.md: repair, offload, compact or trim,
-    /// summarise, guard, pre-flight) and reports what was done.
-    /// A request of a session keeps its summaries and offloaded outputs in the session's
-    /// folder; others in the conversation's.
-    pub(crate) async fn govern(
+    /// Decides how a chat request of `conversation` is governed: its strategy (request over
+    /// stored over agent over defaults), model, counter, window, and the tokens reserved
+    /// for the answer. A `max_tokens` (or `max_completion_tokens`) that is not a whole
+    /// number, or that with the margin leaves no room in the window, is a 400 naming it:
+    /// every sum is checked, so no value can overflow into one that fits.
+    pub(crate) async fn plan_governance(
         &self,
         conversation: &ConversationId,
-        session: Option<&mnemo_session::SessionId>,
         choice: &StrategyChoice,
-        body: &mut Value,
-    ) -> Result<ContextReport, EngineError> {
+        body: &Value,
+    ) -> Result<GovernPlan, EngineError> {
         let config = &self.inner.config.context;
+        let (field, reserve) = reserved_output(body, config.reserve_output_tokens)?;
         let stored = self.conversation_strategy(conversation).await?;
         let agent = config.agent_strategy(choice.agent.as_deref());
         let strategy = match &choice.request {
@@ -216,25 +257,115 @@ impl MemoryClient {
             .as_str()
             .unwrap_or(&self.inner.config.llm_model)
             .to_owned();
+        let window = self
+            .inner
+            .context
+            .windows
+            .window(&model, strategy.context_window_tokens);
+        let fits = reserve
+            .checked_add(config.margin_tokens)
+            .is_some_and(|needed| needed < window.tokens);
+        if let (Some(field), false) = (field, fits) {
+            return Err(EngineError::InvalidInput(format!(
+                "{field} is {reserve}: reserved for the answer, with {} tokens of margin, it leaves no room for the prompt in the context window of {model} ({} tokens)",
+                config.margin_tokens, window.tokens
+            )));
+        }
+        let counter = self.inner.context.counter(&model);
+        Ok(GovernPlan {
+            strategy,
+            model,
+            counter,
+            window,
+            reserve,
+        })
+    }
+
+    /// The pre-flight that runs before retrieval: what governance can never take out of
+    /// `body`'s messages must fit the window with the reserve and margin, or the request is
+    /// refused now, before anything is searched. With mode `none` that is every message;
+    /// otherwise the leading instructions and the latest user message (no stage changes
+    /// either: offloading, compaction and trimming touch tool messages, and a summary keeps
+    /// the head and the current turn). Memories and notes injected later only add.
+    pub(crate) async fn preflight_before_retrieval(
+        &self,
+        plan: &GovernPlan,
+        body: &Value,
+    ) -> Result<(), EngineError> {
+        let Some(messages) = body["messages"].as_array() else {
+            return Ok(());
+        };
+        let kept: Vec<&Value> = if plan.strategy.mode == Mode::None {
+            messages.iter().collect()
+        } else {
+            let head = head_len(messages);
+            let last_user = messages.iter().rposition(|m| m["role"] == "user");
+            messages[..head]
+                .iter()
+                .chain(last_user.filter(|&i| i >= head).map(|i| &messages[i]))
+                .collect()
+        };
+        if plan.model == LOCAL_LLM_ALIAS {
+            let owned: Vec<Value> = kept.iter().map(|m| (*m).clone()).collect();
+            self.count_on_the_server(&owned).await;
+        }
+        let counter = plan.counter.as_ref();
+        let prompt = kept
+            .iter()
+            .map(|m| message_tokens(counter, m) as u64)
+            .fold(3u64, u64::saturating_add);
+        let margin = self.inner.config.context.margin_tokens;
+        let needed = prompt
+            .checked_add(plan.reserve)
+            .and_then(|n| n.checked_add(margin));
+        if needed.is_some_and(|n| n <= plan.window.tokens) {
+            return Ok(());
+        }
+        let governed = if plan.strategy.mode == Mode::None {
+            "; a memory_strategy (mode \"auto\", \"summarize\" or \"compact\") can make the history fit".to_owned()
+        } else {
+            " (the instructions and the latest user message alone, which governance keeps whole)"
+                .to_owned()
+        };
+        Err(ContextLengthExceeded {
+            needed: needed.unwrap_or(u64::MAX),
+            prompt,
+            reserved: plan.reserve,
+            margin,
+            window: plan.window.tokens,
+            governed,
+        }
+        .into())
+    }
+
+    /// Governs `body`'s messages in place (docs/context.md: repair, offload, compact or trim,
+    /// summarise, guard, pre-flight) as `plan` says, and reports what was done.
+    /// A request of a session keeps its summaries and offloaded outputs in the session's
+    /// folder; others in the conversation's.
+    pub(crate) async fn govern(
+        &self,
+        conversation: &ConversationId,
+        session: Option<&mnemo_session::SessionId>,
+        plan: &GovernPlan,
+        body: &mut Value,
+    ) -> Result<ContextReport, EngineError> {
+        let config = &self.inner.config.context;
+        let GovernPlan {
+            strategy,
+            model,
+            counter,
+            window,
+            reserve,
+        } = plan;
         // Taken, not copied: a resent history can be megabytes, and the governed messages
         // are put back below.
         let messages = match body["messages"].take() {
             Value::Array(messages) => messages,
             _ => Vec::new(),
         };
-        let counter = self.inner.context.counter(&model);
         if model == LOCAL_LLM_ALIAS {
             self.count_on_the_server(&messages).await;
         }
-        let window = self
-            .inner
-            .context
-            .windows
-            .window(&model, strategy.context_window_tokens);
-        let reserve = ["max_completion_tokens", "max_tokens"]
-            .iter()
-            .find_map(|field| body[*field].as_u64())
-            .unwrap_or(config.reserve_output_tokens);
         let (outputs, summaries, guard_key) = match session {
             Some(id) => {
                 let sessions = &self.inner.sessions.store;
@@ -245,10 +376,10 @@ impl MemoryClient {
                 )
             }
             None => {
-                let dir = layout::conversation_settings_dir(self.store().root(), conversation);
+                let dir = self.settings_dir(conversation);
                 (
-                    DirOutputStore::new(dir.join(layout::TOOL_OUTPUTS_DIR)),
-                    DirSummaryStore::new(dir.join(layout::CONTEXT_SUMMARIES_DIR)),
+                    DirOutputStore::new(dir.child(layout::TOOL_OUTPUTS_DIR)),
+                    DirSummaryStore::new(dir.child(layout::CONTEXT_SUMMARIES_DIR)),
                     format!("c/{conversation}"),
                 )
             }
@@ -261,18 +392,18 @@ impl MemoryClient {
         let guard = self.inner.context.guard(guard_key);
         let governor = Governor {
             counter: counter.as_ref(),
-            window,
-            model: &model,
+            window: *window,
+            model,
             summariser: summariser.as_ref().map(|s| s as &dyn Summariser),
             summaries: Some(&summaries),
             outputs: Some(&outputs),
             guard: Some(&guard),
             callbacks: None,
             summary_chunk_tokens: summary_chunk_tokens(window.tokens),
-            reserve_output: reserve,
+            reserve_output: *reserve,
             margin: config.margin_tokens,
         };
-        let mut governed = governor.govern(messages, &strategy).await?;
+        let mut governed = governor.govern(messages, strategy).await?;
         strip_internal_fields(&mut governed.messages);
         debug!(
             conversation = %conversation,
@@ -331,9 +462,10 @@ impl MemoryClient {
         }
     }
 
-    fn strategy_path(&self, conversation: &ConversationId) -> PathBuf {
-        layout::conversation_settings_dir(self.store().root(), conversation)
-            .join(layout::STRATEGY_FILE)
+    /// `conversations/<id>/`, checked at every level whenever it is used.
+    pub(crate) fn settings_dir(&self, conversation: &ConversationId) -> StoreDir {
+        let root = self.store().root();
+        StoreDir::new(root, layout::conversation_settings_dir(root, conversation))
     }
 
     fn relative(&self, path: &std::path::Path) -> String {
@@ -341,14 +473,23 @@ impl MemoryClient {
     }
 }
 
-/// Reads a stored strategy: absent is empty; anything else must be a small, valid YAML
-/// mapping of strategy fields (the file is hand-edited, so the message names the fault).
-fn read_strategy(path: &std::path::Path, relative: &str) -> Result<Strategy, EngineError> {
+/// A folder of the store refused on the way to `relative` (a link, a file).
+fn folder_fault(relative: &str, refusal: mnemo_store::untrusted::Refusal) -> EngineError {
+    EngineError::StoredStrategy {
+        path: relative.to_owned(),
+        message: format!("not read or written: {refusal}"),
+    }
+}
+
+/// Reads the stored strategy in `dir`: absent is empty; anything else must be a small,
+/// valid YAML mapping of strategy fields (the file is hand-edited, so the message names the
+/// fault), in a real folder of the store.
+fn read_strategy(dir: &StoreDir, relative: &str) -> Result<Strategy, EngineError> {
     let fault = |message: String| EngineError::StoredStrategy {
         path: relative.to_owned(),
         message,
     };
-    let bytes = match mnemo_store::untrusted::read_regular(path, MAX_STRATEGY_BYTES) {
+    let bytes = match dir.read(layout::STRATEGY_FILE, MAX_STRATEGY_BYTES) {
         Ok(bytes) => bytes,
         Err(e) if e.is_not_found() => return Ok(Strategy::default()),
         Err(e) => return Err(fault(format!("not read: {e}"))),
@@ -382,11 +523,17 @@ fn strategy_yaml(strategy: &Strategy) -> Result<String, EngineError> {
 mod tests {
     use super::*;
 
+    /// The folder holding `path`, as its own store's root.
+    fn folder_of(path: &std::path::Path) -> StoreDir {
+        let dir = path.parent().unwrap();
+        StoreDir::new(dir, dir)
+    }
+
     fn read(text: &str) -> Result<Strategy, EngineError> {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("strategy.yaml");
         std::fs::write(&path, text).unwrap();
-        read_strategy(&path, "conversations/c/strategy.yaml")
+        read_strategy(&folder_of(&path), "conversations/c/strategy.yaml")
     }
 
     #[test]
@@ -418,15 +565,68 @@ mod tests {
         std::fs::write(&target, "mode: auto\n").unwrap();
         let link = dir.path().join("strategy.yaml");
         std::os::unix::fs::symlink(&target, &link).unwrap();
-        let err = read_strategy(&link, "s").unwrap_err().to_string();
+        let err = read_strategy(&folder_of(&link), "s")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("a symbolic link"), "{err}");
+    }
+
+    #[test]
+    fn a_linked_conversation_folder_is_not_read() {
+        let root = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("strategy.yaml"), "mode: auto\n").unwrap();
+        std::fs::create_dir(root.path().join("conversations")).unwrap();
+        std::os::unix::fs::symlink(outside.path(), root.path().join("conversations/c")).unwrap();
+        let dir = StoreDir::new(root.path(), root.path().join("conversations/c"));
+        let err = read_strategy(&dir, "conversations/c/strategy.yaml")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("conversations/c is a symbolic link, not a real folder"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn the_reserve_for_the_answer_is_a_whole_number_named_when_it_is_not() {
+        assert_eq!(reserved_output(&json!({}), 512).unwrap(), (None, 512));
+        assert_eq!(
+            reserved_output(&json!({"max_tokens": null}), 512).unwrap(),
+            (None, 512)
+        );
+        assert_eq!(
+            reserved_output(&json!({"max_tokens": 9, "max_completion_tokens": 7}), 512).unwrap(),
+            (Some("max_completion_tokens"), 7)
+        );
+        assert_eq!(
+            reserved_output(&json!({"max_tokens": u64::MAX}), 512).unwrap(),
+            (Some("max_tokens"), u64::MAX)
+        );
+        for (body, field) in [
+            (json!({"max_tokens": -1}), "max_tokens"),
+            (json!({"max_tokens": 1.5}), "max_tokens"),
+            (json!({"max_tokens": 18446744073709551616.0}), "max_tokens"),
+            (
+                json!({"max_completion_tokens": "10"}),
+                "max_completion_tokens",
+            ),
+        ] {
+            let err = reserved_output(&body, 512).unwrap_err();
+            assert!(err.is_invalid_input());
+            assert!(
+                err.to_string()
+                    .starts_with(&format!("{field} must be a whole number of tokens")),
+                "{err}"
+            );
+        }
     }
 
     #[test]
     fn the_example_store_strategy_is_valid() {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("../../memory_db.example/conversations/trip-japan/strategy.yaml");
-        let strategy = read_strategy(&path, "example").unwrap();
+        let strategy = read_strategy(&folder_of(&path), "example").unwrap();
         assert_eq!(strategy.mode, Some(mnemo_context::Mode::Auto));
         assert_eq!(strategy.compact_keep, Some(3));
     }
@@ -440,8 +640,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("strategy.yaml");
         std::fs::write(&path, strategy_yaml(&strategy).unwrap()).unwrap();
-        assert_eq!(read_strategy(&path, "s").unwrap(), strategy);
+        assert_eq!(read_strategy(&folder_of(&path), "s").unwrap(), strategy);
         std::fs::write(&path, strategy_yaml(&Strategy::default()).unwrap()).unwrap();
-        assert!(read_strategy(&path, "s").unwrap().is_empty());
+        assert!(read_strategy(&folder_of(&path), "s").unwrap().is_empty());
     }
 }

@@ -39,6 +39,9 @@ use crate::{ContextReport, EngineError, MemoryClient};
 
 /// Sessions whose parsed logs stay cached, at most (idle ones are dropped past this).
 const CACHED_SESSIONS: usize = 256;
+/// Bytes of logs whose parsed records idle sessions keep cached, at most (one full log):
+/// past it, the largest idle ones are dropped and read again when next used.
+const CACHED_LOG_BYTES: u64 = mnemo_session::log::MAX_LOG_BYTES;
 /// Characters of an offloaded output one read returns, at most.
 pub const MAX_OUTPUT_READ: usize = 1 << 20;
 
@@ -65,6 +68,31 @@ impl SessionState {
             slots.retain(|_, slot| Arc::strong_count(slot) > 1);
         }
         slots.entry(id.clone()).or_default().clone()
+    }
+
+    /// Drops the parsed logs of idle sessions, largest first, until those left hold at most
+    /// `budget` bytes of log; a session in use (its lock held) keeps its own.
+    fn trim_cache(&self, budget: u64) {
+        let slots: Vec<Slot> = {
+            let slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+            slots.values().cloned().collect()
+        };
+        let mut idle: Vec<(u64, tokio::sync::MutexGuard<'_, Option<LoadedSession>>)> = slots
+            .iter()
+            .filter_map(|slot| slot.try_lock().ok())
+            .filter_map(|guard| Some((guard.as_ref()?.log_bytes, guard)))
+            .collect();
+        let mut total = idle
+            .iter()
+            .fold(0u64, |sum, (bytes, _)| sum.saturating_add(*bytes));
+        idle.sort_by_key(|(bytes, _)| std::cmp::Reverse(*bytes));
+        for (bytes, mut guard) in idle {
+            if total <= budget {
+                break;
+            }
+            *guard = None;
+            total -= bytes;
+        }
     }
 }
 
@@ -95,6 +123,42 @@ pub(crate) struct PendingSession {
     first_prompt: Option<String>,
     /// Whether the request's last user message is new to the log.
     pub user_message_is_new: bool,
+}
+
+impl PendingSession {
+    /// The conversation the session's settings name; `None` for a session not created yet.
+    pub(crate) fn conversation(&self) -> Result<Option<ConversationId>, EngineError> {
+        self.meta
+            .as_ref()
+            .map(|meta| stored_conversation(&self.id, meta))
+            .transpose()
+    }
+
+    /// Refused when the session was deleted, or belongs to another conversation than the
+    /// one the request named. Asked only once the caller's scope allows the session's
+    /// conversation: before that, neither may be told.
+    pub(crate) fn check_usable(&self, named: Option<&ConversationId>) -> Result<(), EngineError> {
+        let Some(meta) = &self.meta else {
+            return Ok(());
+        };
+        if let Some(at) = meta.deleted_at {
+            return Err(SessionError::Deleted {
+                id: self.id.to_string(),
+                at: at.to_rfc3339(),
+            }
+            .into());
+        }
+        match named {
+            Some(asked) if asked.as_str() != meta.conversation => {
+                Err(EngineError::InvalidInput(format!(
+                    "session {:?} belongs to another conversation than {:?}; leave memory_id out to use the session's own",
+                    self.id.as_str(),
+                    asked.as_str(),
+                )))
+            }
+            _ => Ok(()),
+        }
+    }
 }
 
 /// One message of a session, with when it was logged.
@@ -241,41 +305,28 @@ impl MemoryClient {
         .await?;
         if let Some(loaded) = reloaded {
             **guard = loaded;
+            // What was read stays cached: idle sessions give way past the budget.
+            self.inner.sessions.trim_cache(CACHED_LOG_BYTES);
         }
         Ok(())
     }
 
-    /// Matches a chat request's `messages` against session `id`: the request's conversation
-    /// and agent default to the session's, and `body["messages"]` becomes what goes upstream
-    /// (instructions, then the session's branch with the request's new messages).
+    /// Matches a chat request's `messages` against session `id`: the request's agent defaults
+    /// to the session's, and `body["messages"]` becomes what goes upstream (instructions,
+    /// then the session's branch with the request's new messages). Nothing about the session
+    /// is refused here: the caller checks its scope against the session's conversation
+    /// ([`PendingSession::conversation`]) first, then [`PendingSession::check_usable`], so a
+    /// caller who may not see the session learns nothing of it.
     pub(crate) async fn match_session(
         &self,
         id: &SessionId,
         style: HistoryStyle,
-        conversation: &mut Option<ConversationId>,
         agent: &mut Option<String>,
         body: &mut Value,
     ) -> Result<PendingSession, EngineError> {
         let (slot, guard) = self.lock_session(id).await?;
         let meta = guard.as_ref().map(|s| s.meta.clone());
         if let Some(meta) = &meta {
-            if let Some(at) = meta.deleted_at {
-                return Err(SessionError::Deleted {
-                    id: id.to_string(),
-                    at: at.to_rfc3339(),
-                }
-                .into());
-            }
-            match conversation {
-                Some(asked) if asked.as_str() != meta.conversation => {
-                    // Not named: with scoped tokens, the caller may not be allowed to know it.
-                    return Err(EngineError::InvalidInput(format!(
-                        "session {id:?} belongs to another conversation than {:?}; leave memory_id out to use the session's own",
-                        asked.as_str(),
-                    )));
-                }
-                _ => *conversation = Some(stored_conversation(id, meta)?),
-            }
             if agent.is_none() {
                 agent.clone_from(&meta.agent);
             }
@@ -362,6 +413,13 @@ impl MemoryClient {
         // goes away mid-request must not free the session while its append still runs.
         let write = tokio::spawn(async move {
             let created = guard.is_none();
+            // Lines skipped before stay skipped, but for the torn last line an append cuts
+            // off.
+            let (skipped, torn) = match guard.as_ref() {
+                Some(loaded) if !records.is_empty() => (loaded.skipped_after_append(), false),
+                Some(loaded) => (loaded.skipped.clone(), loaded.torn),
+                None => (Vec::new(), false),
+            };
             let (bytes, meta) = {
                 let id = id.clone();
                 blocking(move || {
@@ -385,8 +443,8 @@ impl MemoryClient {
                 },
                 history: next,
                 log_bytes: bytes,
-                // The append cut off a torn last line, the one a crash leaves.
-                skipped: Vec::new(),
+                skipped,
+                torn,
             });
             Ok::<(), EngineError>(())
         });
@@ -458,11 +516,14 @@ impl MemoryClient {
         }
         let mut meta = loaded.meta.clone();
         meta.updated_at = Utc::now();
-        meta.messages = loaded.history.logged_messages + records.len();
+        meta.messages = loaded.history.logged_messages.saturating_add(records.len());
         meta.tokens = Some(turn.tokens);
         meta.window = Some(turn.window);
         meta.model = Some(turn.model.clone());
-        meta.compressions += usize::from(turn.summarised);
+        // Counts from a hand-editable file: checked, never overflowed.
+        meta.compressions = meta
+            .compressions
+            .saturating_add(usize::from(turn.summarised));
         let store = self.sessions().clone();
         let id = turn.id.clone();
         let (bytes, meta, records) = blocking(move || {
@@ -477,6 +538,10 @@ impl MemoryClient {
         .await?;
         for record in &records {
             loaded.history.apply(record);
+        }
+        if !records.is_empty() {
+            loaded.skipped = loaded.skipped_after_append();
+            loaded.torn = false;
         }
         loaded.meta = meta;
         loaded.log_bytes = bytes;
@@ -615,7 +680,8 @@ impl MemoryClient {
         }
         if covers <= done {
             return Err(EngineError::InvalidInput(format!(
-                "nothing to compact in session {id:?}: {} message(s), {} already compacted, the latest turn is kept",
+                "nothing to compact in session {:?}: {} message(s), {} already compacted, the latest turn is kept",
+                id.as_str(),
                 messages.len(),
                 done
             )));
@@ -675,12 +741,13 @@ impl MemoryClient {
             && current.history.compaction() == previous.as_ref();
         if current.meta.deleted_at.is_some() || !unchanged {
             return Err(SessionError::Changed(format!(
-                "session {id:?} changed while its summary was written; compact it again"
+                "session {:?} changed while its summary was written; compact it again",
+                id.as_str()
             ))
             .into());
         }
         let mut meta = current.meta.clone();
-        meta.compressions += 1;
+        meta.compressions = meta.compressions.saturating_add(1);
         meta.updated_at = Utc::now();
         let store = self.sessions().clone();
         let sid = id.clone();
@@ -750,8 +817,15 @@ impl MemoryClient {
         limit: usize,
     ) -> Result<ToolOutputSlice, EngineError> {
         self.sessions().existing_meta(id)?;
-        let dir = self.sessions().tool_outputs_dir(id);
-        read_output(dir, call_id, offset, limit, format!("session {id:?}")).await
+        let outputs = DirOutputStore::new(self.sessions().tool_outputs_dir(id));
+        read_output(
+            outputs,
+            call_id,
+            offset,
+            limit,
+            format!("session {:?}", id.as_str()),
+        )
+        .await
     }
 
     /// Which of `call_ids` had their tool outputs offloaded by governance for session `id`
@@ -766,9 +840,7 @@ impl MemoryClient {
         blocking(move || {
             Ok(call_ids
                 .into_iter()
-                .filter(|call| {
-                    std::fs::symlink_metadata(outputs.path_of(call)).is_ok_and(|m| m.is_file())
-                })
+                .filter(|call| outputs.has(call))
                 .collect())
         })
         .await
@@ -783,10 +855,12 @@ impl MemoryClient {
         offset: usize,
         limit: usize,
     ) -> Result<ToolOutputSlice, EngineError> {
-        let dir = mnemo_store::layout::conversation_settings_dir(self.store().root(), conversation)
-            .join(mnemo_store::layout::TOOL_OUTPUTS_DIR);
+        let outputs = DirOutputStore::new(
+            self.settings_dir(conversation)
+                .child(mnemo_store::layout::TOOL_OUTPUTS_DIR),
+        );
         read_output(
-            dir,
+            outputs,
             call_id,
             offset,
             limit,
@@ -806,6 +880,13 @@ impl MemoryClient {
         if query.trim().is_empty() {
             return Err(EngineError::InvalidInput("the query is empty".into()));
         }
+        if query.len() > mnemo_core::MAX_QUERY_BYTES {
+            return Err(EngineError::InvalidInput(format!(
+                "query is {} bytes; a query holds at most {}",
+                query.len(),
+                mnemo_core::MAX_QUERY_BYTES
+            )));
+        }
         let store = self.sessions().clone();
         let query = query.to_owned();
         blocking(move || {
@@ -821,17 +902,18 @@ impl MemoryClient {
                     .map(|(id, _)| id)
                     .collect(),
             };
-            let mut logs = Vec::with_capacity(ids.len());
+            // One log in memory at a time: each is searched as it is read, and only its
+            // best excerpts are kept.
+            let mut excerpts = Vec::new();
             for id in ids {
                 let records = store.read_log(&id)?.records;
-                logs.push((id.to_string(), records));
+                excerpts.extend(mnemo_session::search::search(
+                    [(id.as_str(), records.as_slice())],
+                    &query,
+                    limit,
+                ));
             }
-            Ok(mnemo_session::search::search(
-                logs.iter()
-                    .map(|(id, records)| (id.as_str(), records.as_slice())),
-                &query,
-                limit,
-            ))
+            Ok(mnemo_session::search::best(excerpts, limit))
         })
         .await
     }
@@ -944,21 +1026,21 @@ impl SessionTurn {
 
 /// Reads a slice of an offloaded output kept in `dir`; `owner` names where, for the 404.
 async fn read_output(
-    dir: PathBuf,
+    outputs: DirOutputStore,
     call_id: &str,
     offset: usize,
     limit: usize,
     owner: String,
 ) -> Result<ToolOutputSlice, EngineError> {
-    let outputs = DirOutputStore::new(dir.clone());
     let call = call_id.to_owned();
     let limit = limit.min(MAX_OUTPUT_READ);
     let read = blocking(move || {
+        let path = outputs.path_of(&call);
         outputs
             .read(&call, offset, limit)
             .map_err(|source| EngineError::Io {
                 action: "cannot read an offloaded output in",
-                path: dir,
+                path: path.parent().map(Into::into).unwrap_or(path),
                 source,
             })
     })
@@ -1027,4 +1109,45 @@ pub(crate) fn answer_message(answer: &Value) -> Value {
         out["tool_calls"] = Value::Array(calls.clone());
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cached(state: &SessionState, id: &str, log_bytes: u64) -> Slot {
+        let id = SessionId::new(id).unwrap();
+        let slot = state.slot(&id);
+        *slot.try_lock().unwrap() = Some(LoadedSession {
+            id: id.clone(),
+            meta: SessionMeta::new("c", None, "hi"),
+            history: History::default(),
+            log_bytes,
+            skipped: Vec::new(),
+            torn: false,
+        });
+        slot
+    }
+
+    #[test]
+    fn idle_cached_logs_give_way_largest_first_past_the_budget() {
+        let state = SessionState::new(PathBuf::from("/nowhere"));
+        let small = cached(&state, "small", 10);
+        let large = cached(&state, "large", 300);
+        let middle = cached(&state, "middle", 200);
+        let in_use = cached(&state, "in-use", 1000);
+        let held = in_use.try_lock().unwrap();
+        state.trim_cache(250);
+        assert!(
+            large.try_lock().unwrap().is_none(),
+            "the largest idle one went"
+        );
+        assert!(middle.try_lock().unwrap().is_some());
+        assert!(small.try_lock().unwrap().is_some());
+        assert!(held.is_some(), "a session in use keeps its log");
+        drop(held);
+        state.trim_cache(250);
+        assert!(in_use.try_lock().unwrap().is_none());
+        assert!(middle.try_lock().unwrap().is_some(), "210 bytes fit");
+    }
 }

@@ -5,16 +5,18 @@
 //! - files are opened without following links and without blocking, and must be regular
 //!   files no larger than the caller's limit ([`read_regular`]); the type and size are taken
 //!   from the open file, so a swap between a check and the read cannot slip past;
-//! - a folder mnemo writes into must be a real folder, every component of it under the store's
-//!   root ([`check_real_folders`]), or a linked conversation folder would send writes outside
-//!   the store.
+//! - a folder mnemo reads or writes must be a real folder, every component of it from the
+//!   store's root down ([`StoreDir`], [`check_real_folders`]), or a linked conversation or
+//!   session folder would send reads and writes outside the store. The check runs each time
+//!   a folder is opened (read, listed, created or written into), not once when a path is
+//!   made, so a link a `git pull` brings later is refused too.
 //!
 //! Every crate that reads the store (memories, sessions, context state) reads through here.
 
 use std::fs::File;
 use std::io::{self, Read};
 use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Why a file in the store was not read.
 #[derive(Debug, thiserror::Error)]
@@ -32,6 +34,14 @@ pub enum Refusal {
         size: u64,
         /// The limit it passed.
         limit: u64,
+    },
+    /// A folder on the way from the store's root is a link, a file or a special file.
+    #[error("{path} is {what}, not a real folder; mnemo reads and writes only real folders under the store")]
+    NotAFolder {
+        /// The folder, relative to the store's root.
+        path: String,
+        /// What it is instead ("a symbolic link", "a FIFO", ...).
+        what: &'static str,
     },
     /// The operating system refused (missing, no permission, ...).
     #[error("{0}")]
@@ -86,7 +96,7 @@ pub fn open_regular(path: &Path, append: bool) -> Result<File, Refusal> {
 /// and refused instead of read without bound.
 fn read_at_most(file: File, limit: u64) -> Result<Vec<u8>, Refusal> {
     let mut bytes = Vec::new();
-    file.take(limit + 1).read_to_end(&mut bytes)?;
+    file.take(limit.saturating_add(1)).read_to_end(&mut bytes)?;
     let size = bytes.len() as u64;
     if size > limit {
         return Err(Refusal::TooLarge { size, limit });
@@ -106,6 +116,8 @@ fn describe(kind: &std::fs::FileType) -> &'static str {
         "a device"
     } else if kind.is_symlink() {
         "a symbolic link"
+    } else if kind.is_file() {
+        "a regular file"
     } else {
         "a special file"
     }
@@ -116,30 +128,167 @@ fn describe(kind: &std::fs::FileType) -> &'static str {
 /// not exist yet are fine (they are created as real folders). `folder` must lie under
 /// `root`.
 pub fn check_real_folders(root: &Path, folder: &Path) -> Result<(), String> {
-    let Ok(relative) = folder.strip_prefix(root) else {
-        return Err(format!(
-            "{} is outside the store {}",
-            folder.display(),
-            root.display()
-        ));
-    };
-    let mut current = root.to_path_buf();
-    for component in relative.components() {
-        current.push(component);
-        match std::fs::symlink_metadata(&current) {
-            Ok(meta) if meta.is_dir() => {}
-            Ok(meta) => {
-                return Err(format!(
-                    "{} is {}, not a real folder; mnemo does not write through links",
-                    current.display(),
-                    describe(&meta.file_type())
-                ))
-            }
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-            Err(e) => return Err(format!("cannot inspect {}: {e}", current.display())),
+    StoreDir::new(root, folder)
+        .check()
+        .map_err(|refusal| refusal.to_string())
+}
+
+/// A folder of the store: `root` is the store's root, trusted; every component from there
+/// down to the folder is checked to be a real folder each time the folder is used (read,
+/// listed, created or written into). A component that does not exist yet is fine until the
+/// folder is needed: reading from a missing folder finds nothing, creating makes real
+/// folders.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreDir {
+    root: PathBuf,
+    dir: PathBuf,
+}
+
+impl StoreDir {
+    /// The folder `dir`, which must lie under the store's `root` (one that does not is
+    /// refused by every use).
+    pub fn new(root: impl Into<PathBuf>, dir: impl Into<PathBuf>) -> Self {
+        Self {
+            root: root.into(),
+            dir: dir.into(),
         }
     }
-    Ok(())
+
+    /// The folder's path.
+    pub fn path(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The store's root.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The folder `name` inside this one.
+    pub fn child(&self, name: impl AsRef<Path>) -> StoreDir {
+        StoreDir {
+            root: self.root.clone(),
+            dir: self.dir.join(name),
+        }
+    }
+
+    /// The path of the file `name` in this folder (not checked: use [`read`](Self::read),
+    /// [`open`](Self::open) or [`check`](Self::check) before touching it).
+    pub fn file(&self, name: impl AsRef<Path>) -> PathBuf {
+        self.dir.join(name)
+    }
+
+    /// The folder relative to the store's root, for messages.
+    pub fn relative(&self) -> String {
+        self.dir
+            .strip_prefix(&self.root)
+            .unwrap_or(&self.dir)
+            .display()
+            .to_string()
+    }
+
+    /// Refused when a component from the root down is anything but a real folder; `Ok` when
+    /// they are, or when the first that is not there does not exist yet.
+    pub fn check(&self) -> Result<(), Refusal> {
+        self.walk().map(|_| ())
+    }
+
+    /// Whether the folder exists as a real folder (every component checked); `false` when a
+    /// component is missing, an error when one is a link or a file.
+    pub fn exists(&self) -> Result<bool, Refusal> {
+        self.walk()
+    }
+
+    /// Creates the folder and the missing ones above it, as real folders, checking every
+    /// component before and after.
+    pub fn create(&self) -> Result<(), Refusal> {
+        if self.walk()? {
+            return Ok(());
+        }
+        std::fs::create_dir_all(&self.dir)?;
+        // A link swapped in meanwhile is caught here, before anything is written.
+        if self.walk()? {
+            Ok(())
+        } else {
+            Err(Refusal::Io(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("{} vanished as it was created", self.relative()),
+            )))
+        }
+    }
+
+    /// Reads the regular file `name` of this folder (see [`read_regular`]), once the folder
+    /// is checked.
+    pub fn read(&self, name: impl AsRef<Path>, limit: u64) -> Result<Vec<u8>, Refusal> {
+        self.check()?;
+        read_regular(&self.file(name), limit)
+    }
+
+    /// Opens the regular file `name` of this folder (see [`open_regular`]), once the folder
+    /// is checked; to append, the folder is created first.
+    pub fn open(&self, name: impl AsRef<Path>, append: bool) -> Result<File, Refusal> {
+        if append {
+            self.create()?;
+        } else {
+            self.check()?;
+        }
+        open_regular(&self.file(name), append)
+    }
+
+    /// The folder's entries, once it is checked; `None` when it does not exist.
+    pub fn entries(&self) -> Result<Option<std::fs::ReadDir>, Refusal> {
+        if !self.walk()? {
+            return Ok(None);
+        }
+        match std::fs::read_dir(&self.dir) {
+            Ok(entries) => Ok(Some(entries)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(Refusal::Io(e)),
+        }
+    }
+
+    /// Walks from the root down: `true` when every component is a real folder, `false` when
+    /// one is missing (those below it are then missing too), refused at the first that is
+    /// something else.
+    fn walk(&self) -> Result<bool, Refusal> {
+        let relative = self.dir.strip_prefix(&self.root).map_err(|_| {
+            Refusal::Io(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{} is outside the store", self.dir.display()),
+            ))
+        })?;
+        let mut current = self.root.clone();
+        for component in relative.components() {
+            match component {
+                std::path::Component::Normal(name) => current.push(name),
+                _ => {
+                    return Err(Refusal::Io(io::Error::new(
+                        io::ErrorKind::InvalidInput,
+                        format!(
+                            "{} is not a plain path inside the store",
+                            relative.display()
+                        ),
+                    )))
+                }
+            }
+            match std::fs::symlink_metadata(&current) {
+                Ok(meta) if meta.is_dir() => {}
+                Ok(meta) => {
+                    return Err(Refusal::NotAFolder {
+                        path: current
+                            .strip_prefix(&self.root)
+                            .unwrap_or(&current)
+                            .display()
+                            .to_string(),
+                        what: describe(&meta.file_type()),
+                    })
+                }
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+                Err(e) => return Err(Refusal::Io(e)),
+            }
+        }
+        Ok(true)
+    }
 }
 
 /// Whether a directory entry is a real folder (not a link to one).
@@ -187,7 +336,65 @@ mod tests {
         assert!(check_real_folders(root, &root.join("entries/real/facts")).is_ok());
         assert!(check_real_folders(root, &root.join("entries/new/facts")).is_ok());
         let err = check_real_folders(root, &root.join("entries/linked/facts")).unwrap_err();
-        assert!(err.contains("entries/linked is a symbolic link"), "{err}");
+        assert!(
+            err.starts_with("entries/linked is a symbolic link"),
+            "{err}"
+        );
         assert!(check_real_folders(root, outside.path()).is_err());
+    }
+
+    #[test]
+    fn a_store_folder_is_checked_at_every_level_each_time_it_is_used() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("secret.txt"), "outside").unwrap();
+        let root = dir.path();
+        let folder = StoreDir::new(root, root.join("sessions/s1/tool_outputs"));
+        assert!(!folder.exists().unwrap(), "nothing there yet");
+        assert!(folder.entries().unwrap().is_none());
+        assert!(folder.read("secret.txt", 100).unwrap_err().is_not_found());
+        folder.create().unwrap();
+        std::fs::write(folder.file("a.txt"), "inside").unwrap();
+        assert_eq!(folder.read("a.txt", 100).unwrap(), b"inside");
+        std::fs::remove_dir_all(root.join("sessions")).unwrap();
+
+        // A link at each level, made after the folder value was: every use refuses it.
+        for level in ["sessions", "sessions/s1", "sessions/s1/tool_outputs"] {
+            std::fs::remove_dir_all(root.join("sessions")).ok();
+            std::fs::remove_file(root.join("sessions")).ok();
+            if let Some(parent) = Path::new(level).parent() {
+                std::fs::create_dir_all(root.join(parent)).unwrap();
+            }
+            std::os::unix::fs::symlink(outside.path(), root.join(level)).unwrap();
+            let expected = format!("{level} is a symbolic link, not a real folder");
+            for err in [
+                folder.check().unwrap_err(),
+                folder.create().unwrap_err(),
+                folder.read("secret.txt", 100).unwrap_err(),
+                folder.open("secret.txt", false).unwrap_err(),
+                folder.open("new.txt", true).unwrap_err(),
+                folder.entries().unwrap_err(),
+            ] {
+                assert!(err.to_string().starts_with(&expected), "{level}: {err}");
+            }
+            std::fs::remove_file(root.join(level)).unwrap();
+        }
+        assert_eq!(
+            std::fs::read_dir(outside.path()).unwrap().count(),
+            1,
+            "nothing was written outside"
+        );
+
+        std::fs::remove_dir_all(root.join("sessions")).unwrap();
+        std::fs::create_dir_all(root.join("sessions")).unwrap();
+        std::fs::write(root.join("sessions/s1"), "a file").unwrap();
+        let err = folder.create().unwrap_err().to_string();
+        assert!(
+            err.starts_with("sessions/s1 is a regular file, not a real folder"),
+            "{err}"
+        );
+        let escape = StoreDir::new(root, root.join("sessions/../.."));
+        assert!(escape.check().is_err());
+        assert!(StoreDir::new(root, outside.path()).check().is_err());
     }
 }

@@ -9,7 +9,8 @@ use serde_json::{Map, Value};
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SearchParams {
-    /// What to look for, in plain words.
+    /// What to look for, in plain words: at most 4096 bytes.
+    #[schemars(length(max = 4096))]
     pub query: String,
     /// The conversation whose memories (and the shared `global` ones) are searched; `default`
     /// when unset.
@@ -83,7 +84,8 @@ pub struct HistoryParams {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ArchiveSearchParams {
-    /// The words to find (case-insensitive).
+    /// The words to find (case-insensitive): at most 4096 bytes.
+    #[schemars(length(max = 4096))]
     pub query: String,
     /// Search this chat session's full log only.
     #[serde(default)]

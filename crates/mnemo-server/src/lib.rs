@@ -152,7 +152,8 @@ pub fn router(client: MemoryClient, options: ServerOptions) -> Router {
         upstream_probe: health::ProbeCache::default(),
         web_sessions: Arc::default(),
     };
-    // The last layer added runs first: metrics, then the guard, then authentication.
+    // The last layer added runs first: the web view's headers, metrics, then the guard,
+    // then authentication.
     web::mount(mcp::mount(routes, &state), &state)
         .fallback(passthrough::forward)
         .layer(axum::middleware::from_fn_with_state(
@@ -167,6 +168,7 @@ pub fn router(client: MemoryClient, options: ServerOptions) -> Router {
             state.clone(),
             metrics::time_requests,
         ))
+        .layer(axum::middleware::from_fn(web::secure_web_answers))
         .with_state(state)
 }
 

@@ -383,7 +383,8 @@ pub(crate) async fn tool_output(
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
 pub struct HistoryQuery {
-    /// The words to find (case-insensitive).
+    /// The words to find (case-insensitive): at most 4096 bytes.
+    #[param(max_length = 4096)]
     q: String,
     /// One session's log.
     session: Option<String>,

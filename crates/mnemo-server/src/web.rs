@@ -95,6 +95,20 @@ pub(crate) fn mount(router: Router<AppState>, state: &AppState) -> Router<AppSta
         .nest_service(mnemo_web::UI_PATH, service)
 }
 
+/// Gives every answer under `/ui` the web view's security headers, whoever made it: the
+/// view's pages and its router (404s, 405s, a 400 for a path that is not UTF-8), the
+/// sign-in page, and the guard's and authentication's refusals and redirects. The server's
+/// outermost layer.
+pub(crate) async fn secure_web_answers(request: Request, next: Next) -> Response {
+    let web = is_web_path(request.uri().path());
+    let response = next.run(request).await;
+    if web {
+        mnemo_web::secure(response).await
+    } else {
+        response
+    }
+}
+
 /// Whether `path` is one of the web view's.
 pub(crate) fn is_web_path(path: &str) -> bool {
     path == mnemo_web::UI_PATH || path.starts_with("/ui/")

@@ -671,3 +671,72 @@ async fn with_a_key_of_its_own_mnemo_sends_that_key_upstream() {
     assert_no_token_went_upstream(&llm);
     server.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_chat_naming_a_foreign_session_learns_nothing_of_it() {
+    let llm = ScriptedLlm::with_handler(model).await;
+    let server = start(Some(llm.base_url())).await;
+    let url = &server.url;
+    let completions = format!("{url}/v1/chat/completions");
+    let mut request = chat("Bob's session, soon deleted.");
+    request["memory_id"] = json!("bob");
+    request["memory_session"] = json!("bob-gone");
+    let (status, body) = post_as(&completions, FULL, request).await;
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = delete_as(&format!("{url}/v1/sessions/bob-gone"), FULL).await;
+    assert_eq!(status, 200, "{body}");
+
+    // Alice may not write bob's conversation: the scope answers first, whether or not she
+    // names a conversation, and says nothing of the session's state.
+    for memory_id in [None, Some("alice")] {
+        let mut request = chat("Alice tries bob's deleted session.");
+        request["memory_session"] = json!("bob-gone");
+        match memory_id {
+            Some(id) => request["memory_id"] = json!(id),
+            None => {
+                request.as_object_mut().unwrap().remove("memory_id");
+            }
+        }
+        let (status, body) = post_as(&completions, ALICE, request).await;
+        assert_forbidden(status, &body, "may not write conversation \"bob\"");
+        assert!(!error_message(&body).contains("deleted"), "{body}");
+    }
+
+    // A caller who may see it is told, with the session named as it was written.
+    let mut request = chat("Full token, deleted session.");
+    request["memory_session"] = json!("bob-gone");
+    request.as_object_mut().unwrap().remove("memory_id");
+    let (status, body) = post_as(&completions, FULL, request).await;
+    assert_eq!(status, 409, "{body}");
+    assert!(
+        error_message(&body).starts_with("session \"bob-gone\" was deleted at"),
+        "{body}"
+    );
+    let mut request = chat("Full token, a live session of bob's named under alice.");
+    request["memory_session"] = json!("bob-live");
+    request["memory_id"] = json!("bob");
+    let (status, body) = post_as(&completions, FULL, request.clone()).await;
+    assert_eq!(status, 200, "{body}");
+    request["memory_id"] = json!("alice");
+    let (status, body) = post_as(&completions, FULL, request).await;
+    assert_eq!(status, 400, "{body}");
+    let message = error_message(&body);
+    assert!(
+        message.starts_with("session \"bob-live\" belongs to another conversation than \"alice\""),
+        "{message}"
+    );
+    assert!(!message.contains("SessionId("), "{message}");
+    let (status, body) = post_as(
+        &format!("{url}/v1/sessions/bob-live/compact"),
+        FULL,
+        json!({}),
+    )
+    .await;
+    assert_eq!(status, 400, "{body}");
+    assert!(!error_message(&body).contains("SessionId("), "{body}");
+    assert!(
+        error_message(&body).starts_with("nothing to compact in session \"bob-live\""),
+        "{body}"
+    );
+    server.shutdown().await;
+}

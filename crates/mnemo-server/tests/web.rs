@@ -602,3 +602,95 @@ async fn a_session_page_shows_its_context_use_and_marks_compacted_and_offloaded_
     assert_eq!(status, 404);
     server.shutdown().await;
 }
+
+/// The headers every answer under `/ui` carries, checked on a raw answer's header lines.
+fn assert_secured(what: &str, head: &str) {
+    let head = head.to_ascii_lowercase();
+    for line in [
+        "content-security-policy: default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+        "x-frame-options: deny",
+        "x-content-type-options: nosniff",
+        "referrer-policy: same-origin",
+        "cache-control: ",
+    ] {
+        assert!(head.contains(line), "{what}: no {line:?} in\n{head}");
+    }
+}
+
+/// Sends `method path` raw (no client normalises or checks the path); the status and the
+/// answer's head.
+fn raw_head(url: &str, method: &str, path: &str, extra: &str) -> (u16, String) {
+    let host = url.trim_start_matches("http://");
+    let answer = raw(
+        url,
+        &format!(
+            "{method} {path} HTTP/1.1\r\nHost: {host}\r\n{extra}Content-Length: 0\r\nConnection: close\r\n\r\n"
+        ),
+    );
+    let head = answer
+        .split("\r\n\r\n")
+        .next()
+        .unwrap_or_default()
+        .to_owned();
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    (status, head)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_answer_under_ui_carries_the_security_headers() {
+    let (server, _llm) = server_with_facts(ServerOptions::default()).await;
+    let url = &server.url;
+    for (method, path, expected) in [
+        ("GET", "/ui/", 200),
+        ("GET", "/ui/search", 200),
+        ("GET", "/ui/style.css", 200),
+        ("GET", "/ui/nowhere", 404),
+        ("GET", "/ui/memories/not-an-id", 400),
+        // Made by the router itself, not by a page.
+        ("POST", "/ui/search", 405),
+        ("DELETE", "/ui/", 405),
+        ("PUT", "/ui/sessions", 405),
+        ("GET", "/ui/memories/%FF", 400),
+        ("GET", "/ui/conversations/%FF%FE", 400),
+        ("GET", "/ui/sessions/%C3%28", 400),
+    ] {
+        let (status, head) = raw_head(url, method, path, "");
+        assert_eq!(status, expected, "{method} {path}: {head}");
+        assert_secured(&format!("{method} {path}"), &head);
+    }
+    let (_, head) = raw_head(url, "GET", "/ui/style.css", "");
+    assert!(
+        head.to_ascii_lowercase()
+            .contains("cache-control: max-age=300"),
+        "the stylesheet keeps its own caching: {head}"
+    );
+    server.shutdown().await;
+
+    // With tokens: the sign-in page, the redirect to it, a refused sign-in.
+    let options = ServerOptions {
+        auth: tokens(),
+        ..ServerOptions::default()
+    };
+    let (server, _llm) = server_with_facts(options).await;
+    let url = &server.url;
+    for (method, path, extra, expected) in [
+        ("GET", "/ui/login", "", 200),
+        ("GET", "/ui/", "", 303),
+        ("GET", "/ui/memories/%FF", "", 303),
+        (
+            "POST",
+            "/ui/login",
+            "Content-Type: application/x-www-form-urlencoded\r\n",
+            400,
+        ),
+    ] {
+        let (status, head) = raw_head(url, method, path, extra);
+        assert_eq!(status, expected, "{method} {path}: {head}");
+        assert_secured(&format!("{method} {path} (tokens)"), &head);
+    }
+    server.shutdown().await;
+}

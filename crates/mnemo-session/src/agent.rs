@@ -8,6 +8,7 @@
 use std::path::{Path, PathBuf};
 
 use mnemo_core::ConversationId;
+use mnemo_store::untrusted::StoreDir;
 
 use crate::store::read_small;
 use crate::SessionError;
@@ -24,6 +25,7 @@ pub const INJECTED_LINES: usize = 200;
 /// One agent's notes.
 #[derive(Debug, Clone)]
 pub struct AgentNotes {
+    dir: StoreDir,
     path: PathBuf,
     relative: String,
 }
@@ -35,6 +37,7 @@ impl AgentNotes {
             .map_err(|e| SessionError::Invalid(e.describe("agent name")))?;
         let relative = format!("{AGENTS_DIR}/{}/{AGENT_MEMORY_FILE}", agent.as_str());
         Ok(Self {
+            dir: StoreDir::new(root, root.join(AGENTS_DIR).join(agent.as_str())),
             path: root.join(&relative),
             relative,
         })
@@ -44,11 +47,7 @@ impl AgentNotes {
     /// `agents/` with a valid agent name holding a `MEMORY.md`. Links are not followed.
     pub fn agents(root: &Path) -> Vec<String> {
         use mnemo_store::untrusted::is_real_folder;
-        let dir = root.join(AGENTS_DIR);
-        if crate::store::no_link(&dir).is_err() {
-            return Vec::new();
-        }
-        let Ok(entries) = std::fs::read_dir(&dir) else {
+        let Ok(Some(entries)) = StoreDir::new(root, root.join(AGENTS_DIR)).entries() else {
             return Vec::new();
         };
         let mut agents: Vec<String> = entries
@@ -141,13 +140,10 @@ impl AgentNotes {
     /// `agents/` and `agents/<agent>/` must be real folders: the notes are versioned, and a
     /// pulled link there would send writes outside the store.
     fn check_folders(&self) -> Result<(), SessionError> {
-        let agent_dir = self.path.parent().unwrap_or(&self.path);
-        for dir in [agent_dir.parent().unwrap_or(agent_dir), agent_dir] {
-            crate::store::no_link(dir).map_err(|message| SessionError::BadFile {
-                path: self.relative.clone(),
-                message: format!("{}: {message}", dir.display()),
-            })?;
-        }
+        self.dir.check().map_err(|refusal| SessionError::BadFile {
+            path: self.relative.clone(),
+            message: refusal.to_string(),
+        })?;
         Ok(())
     }
 
@@ -256,11 +252,11 @@ mod tests {
         let outside = tempfile::tempdir().unwrap();
         std::os::unix::fs::symlink(outside.path(), dir.path().join("agents/b")).unwrap();
         let linked = AgentNotes::new(dir.path(), "b").unwrap();
-        assert!(linked
-            .append("x")
-            .unwrap_err()
-            .to_string()
-            .contains("links"));
+        let err = linked.append("x").unwrap_err().to_string();
+        assert!(
+            err.contains("agents/b is a symbolic link, not a real folder"),
+            "{err}"
+        );
         assert!(linked.read().is_err());
         assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
     }

@@ -40,6 +40,14 @@ pub enum SessionError {
         /// The cause.
         source: io::Error,
     },
+    /// The session's log is full: the append was refused and nothing was written.
+    #[error("{path}: {message}")]
+    LogFull {
+        /// Store-relative path of the log.
+        path: String,
+        /// Its size and the limit.
+        message: String,
+    },
     /// The session changed under an operation that needed it as it was; trying again helps.
     #[error("{0}")]
     Changed(String),
@@ -63,7 +71,10 @@ impl SessionError {
     pub fn is_conflict(&self) -> bool {
         matches!(
             self,
-            SessionError::Deleted { .. } | SessionError::Exists(_) | SessionError::Changed(_)
+            SessionError::Deleted { .. }
+                | SessionError::Exists(_)
+                | SessionError::Changed(_)
+                | SessionError::LogFull { .. }
         )
     }
 }

@@ -7,17 +7,94 @@
 //! rest of the log stays readable.
 
 use std::fs::File;
-use std::io::{self, Read, Write};
+use std::io::{self, BufRead, Read, Write};
 use std::os::unix::fs::FileExt;
 use std::path::Path;
+use std::sync::{Condvar, Mutex};
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tracing::warn;
 
-/// The largest log read; a bigger file is refused rather than read into memory.
+/// The largest log read or written; a bigger file is refused rather than read into memory,
+/// and an append that would pass it is refused ([`LogFull`]).
 pub const MAX_LOG_BYTES: u64 = 512 << 20;
+
+/// Bytes of session logs the whole process reads at once, at most (one log of
+/// [`MAX_LOG_BYTES`]): a read waits while others fill the budget, so three 500 MiB logs read
+/// together are read one after another, not held together ([`ReadGate`]).
+pub const LOG_READ_BUDGET: u64 = MAX_LOG_BYTES;
+
+/// Why a skipped line was the torn last line an interrupted append leaves (the next append
+/// cuts it off).
+pub const TORN_LAST_LINE: &str = "torn last line (an append cut short), skipped";
+
+/// An append refused because the log would pass [`MAX_LOG_BYTES`]; the log is unchanged.
+#[derive(Debug, thiserror::Error)]
+#[error("the log is {size} bytes, and {adding} more would pass the {MAX_LOG_BYTES} bytes a session log may hold; nothing was written: continue in a new session")]
+pub struct LogFull {
+    /// The log's size.
+    pub size: u64,
+    /// The bytes the append would have added.
+    pub adding: u64,
+}
+
+/// Admits reads of session logs by their size, so that the bytes being read at once stay
+/// within a budget: a read waits while others hold more than the budget leaves for it
+/// (a read alone is always admitted). Reads hold their share only while they read.
+#[derive(Debug)]
+pub struct ReadGate {
+    budget: u64,
+    reading: Mutex<u64>,
+    freed: Condvar,
+}
+
+impl ReadGate {
+    /// A gate letting `budget` bytes be read at once.
+    pub const fn new(budget: u64) -> Self {
+        Self {
+            budget,
+            reading: Mutex::new(0),
+            freed: Condvar::new(),
+        }
+    }
+
+    /// Waits until `bytes` more may be read, and holds them until the returned value is
+    /// dropped.
+    pub fn admit(&self, bytes: u64) -> Admitted<'_> {
+        let bytes = bytes.min(self.budget);
+        let mut reading = self.reading.lock().unwrap_or_else(|p| p.into_inner());
+        while *reading > 0 && reading.saturating_add(bytes) > self.budget {
+            reading = self.freed.wait(reading).unwrap_or_else(|p| p.into_inner());
+        }
+        *reading += bytes;
+        Admitted { gate: self, bytes }
+    }
+
+    /// Bytes being read now.
+    pub fn reading(&self) -> u64 {
+        *self.reading.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// A read admitted by a [`ReadGate`]; its share is given back when dropped.
+#[derive(Debug)]
+pub struct Admitted<'g> {
+    gate: &'g ReadGate,
+    bytes: u64,
+}
+
+impl Drop for Admitted<'_> {
+    fn drop(&mut self) {
+        let mut reading = self.gate.reading.lock().unwrap_or_else(|p| p.into_inner());
+        *reading -= self.bytes;
+        self.gate.freed.notify_all();
+    }
+}
+
+/// The process's gate for every log read ([`LOG_READ_BUDGET`]).
+static READ_GATE: ReadGate = ReadGate::new(LOG_READ_BUDGET);
 
 /// One line of the log.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -95,49 +172,92 @@ pub struct ReadLog {
     pub bytes: u64,
     /// Why lines were skipped (`line N: ...`).
     pub skipped: Vec<String>,
+    /// Whether the last entry of `skipped` is a torn last line, which the next append cuts
+    /// off (the other skipped lines stay in the log).
+    pub torn: bool,
 }
 
-/// Reads the log at `path`; a missing file is an empty log.
+impl ReadLog {
+    /// What `skipped` says once an append has been made: the torn last line is gone, the
+    /// other skipped lines are still there.
+    pub fn skipped_after_append(skipped: &[String], torn: bool) -> Vec<String> {
+        let keep = if torn {
+            skipped.len().saturating_sub(1)
+        } else {
+            skipped.len()
+        };
+        skipped[..keep].to_vec()
+    }
+}
+
+/// Reads the log at `path`; a missing file is an empty log. The log is streamed a line at a
+/// time (never held whole beside its records), never read past [`MAX_LOG_BYTES`], and
+/// admitted by the process's [`ReadGate`].
 pub fn read(path: &Path) -> io::Result<ReadLog> {
-    let mut file = match open_regular(path, false) {
+    read_with(path, &READ_GATE)
+}
+
+/// [`read`], admitted by `gate`.
+pub fn read_with(path: &Path, gate: &ReadGate) -> io::Result<ReadLog> {
+    let file = match open_regular(path, false) {
         Ok(file) => file,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(ReadLog::default()),
         Err(e) => return Err(e),
     };
-    let bytes = file.metadata()?.len();
-    if bytes > MAX_LOG_BYTES {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidData,
-            format!("the log is {bytes} bytes, more than the {MAX_LOG_BYTES} mnemo reads"),
-        ));
+    let size = file.metadata()?.len();
+    if size > MAX_LOG_BYTES {
+        return Err(too_large(size));
     }
-    let mut text = Vec::with_capacity(bytes as usize);
-    file.read_to_end(&mut text)?;
-    let mut log = ReadLog {
-        bytes: text.len() as u64,
-        ..ReadLog::default()
-    };
-    let ends_whole = text.last().is_none_or(|b| *b == b'\n');
-    let lines: Vec<&[u8]> = text.split(|b| *b == b'\n').collect();
-    let last = lines.len().saturating_sub(1);
-    for (i, line) in lines.iter().enumerate() {
-        if line.iter().all(u8::is_ascii_whitespace) {
+    let _admitted = gate.admit(size);
+    // A file that grows while it is read is cut off past the limit and refused.
+    let mut reader =
+        io::BufReader::with_capacity(64 * 1024, file.take(MAX_LOG_BYTES.saturating_add(1)));
+    let mut log = ReadLog::default();
+    let mut line = Vec::new();
+    let mut number = 0usize;
+    loop {
+        line.clear();
+        let read = reader.read_until(b'\n', &mut line)?;
+        if read == 0 {
+            break;
+        }
+        log.bytes += read as u64;
+        if log.bytes > MAX_LOG_BYTES {
+            return Err(too_large(log.bytes));
+        }
+        number += 1;
+        // Only the last line can lack its newline.
+        let whole = line.last() == Some(&b'\n');
+        let text = if whole {
+            &line[..line.len() - 1]
+        } else {
+            &line[..]
+        };
+        if text.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        match serde_json::from_slice::<Record>(line) {
+        match serde_json::from_slice::<Record>(text) {
             Ok(record) => log.records.push(record),
             Err(e) => {
-                let why = if i == last && !ends_whole {
-                    "torn last line (an append cut short), skipped".to_owned()
-                } else {
+                let why = if whole {
                     format!("not a log record ({e}), skipped")
+                } else {
+                    log.torn = true;
+                    TORN_LAST_LINE.to_owned()
                 };
-                warn!(path = %path.display(), line = i + 1, "{why}");
-                log.skipped.push(format!("line {}: {why}", i + 1));
+                warn!(path = %path.display(), line = number, "{why}");
+                log.skipped.push(format!("line {number}: {why}"));
             }
         }
     }
     Ok(log)
+}
+
+fn too_large(bytes: u64) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidData,
+        format!("the log is {bytes} bytes, more than the {MAX_LOG_BYTES} mnemo reads"),
+    )
 }
 
 /// Appends `records` to the log at `path` (created if missing) and fsyncs it; returns the
@@ -151,6 +271,16 @@ pub fn append(path: &Path, records: &[Record]) -> io::Result<u64> {
     let created = !path.exists();
     let mut file = open_regular(path, true)?;
     let len = file.metadata()?.len();
+    if len > MAX_LOG_BYTES {
+        // Already past it (a hand-made file): nothing is cut off or added.
+        return Err(io::Error::new(
+            io::ErrorKind::FileTooLarge,
+            LogFull {
+                size: len,
+                adding: bytes.len() as u64,
+            },
+        ));
+    }
     let clean = clean_length(&file, len)?;
     if clean < len {
         let mut tail = vec![0u8; (len - clean) as usize];
@@ -169,12 +299,11 @@ pub fn append(path: &Path, records: &[Record]) -> io::Result<u64> {
         }
     }
     let end = file.metadata()?.len();
-    if end + bytes.len() as u64 > MAX_LOG_BYTES {
+    let adding = bytes.len() as u64;
+    if end.saturating_add(adding) > MAX_LOG_BYTES {
         return Err(io::Error::new(
-            io::ErrorKind::InvalidData,
-            format!(
-                "the log would pass the {MAX_LOG_BYTES} bytes mnemo reads; start a new session"
-            ),
+            io::ErrorKind::FileTooLarge,
+            LogFull { size: end, adding },
         ));
     }
     // O_APPEND: whatever else writes to the file, a record is never written over another.
@@ -327,5 +456,122 @@ mod tests {
             .contains("symbolic link"));
         assert!(append(&link, &[user("x")]).is_err());
         assert_eq!(std::fs::read_to_string(&target).unwrap(), "");
+    }
+
+    #[test]
+    fn a_full_log_refuses_the_append_and_loses_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("messages.jsonl");
+        // A sparse file of exactly the limit, ending on a whole record.
+        let mut last = serde_json::to_vec(&user("the last words")).unwrap();
+        last.push(b'\n');
+        let file = File::create(&path).unwrap();
+        file.set_len(MAX_LOG_BYTES - last.len() as u64).unwrap();
+        file.write_all_at(&last, MAX_LOG_BYTES - last.len() as u64)
+            .unwrap();
+        drop(file);
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), MAX_LOG_BYTES);
+
+        let err = append(&path, &[user("one more")]).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::FileTooLarge);
+        let full = err.get_ref().unwrap().downcast_ref::<LogFull>().unwrap();
+        assert_eq!(full.size, MAX_LOG_BYTES);
+        let text = err.to_string();
+        assert!(
+            text.contains(
+                "would pass the 536870912 bytes a session log may hold; nothing was written"
+            ),
+            "{text}"
+        );
+        // Nothing lost, nothing added: the same size, the same last record.
+        let file = File::open(&path).unwrap();
+        assert_eq!(file.metadata().unwrap().len(), MAX_LOG_BYTES);
+        let mut tail = vec![0u8; last.len()];
+        file.read_exact_at(&mut tail, MAX_LOG_BYTES - last.len() as u64)
+            .unwrap();
+        assert_eq!(tail, last);
+
+        // One byte more (a hand-made file): refused as it is, not cut or read.
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap()
+            .write_all(b"x")
+            .unwrap();
+        let started = std::time::Instant::now();
+        let err = append(&path, &[user("more")]).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::FileTooLarge, "{err}");
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), MAX_LOG_BYTES + 1);
+        let err = read(&path).unwrap_err().to_string();
+        assert!(err.contains("more than the 536870912 mnemo reads"), "{err}");
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(5),
+            "refused from its size, not read"
+        );
+    }
+
+    #[test]
+    fn reads_are_admitted_within_the_budget_of_bytes_read_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("messages.jsonl");
+        append(&path, &[user("a"), user("b")]).unwrap();
+        let size = std::fs::metadata(&path).unwrap().len();
+        let gate = std::sync::Arc::new(ReadGate::new(size + 10));
+        // Another read holds most of the budget: this one waits for it.
+        let held = gate.admit(size);
+        let (done, finished) = std::sync::mpsc::channel();
+        let reader = {
+            let gate = gate.clone();
+            let path = path.clone();
+            std::thread::spawn(move || {
+                let log = read_with(&path, &gate).unwrap();
+                done.send(log.records.len()).unwrap();
+            })
+        };
+        assert!(
+            finished
+                .recv_timeout(std::time::Duration::from_millis(300))
+                .is_err(),
+            "the read waited"
+        );
+        assert_eq!(gate.reading(), size);
+        drop(held);
+        assert_eq!(
+            finished
+                .recv_timeout(std::time::Duration::from_secs(10))
+                .unwrap(),
+            2
+        );
+        reader.join().unwrap();
+        assert_eq!(gate.reading(), 0, "its share was given back");
+        // A read alone is admitted whatever its size.
+        let small = ReadGate::new(1);
+        assert_eq!(read_with(&path, &small).unwrap().records.len(), 2);
+    }
+
+    #[test]
+    fn a_log_is_read_a_line_at_a_time_with_the_same_results() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("messages.jsonl");
+        append(&path, &[user("a")]).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        std::fs::write(&path, format!("{text}\n  \nnot json\n{text}{{\"kind\":")).unwrap();
+        let log = read(&path).unwrap();
+        assert_eq!(log.records.len(), 2);
+        assert_eq!(log.bytes, std::fs::metadata(&path).unwrap().len());
+        assert_eq!(log.skipped.len(), 2, "{:?}", log.skipped);
+        assert!(log.skipped[0].starts_with("line 4: not a log record"));
+        assert_eq!(log.skipped[1], format!("line 6: {TORN_LAST_LINE}"));
+        assert!(log.torn);
+        assert_eq!(
+            ReadLog::skipped_after_append(&log.skipped, log.torn),
+            log.skipped[..1].to_vec(),
+            "the append cuts the torn line off; the malformed one stays"
+        );
+        append(&path, &[user("b")]).unwrap();
+        let log = read(&path).unwrap();
+        assert_eq!(log.records.len(), 3);
+        assert_eq!(log.skipped.len(), 1);
+        assert!(!log.torn);
     }
 }

@@ -147,12 +147,18 @@ pub fn search<'a>(
         spans.truncate(limit);
         excerpts.extend(spans.into_iter().map(|span| span.excerpt(session, &lines)));
     }
+    best(excerpts, limit)
+}
+
+/// The best `limit` (at most [`MAX_EXCERPTS`]) of `excerpts`, best first: what [`search`]
+/// returns, for excerpts gathered a log at a time.
+pub fn best(mut excerpts: Vec<Excerpt>, limit: usize) -> Vec<Excerpt> {
     excerpts.sort_by(|a, b| {
         best_first(a.score, b.score, a.at, b.at)
             .then(a.session.cmp(&b.session))
             .then(a.line.cmp(&b.line))
     });
-    excerpts.truncate(limit);
+    excerpts.truncate(limit.min(MAX_EXCERPTS));
     excerpts
 }
 

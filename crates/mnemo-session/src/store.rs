@@ -9,10 +9,16 @@
 //!
 //! The log is the truth; `session.yaml` is what listing needs without reading every log, and
 //! its message count is corrected from the log whenever the log is read.
+//!
+//! Every folder here (`sessions/`, `sessions/<id>/`, its `summaries/` and `tool_outputs/`) is
+//! a [`StoreDir`]: each read, listing, write and fork checks that every folder from the
+//! store's root down is a real folder, so a link planted at any level is refused, naming it.
 
 use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, Utc};
+use mnemo_core::ConversationId;
+use mnemo_store::untrusted::{Refusal, StoreDir};
 use serde::{Deserialize, Serialize};
 use tracing::warn;
 
@@ -112,6 +118,16 @@ pub struct LoadedSession {
     pub log_bytes: u64,
     /// Lines of the log skipped as unreadable.
     pub skipped: Vec<String>,
+    /// Whether the last of `skipped` is a torn last line (the next append cuts it off).
+    pub torn: bool,
+}
+
+impl LoadedSession {
+    /// The skipped lines that stay once an append is made (see
+    /// [`ReadLog::skipped_after_append`]).
+    pub fn skipped_after_append(&self) -> Vec<String> {
+        ReadLog::skipped_after_append(&self.skipped, self.torn)
+    }
 }
 
 /// The sessions of one store.
@@ -128,24 +144,29 @@ impl SessionStore {
         }
     }
 
+    /// The folder of every session.
+    fn sessions_dir(&self) -> StoreDir {
+        StoreDir::new(&self.root, self.root.join(SESSIONS_DIR))
+    }
+
     /// The folder of session `id`.
-    pub fn dir(&self, id: &SessionId) -> PathBuf {
-        self.root.join(SESSIONS_DIR).join(id.as_str())
+    pub fn dir(&self, id: &SessionId) -> StoreDir {
+        self.sessions_dir().child(id.as_str())
     }
 
     /// The folder of the tool outputs offloaded for session `id`.
-    pub fn tool_outputs_dir(&self, id: &SessionId) -> PathBuf {
-        self.dir(id).join(TOOL_OUTPUTS_DIR)
+    pub fn tool_outputs_dir(&self, id: &SessionId) -> StoreDir {
+        self.dir(id).child(TOOL_OUTPUTS_DIR)
     }
 
     /// The folder of the summaries kept for session `id`.
-    pub fn summaries_dir(&self, id: &SessionId) -> PathBuf {
-        self.dir(id).join(SUMMARIES_DIR)
+    pub fn summaries_dir(&self, id: &SessionId) -> StoreDir {
+        self.dir(id).child(SUMMARIES_DIR)
     }
 
     /// The path of session `id`'s log.
     pub fn log_path(&self, id: &SessionId) -> PathBuf {
-        self.dir(id).join(LOG_FILE)
+        self.dir(id).file(LOG_FILE)
     }
 
     /// `path` relative to the store, for messages.
@@ -156,26 +177,28 @@ impl SessionStore {
             .to_string()
     }
 
-    /// The settings of session `id`; `None` when it does not exist.
+    /// The settings of session `id`; `None` when it does not exist. Its conversation and
+    /// agent must be valid names: a hand edit that breaks one is a fault of the file, named.
     pub fn meta(&self, id: &SessionId) -> Result<Option<SessionMeta>, SessionError> {
-        let sessions = self.root.join(SESSIONS_DIR);
-        no_link(&sessions).map_err(|message| self.bad(&sessions, &message))?;
         let dir = self.dir(id);
-        match std::fs::symlink_metadata(&dir) {
-            Ok(meta) if meta.is_dir() => {}
-            Ok(_) => return Err(self.bad(&dir, "not a folder (links are refused)")),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(self.io("read", &dir, e)),
+        if !dir.exists().map_err(|e| self.refused(&dir, e))? {
+            return Ok(None);
         }
-        let path = dir.join(META_FILE);
+        let path = dir.file(META_FILE);
         let text = match read_small(&path, MAX_META_BYTES) {
             Ok(Some(text)) => text,
             Ok(None) => return Ok(None),
             Err(message) => return Err(self.bad(&path, &message)),
         };
-        mnemo_store::untrusted::from_yaml(&text)
-            .map(Some)
-            .map_err(|e| self.bad(&path, &format!("not valid session settings: {e}")))
+        let meta: SessionMeta = mnemo_store::untrusted::from_yaml(&text)
+            .map_err(|e| self.bad(&path, &format!("not valid session settings: {e}")))?;
+        ConversationId::new(&meta.conversation)
+            .map_err(|e| self.bad(&path, &format!("conversation: {e}")))?;
+        if let Some(agent) = &meta.agent {
+            ConversationId::new(agent)
+                .map_err(|e| self.bad(&path, &format!("agent: {}", e.describe("agent name"))))?;
+        }
+        Ok(Some(meta))
     }
 
     /// Session `id`'s settings, which must exist (deleted or not).
@@ -199,10 +222,10 @@ impl SessionStore {
     /// Writes session `id`'s settings (atomically), creating its folder.
     pub fn write_meta(&self, id: &SessionId, meta: &SessionMeta) -> Result<(), SessionError> {
         let dir = self.dir(id);
-        if !dir.exists() {
+        if !dir.exists().map_err(|e| self.refused(&dir, e))? {
             self.claim(id)?;
         }
-        let path = dir.join(META_FILE);
+        let path = dir.file(META_FILE);
         let yaml = serde_saphyr::to_string(meta)
             .map_err(|e| SessionError::Invalid(format!("cannot write session settings: {e}")))?;
         let text =
@@ -220,6 +243,7 @@ impl SessionStore {
             records,
             bytes,
             skipped,
+            torn,
         } = self.read_log(id)?;
         let history = History::replay(&records);
         meta.messages = history.logged_messages;
@@ -229,23 +253,44 @@ impl SessionStore {
             history,
             log_bytes: bytes,
             skipped,
+            torn,
         }))
     }
 
     /// Session `id`'s log as it is on disk (every record, abandoned branches included).
     pub fn read_log(&self, id: &SessionId) -> Result<ReadLog, SessionError> {
+        let dir = self.dir(id);
+        dir.check().map_err(|e| self.refused(&dir, e))?;
         let path = self.log_path(id);
         log::read(&path).map_err(|e| self.io("read", &path, e))
     }
 
-    /// Appends `records` to session `id`'s log and fsyncs it; returns the log's new size.
+    /// Appends `records` to session `id`'s log and fsyncs it; returns the log's new size. A
+    /// log that would pass [`log::MAX_LOG_BYTES`] is a [`SessionError::LogFull`], and
+    /// nothing is written.
     pub fn append(&self, id: &SessionId, records: &[Record]) -> Result<u64, SessionError> {
+        let dir = self.dir(id);
+        dir.check().map_err(|e| self.refused(&dir, e))?;
         let path = self.log_path(id);
-        log::append(&path, records).map_err(|e| self.io("append to", &path, e))
+        log::append(&path, records).map_err(|e| {
+            match e
+                .get_ref()
+                .and_then(|inner| inner.downcast_ref::<log::LogFull>())
+            {
+                Some(full) => SessionError::LogFull {
+                    path: self.relative(&path),
+                    message: full.to_string(),
+                },
+                None => self.io("append to", &path, e),
+            }
+        })
     }
 
-    /// The size of session `id`'s log (0 when there is none yet).
+    /// The size of session `id`'s log (0 when there is none yet, or it cannot be reached).
     pub fn log_bytes(&self, id: &SessionId) -> u64 {
+        if self.dir(id).check().is_err() {
+            return 0;
+        }
         std::fs::symlink_metadata(self.log_path(id))
             .map(|m| m.len())
             .unwrap_or(0)
@@ -257,11 +302,11 @@ impl SessionStore {
         &self,
         include_deleted: bool,
     ) -> Result<Vec<(SessionId, SessionMeta)>, SessionError> {
-        let dir = self.root.join(SESSIONS_DIR);
-        let entries = match std::fs::read_dir(&dir) {
-            Ok(entries) => entries,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(self.io("list", &dir, e)),
+        let dir = self.sessions_dir();
+        let entries = match dir.entries() {
+            Ok(Some(entries)) => entries,
+            Ok(None) => return Ok(Vec::new()),
+            Err(e) => return Err(self.refused(&dir, e)),
         };
         let mut sessions = Vec::new();
         for entry in entries.flatten() {
@@ -284,35 +329,60 @@ impl SessionStore {
     /// Creates session `id`'s folder, durably; a folder that exists already is a
     /// [`SessionError::Exists`] (two creators cannot both win).
     fn claim(&self, id: &SessionId) -> Result<(), SessionError> {
-        let sessions = self.root.join(SESSIONS_DIR);
-        std::fs::create_dir_all(&sessions).map_err(|e| self.io("create", &sessions, e))?;
+        let sessions = self.sessions_dir();
+        sessions.create().map_err(|e| self.refused(&sessions, e))?;
         let dir = self.dir(id);
-        match std::fs::create_dir(&dir) {
-            Ok(()) => log::sync_parent(&dir).map_err(|e| self.io("create", &dir, e)),
+        match std::fs::create_dir(dir.path()) {
+            Ok(()) => log::sync_parent(dir.path()).map_err(|e| self.io("create", dir.path(), e)),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
                 Err(SessionError::Exists(id.to_string()))
             }
-            Err(e) => Err(self.io("create", &dir, e)),
+            Err(e) => Err(self.io("create", dir.path(), e)),
         }
     }
 
     /// Copies session `id` (log, kept summaries and offloaded outputs) under `new_id`, with
     /// `parent` set; the original is not touched. A deleted session may be forked: the copy
-    /// is live.
+    /// is live. A fork that fails leaves nothing: the new folder is removed, so its id is
+    /// free again.
     pub fn fork(&self, id: &SessionId, new_id: &SessionId) -> Result<SessionMeta, SessionError> {
         let source = self.existing_meta(id)?;
         self.claim(new_id)?;
+        let copied = self.copy_session(id, new_id, source);
+        if copied.is_err() {
+            let made = self.dir(new_id);
+            // Only what this fork made: the folder it claimed, a real folder (checked).
+            if made.check().is_ok() {
+                if let Err(e) = std::fs::remove_dir_all(made.path()) {
+                    warn!(
+                        "cannot remove {} after a failed fork: {e}",
+                        self.relative(made.path())
+                    );
+                }
+            }
+        }
+        copied
+    }
+
+    fn copy_session(
+        &self,
+        id: &SessionId,
+        new_id: &SessionId,
+        source: SessionMeta,
+    ) -> Result<SessionMeta, SessionError> {
         let from = self.log_path(id);
         let to = self.log_path(new_id);
-        let to_dir = self.dir(new_id);
-        let bytes = if from.exists() {
+        let from_dir = self.dir(id);
+        from_dir.check().map_err(|e| self.refused(&from_dir, e))?;
+        let bytes = if std::fs::symlink_metadata(&from).is_ok() {
             log::copy(&from, &to).map_err(|e| self.io("copy", &from, e))?
         } else {
             0
         };
         for folder in [SUMMARIES_DIR, TOOL_OUTPUTS_DIR] {
-            let src = self.dir(id).join(folder);
-            copy_files(&src, &to_dir.join(folder)).map_err(|e| self.io("copy", &src, e))?;
+            let src = self.dir(id).child(folder);
+            let dst = self.dir(new_id).child(folder);
+            self.copy_files(&src, &dst)?;
         }
         let now = Utc::now();
         let meta = SessionMeta {
@@ -327,12 +397,48 @@ impl SessionStore {
         Ok(meta)
     }
 
+    /// Copies the regular files of `from` (not recursing, not following links) into `to`;
+    /// both folders are checked at every level.
+    fn copy_files(&self, from: &StoreDir, to: &StoreDir) -> Result<(), SessionError> {
+        let entries = match from.entries() {
+            Ok(Some(entries)) => entries,
+            Ok(None) => return Ok(()),
+            Err(e) => return Err(self.refused(from, e)),
+        };
+        to.create().map_err(|e| self.refused(to, e))?;
+        for entry in entries.flatten() {
+            if entry.file_type().is_ok_and(|t| t.is_file()) {
+                let source = entry.path();
+                std::fs::copy(&source, to.file(entry.file_name()))
+                    .map_err(|e| self.io("copy", &source, e))?;
+            }
+        }
+        Ok(())
+    }
+
     /// Marks session `id` deleted; its folder stays (like a memory's tombstone).
     pub fn delete(&self, id: &SessionId) -> Result<SessionMeta, SessionError> {
         let mut meta = self.live_meta(id)?;
         meta.deleted_at = Some(Utc::now());
         self.write_meta(id, &meta)?;
         Ok(meta)
+    }
+
+    /// A folder refused by the store's rules (a link, a file), or that cannot be read.
+    fn refused(&self, dir: &StoreDir, refusal: Refusal) -> SessionError {
+        match refusal {
+            Refusal::Io(source) => self.io("read", dir.path(), source),
+            Refusal::NotAFolder { path, what } => SessionError::BadFile {
+                path,
+                message: format!(
+                    "{what}, not a real folder; mnemo reads and writes only real folders under the store"
+                ),
+            },
+            other => SessionError::BadFile {
+                path: self.relative(dir.path()),
+                message: other.to_string(),
+            },
+        }
     }
 
     fn bad(&self, path: &Path, message: &str) -> SessionError {
@@ -361,33 +467,6 @@ pub(crate) fn read_small(path: &Path, limit: u64) -> Result<Option<String>, Stri
         Err(e) if e.is_not_found() => Ok(None),
         Err(e) => Err(e.to_string()),
     }
-}
-
-/// Refuses `dir` when it exists as anything but a real folder: a link in the store would
-/// send reads and writes elsewhere.
-pub(crate) fn no_link(dir: &Path) -> Result<(), String> {
-    match std::fs::symlink_metadata(dir) {
-        Ok(meta) if !meta.is_dir() => {
-            Err("not a folder (links and special files are refused)".into())
-        }
-        _ => Ok(()),
-    }
-}
-
-/// Copies the regular files of `from` (not recursing, not following links) into `to`.
-fn copy_files(from: &Path, to: &Path) -> std::io::Result<()> {
-    let entries = match std::fs::read_dir(from) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(e),
-    };
-    std::fs::create_dir_all(to)?;
-    for entry in entries.flatten() {
-        if entry.file_type().is_ok_and(|t| t.is_file()) {
-            std::fs::copy(entry.path(), to.join(entry.file_name()))?;
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -494,6 +573,163 @@ mod tests {
         let elsewhere = tempfile::tempdir().unwrap();
         std::os::unix::fs::symlink(elsewhere.path(), dir.path().join("sessions/y")).unwrap();
         let err = store.meta(&id("y")).unwrap_err().to_string();
-        assert!(err.contains("links are refused"), "{err}");
+        assert!(
+            err.starts_with("sessions/y: a symbolic link, not a real folder"),
+            "{err}"
+        );
+    }
+
+    fn session_with_files(store: &SessionStore, name: &str) -> SessionId {
+        let sid = id(name);
+        store
+            .write_meta(&sid, &SessionMeta::new("c", None, "hi"))
+            .unwrap();
+        store
+            .append(
+                &sid,
+                &[Record::message(json!({"role": "user", "content": "hi"}))],
+            )
+            .unwrap();
+        for folder in [store.summaries_dir(&sid), store.tool_outputs_dir(&sid)] {
+            folder.create().unwrap();
+            std::fs::write(folder.file("kept.txt"), "inside").unwrap();
+        }
+        sid
+    }
+
+    #[test]
+    fn a_link_at_any_level_of_a_session_is_refused_and_nothing_crosses_it() {
+        let (dir, store) = store();
+        let root = dir.path();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("secret.txt"), "outside").unwrap();
+        std::fs::write(outside.path().join(META_FILE), "title: t\nconversation: c\ncreated_at: 2026-01-01T00:00:00Z\nupdated_at: 2026-01-01T00:00:00Z\n").unwrap();
+        let sid = session_with_files(&store, "s");
+        for level in [
+            "sessions/s/tool_outputs",
+            "sessions/s/summaries",
+            "sessions/s",
+            "sessions",
+        ] {
+            let moved = root.join("moved");
+            std::fs::rename(root.join(level), &moved).unwrap();
+            std::os::unix::fs::symlink(outside.path(), root.join(level)).unwrap();
+            let folder_only = level.ends_with("tool_outputs") || level.ends_with("summaries");
+            if !folder_only {
+                let err = store.meta(&sid).unwrap_err().to_string();
+                assert!(
+                    err.starts_with(&format!("{level}: a symbolic link, not a real folder")),
+                    "{level}: {err}"
+                );
+                assert!(store.read_log(&sid).is_err(), "{level}");
+                let err = store
+                    .append(
+                        &sid,
+                        &[Record::message(json!({"role": "user", "content": "x"}))],
+                    )
+                    .unwrap_err()
+                    .to_string();
+                assert!(
+                    err.contains("a symbolic link, not a real folder"),
+                    "{level}: {err}"
+                );
+                assert!(
+                    store
+                        .write_meta(&sid, &SessionMeta::new("c", None, "x"))
+                        .is_err(),
+                    "{level}"
+                );
+            }
+            for folder in [store.tool_outputs_dir(&sid), store.summaries_dir(&sid)] {
+                if !folder.path().starts_with(root.join(level)) {
+                    continue;
+                }
+                let err = folder.read("secret.txt", 100).unwrap_err().to_string();
+                assert!(
+                    err.contains("is a symbolic link, not a real folder"),
+                    "{level}: {err}"
+                );
+                assert!(folder.create().is_err(), "{level}");
+            }
+            // A fork neither reads through the link nor keeps a half-made copy.
+            let child = id("child");
+            let err = store.fork(&sid, &child).unwrap_err().to_string();
+            assert!(
+                err.contains("a symbolic link, not a real folder"),
+                "{level}: {err}"
+            );
+            if level != "sessions" {
+                assert!(
+                    !root.join("sessions/child").exists(),
+                    "{level}: the failed fork left its folder"
+                );
+            }
+            std::fs::remove_file(root.join(level)).unwrap();
+            std::fs::rename(&moved, root.join(level)).unwrap();
+        }
+        let mut outside_files: Vec<String> = std::fs::read_dir(outside.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        outside_files.sort();
+        assert_eq!(
+            outside_files,
+            ["secret.txt", META_FILE],
+            "nothing was written outside"
+        );
+        // Whole again, the session forks, and the id a failed fork tried is free.
+        store.fork(&sid, &id("child")).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(store.tool_outputs_dir(&id("child")).file("kept.txt")).unwrap(),
+            "inside"
+        );
+    }
+
+    #[test]
+    fn a_failed_fork_removes_what_it_made() {
+        let (dir, store) = store();
+        let sid = session_with_files(&store, "s");
+        // A log past the limit cannot be copied.
+        let log = std::fs::OpenOptions::new()
+            .append(true)
+            .open(store.log_path(&sid))
+            .unwrap();
+        log.set_len(log::MAX_LOG_BYTES + 1).unwrap();
+        let err = store.fork(&sid, &id("copy")).unwrap_err().to_string();
+        assert!(err.contains("more than the"), "{err}");
+        assert!(!dir.path().join("sessions/copy").exists());
+        assert!(store.meta(&id("copy")).unwrap().is_none());
+        log.set_len(0).unwrap();
+        store.fork(&sid, &id("copy")).unwrap();
+        assert!(
+            store.meta(&id("copy")).unwrap().is_some(),
+            "the id was free again"
+        );
+    }
+
+    #[test]
+    fn invalid_names_in_session_yaml_are_faults_of_the_file() {
+        let (dir, store) = store();
+        let s = dir.path().join("sessions/x");
+        std::fs::create_dir_all(&s).unwrap();
+        for (field, value) in [("agent", "../../etc"), ("conversation", "a/b")] {
+            let conversation = if field == "conversation" { value } else { "c" };
+            let mut text = format!("title: t\nconversation: {conversation}\ncreated_at: 2026-01-01T00:00:00Z\nupdated_at: 2026-01-01T00:00:00Z\n");
+            if field == "agent" {
+                text.push_str(&format!("agent: {value}\n"));
+            }
+            std::fs::write(s.join(META_FILE), text).unwrap();
+            let err = store.meta(&id("x")).unwrap_err();
+            assert!(
+                matches!(err, SessionError::BadFile { .. }),
+                "{field}: {err:?}"
+            );
+            assert!(!err.is_invalid_input(), "not the caller's fault: {err}");
+            let text = err.to_string();
+            assert!(
+                text.starts_with(&format!("sessions/x/session.yaml: {field}: ")),
+                "{text}"
+            );
+        }
     }
 }

@@ -3,7 +3,9 @@
 //! not an abort. Files themselves are read through [`mnemo_fs`] (links, FIFOs, size), which
 //! this module re-exports for the store's users.
 
-pub use mnemo_fs::{check_real_folders, is_real_folder, open_regular, read_regular, Refusal};
+pub use mnemo_fs::{
+    check_real_folders, is_real_folder, open_regular, read_regular, Refusal, StoreDir,
+};
 
 /// The largest memory file mnemo reads (1 MiB): a memory is a fact or a turn, and a turn is
 /// capped far below this when mnemo writes it.

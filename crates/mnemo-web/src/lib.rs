@@ -106,6 +106,17 @@ pub fn router(state: WebState) -> Router {
         .route("/sessions/{id}", get(sessions::one))
         .fallback(not_found)
         .with_state(state)
+        // Last, so it wraps everything the router answers: pages, error pages, and what
+        // axum makes itself (405s, a 400 for a path that is not UTF-8).
+        .layer(axum::middleware::map_response(secure))
+}
+
+/// Puts the web view's security headers ([`page::security_headers`]) on `response`: the one
+/// layer every answer under `/ui` passes through (the server applies it to the answers it
+/// makes there too: the sign-in page, redirects to it, refusals).
+pub async fn secure(mut response: Response) -> Response {
+    page::security_headers(response.headers_mut());
+    response
 }
 
 /// Where `GET /` sends a browser.

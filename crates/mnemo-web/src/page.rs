@@ -34,10 +34,16 @@ pub fn layout(title: &str, body: Markup) -> Markup {
     }
 }
 
-/// An HTML answer that neither caches nor lets itself be framed or run scripts.
+/// An HTML answer with `status`. Its security headers are the router's
+/// ([`secure`](crate::secure)), set on every answer under `/ui`.
 pub fn respond(status: StatusCode, markup: Markup) -> Response {
-    let mut response = (status, markup).into_response();
-    let headers = response.headers_mut();
+    (status, markup).into_response()
+}
+
+/// Sets the web view's security headers on `headers`: no scripts, frames, foreign forms or
+/// sniffing, no referrer outside mnemo, and no caching unless the answer says otherwise
+/// (the stylesheet).
+pub fn security_headers(headers: &mut axum::http::HeaderMap) {
     headers.insert(
         header::CONTENT_SECURITY_POLICY,
         HeaderValue::from_static(
@@ -49,12 +55,13 @@ pub fn respond(status: StatusCode, markup: Markup) -> Response {
         header::X_CONTENT_TYPE_OPTIONS,
         HeaderValue::from_static("nosniff"),
     );
-    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    headers
+        .entry(header::CACHE_CONTROL)
+        .or_insert(HeaderValue::from_static("no-store"));
     headers.insert(
         header::REFERRER_POLICY,
         HeaderValue::from_static("same-origin"),
     );
-    response
 }
 
 /// A page that could not be shown: rendered as an error page with its status.

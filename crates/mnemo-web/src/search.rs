@@ -11,8 +11,8 @@ use crate::conversations::conversation_id;
 use crate::page::{layout, respond, short, time, PageQuery};
 use crate::{Viewer, WebError, WebState};
 
-/// The longest query accepted, in bytes.
-pub const MAX_QUERY_BYTES: usize = 4096;
+/// The longest query accepted, in bytes: the engine's, for every front end.
+pub use mnemo_core::MAX_QUERY_BYTES;
 
 /// The search form's fields.
 #[derive(Debug, Default, Deserialize)]

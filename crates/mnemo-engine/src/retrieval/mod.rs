@@ -62,7 +62,8 @@ use rank::{Candidate, Retriever};
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SearchRequest {
-    /// What to look for.
+    /// What to look for: at most [`mnemo_core::MAX_QUERY_BYTES`] (4 KiB).
+    #[schema(max_length = 4096)]
     pub query: String,
     /// The conversation whose memories (and `global`'s) are searched; `default` when unset.
     #[serde(default = "ConversationId::default_conversation")]
@@ -126,6 +127,13 @@ impl SearchRequest {
     /// The range checks of [`validate`](Self::validate), all but the filter's.
     fn check_knobs(&self) -> Result<(), EngineError> {
         let invalid = |m: String| Err(EngineError::InvalidInput(m));
+        if self.query.len() > mnemo_core::MAX_QUERY_BYTES {
+            return invalid(format!(
+                "query is {} bytes; a query holds at most {} (ask a question, not a document)",
+                self.query.len(),
+                mnemo_core::MAX_QUERY_BYTES
+            ));
+        }
         if let Some(k) = self.top_k.filter(|&k| k > MAX_TOP_K) {
             return invalid(format!("top_k may be at most {MAX_TOP_K}, got {k}"));
         }
@@ -505,6 +513,24 @@ mod tests {
             .unwrap_err();
         assert!(
             err.to_string().contains("top_k may be at most 100"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_query_has_a_documented_length_limit() {
+        let config = Config::default();
+        let longest = "é".repeat(mnemo_core::MAX_QUERY_BYTES / 2);
+        assert!(SearchRequest::new(longest.clone(), conv())
+            .validate()
+            .is_ok());
+        let err = SearchRequest::new(format!("{longest}x"), conv())
+            .resolve(&config)
+            .unwrap_err();
+        assert!(err.is_invalid_input());
+        assert!(
+            err.to_string()
+                .starts_with("query is 4097 bytes; a query holds at most 4096"),
             "{err}"
         );
     }
