@@ -360,11 +360,8 @@ async fn shutdown_waits_a_grace_period_and_the_next_start_resumes_what_is_left()
 #[tokio::test(flavor = "multi_thread")]
 async fn a_lost_index_server_answers_503_and_health_says_so_until_it_returns() {
     let dir = tempfile::tempdir().unwrap();
-    if let Err(why) = mnemo_qdrant::local::binary() {
-        eprintln!("skipped: {why}");
-        return;
-    }
-    let mut qdrant = mnemo_qdrant::local::LocalQdrant::start(&dir.path().join("qdrant"), 1)
+    mnemo_test_support::skip_unless!(mnemo_test_support::qdrant::binary());
+    let mut qdrant = mnemo_test_support::qdrant::LocalQdrant::start(&dir.path().join("qdrant"), 1)
         .unwrap_or_else(|e| panic!("{e}"));
     let index_url = qdrant.grpc_url(0);
     let store = dir.path().join("store");

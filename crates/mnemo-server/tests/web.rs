@@ -471,10 +471,7 @@ async fn with_tokens_a_browser_signs_in_and_sees_only_its_scope() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_person_browses_searches_reads_history_and_edits_in_chromium() {
-    if let Some(why) = browser::unavailable() {
-        eprintln!("skipping the browser test: {why}");
-        return;
-    }
+    mnemo_test_support::skip_unless!(browser::available());
     let (server, _llm) = server_with_facts(ServerOptions::default()).await;
     let browser = browser::Browser::start().await;
     browser.goto(&format!("{}/", server.url)).await;
