@@ -67,12 +67,7 @@ fn the_mcp_sdk_works_against_mnemo_mcp_over_stdio() {
         .env_remove("MNEMO_OPENAI_BASE_URL")
         .output()
         .unwrap();
-    assert!(
-        sdk.status.success(),
-        "stdout: {}\nstderr: {}",
-        String::from_utf8_lossy(&sdk.stdout),
-        String::from_utf8_lossy(&sdk.stderr)
-    );
+    support::assert_script_passed(&sdk, "mcp stdio: ok");
     // What MCP added is found by the command line's search.
     let found = mnemo(&store, &["search", "tea or coffee?", "-c", "mcp", "--json"]);
     let hits: serde_json::Value = serde_json::from_slice(&found.stdout).unwrap();
@@ -210,12 +205,7 @@ async fn the_mcp_sdk_works_against_mnemo_serve_over_http() {
         .current_dir(root())
         .output()
         .unwrap();
-    assert!(
-        sdk.status.success(),
-        "stdout: {}\nstderr: {}",
-        String::from_utf8_lossy(&sdk.stdout),
-        String::from_utf8_lossy(&sdk.stderr)
-    );
+    support::assert_script_passed(&sdk, "mcp http: ok");
 
     // `mnemo mcp` on the store the server holds forwards to the server's /mcp.
     assert!(
