@@ -11,9 +11,14 @@ use std::process::{Child, Command, Stdio};
 /// process and its base URL. The rest of its stdout is drained in the background, so the
 /// server never blocks on a full pipe.
 pub fn spawn_server(command: &mut Command) -> (Child, String) {
+    spawn_server_with_stderr(command, Stdio::inherit())
+}
+
+/// [`spawn_server`], with the server's stderr (its log) going to `stderr`.
+pub fn spawn_server_with_stderr(command: &mut Command, stderr: Stdio) -> (Child, String) {
     let mut child = command
         .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
+        .stderr(stderr)
         .spawn()
         .unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();

@@ -1256,3 +1256,39 @@ async fn health_reports_a_failing_commit_until_one_succeeds() {
     assert_eq!(body["versioning"]["error"], Value::Null);
     server.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn health_probes_the_upstream_at_most_once_per_5_s() {
+    let llm = ScriptedLlm::start().await;
+    let server = Server::start(Some(llm.base_url())).await;
+    let health = format!("{}/health", server.url);
+    let probes = || {
+        llm.requests()
+            .iter()
+            .filter(|r| r.path == "/v1/models")
+            .count()
+    };
+    // A flood, as a monitor gone wrong or anyone without a token could send: at once, then
+    // one after another.
+    let started = std::time::Instant::now();
+    let burst = futures_util::future::join_all((0..20).map(|_| post_get(&health))).await;
+    let mut answers = burst;
+    for _ in 0..20 {
+        answers.push(post_get(&health).await);
+    }
+    let elapsed = started.elapsed();
+    for (status, body) in &answers {
+        assert_eq!(*status, 200, "{body}");
+        assert_eq!(body["upstream"]["reachable"], true, "{body}");
+    }
+    // One probe answers for 5 s, so however slow this machine, 40 requests over `elapsed`
+    // make at most one probe per 5 s begun.
+    let allowed = 1 + (elapsed.as_secs() / 5) as usize;
+    let made = probes();
+    assert!(
+        (1..=allowed).contains(&made),
+        "{made} upstream probes for {} /health requests in {elapsed:?}",
+        answers.len()
+    );
+    server.shutdown().await;
+}
