@@ -22,8 +22,8 @@ use mnemo_core::{ConversationId, MemoryId, MemoryRecord, Role};
 use mnemo_index::{
     EdgeIndex, EdgeIndexOptions, Point, PointPayload, Query, QueryVector, SparseVector, VectorIndex,
 };
-use mnemo_qdrant::local::LocalQdrant;
 use mnemo_qdrant::{QdrantIndex, QdrantOptions};
+use mnemo_test_support::qdrant::LocalQdrant;
 use serde_json::{json, Value};
 
 mod support;
@@ -38,7 +38,7 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     let flag = |name: &str| args.iter().any(|a| a == name);
     let (json_out, quick) = (flag("--json"), flag("--quick"));
-    if let Err(why) = mnemo_qdrant::local::binary() {
+    if let Err(why) = mnemo_test_support::qdrant::binary() {
         eprintln!("index_backends needs the Qdrant server binary: {why}");
         std::process::exit(1);
     }

@@ -511,15 +511,15 @@ BROWSER_PACKAGES = ["chromium", "chromium-driver"]
 
 def install_browser() -> None:
     """Group test: headless Chromium and its WebDriver from Debian's packages, for the web
-    view's browser test. Without root or apt-get it says so; that test then skips, saying why
-    (a missing browser never fails set-up)."""
+    view's browser test. Without root or apt-get it says so; that test then skips, saying why,
+    or fails under CI=true (a missing browser never fails set-up itself)."""
     name = "chromium and chromium-driver (browser tests)"
     if all(p.exists() for p in BROWSER):
         print(f"ok        {name}")
         return
     if os.geteuid() != 0 or shutil.which("apt-get") is None:
         print(f"skipped   {name}: install Debian's {' and '.join(BROWSER_PACKAGES)} as root; "
-              "until then the browser test skips")
+              "until then the browser test skips (and fails under CI=true)")
         return
     print(f"installing {name} with apt-get", flush=True)
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
@@ -528,7 +528,8 @@ def install_browser() -> None:
         # A fresh machine may not have fetched the package lists yet.
         subprocess.run(["apt-get", "update", "-q"], env=env, stdout=subprocess.DEVNULL)
         if subprocess.run(install, env=env, stdout=subprocess.DEVNULL).returncode != 0:
-            print(f"skipped   {name}: apt-get failed; the browser test skips")
+            print(f"skipped   {name}: apt-get failed; the browser test skips "
+                  "(and fails under CI=true)")
             return
     print(f"installed {name}")
 

@@ -44,6 +44,7 @@ pub struct ServeArgs {
 
 pub async fn serve(global: &GlobalArgs, args: ServeArgs) -> CommandResult {
     let mut config = commands::load_config(global)?;
+    let max_body_bytes = max_body_bytes(args.max_body_mib);
     let address: SocketAddr = format!("{}:{}", args.host, args.port)
         .parse()
         .or_else(|_| format!("[{}]:{}", args.host, args.port).parse())
@@ -89,7 +90,7 @@ pub async fn serve(global: &GlobalArgs, args: ServeArgs) -> CommandResult {
         });
     }
     let options = ServerOptions {
-        max_body_bytes: args.max_body_mib.clamp(1, MAX_BODY_MIB) << 20,
+        max_body_bytes,
         upstream_label,
         allowed_hosts,
         allowed_origins: args.allow_origins,
@@ -110,6 +111,17 @@ pub async fn serve(global: &GlobalArgs, args: ServeArgs) -> CommandResult {
     }
     info!("stopped");
     Ok(())
+}
+
+/// The request body limit in bytes: `--max-body-mib` brought within 1 to [`MAX_BODY_MIB`],
+/// with a warning when it was not there. 0 would refuse every body, and a huge value would
+/// overflow into a small limit (2^44 MiB is 2^64 bytes, which wraps to 0).
+fn max_body_bytes(mib: usize) -> usize {
+    let clamped = mib.clamp(1, MAX_BODY_MIB);
+    if clamped != mib {
+        warn!("--max-body-mib {mib} is outside 1 to {MAX_BODY_MIB}; using {clamped}");
+    }
+    clamped << 20
 }
 
 /// Starts the local LLM when no upstream is configured (and `local` allows it), pointing

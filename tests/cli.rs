@@ -464,12 +464,10 @@ fn the_index_on_a_qdrant_server_is_reported_and_an_unreachable_one_exits_5() {
         "{stderr}"
     );
 
-    if let Err(why) = mnemo_qdrant::local::binary() {
-        eprintln!("skipped the rest: {why}");
-        return;
-    }
-    let qdrant = mnemo_qdrant::local::LocalQdrant::start(&store.root.with_extension("qdrant"), 1)
-        .unwrap_or_else(|e| panic!("{e}"));
+    mnemo_test_support::skip_unless!(mnemo_test_support::qdrant::binary());
+    let qdrant =
+        mnemo_test_support::qdrant::LocalQdrant::start(&store.root.with_extension("qdrant"), 1)
+            .unwrap_or_else(|e| panic!("{e}"));
     let url = qdrant.grpc_url(0);
     let env = [
         ("MNEMO_INDEX_URL", url.as_str()),

@@ -67,12 +67,7 @@ fn the_mcp_sdk_works_against_mnemo_mcp_over_stdio() {
         .env_remove("MNEMO_OPENAI_BASE_URL")
         .output()
         .unwrap();
-    assert!(
-        sdk.status.success(),
-        "stdout: {}\nstderr: {}",
-        String::from_utf8_lossy(&sdk.stdout),
-        String::from_utf8_lossy(&sdk.stderr)
-    );
+    support::assert_script_passed(&sdk, "mcp stdio: ok");
     // What MCP added is found by the command line's search.
     let found = mnemo(&store, &["search", "tea or coffee?", "-c", "mcp", "--json"]);
     let hits: serde_json::Value = serde_json::from_slice(&found.stdout).unwrap();
@@ -210,12 +205,7 @@ async fn the_mcp_sdk_works_against_mnemo_serve_over_http() {
         .current_dir(root())
         .output()
         .unwrap();
-    assert!(
-        sdk.status.success(),
-        "stdout: {}\nstderr: {}",
-        String::from_utf8_lossy(&sdk.stdout),
-        String::from_utf8_lossy(&sdk.stderr)
-    );
+    support::assert_script_passed(&sdk, "mcp http: ok");
 
     // `mnemo mcp` on the store the server holds forwards to the server's /mcp.
     assert!(
@@ -307,4 +297,153 @@ fn through_mnemo_mcp(store: &Path, messages: &[Value]) -> Vec<Value> {
         .lines()
         .map(|line| serde_json::from_str(line).unwrap())
         .collect()
+}
+
+/// The most `mnemo mcp` passes on either way when it forwards (8 MiB, the server's default
+/// body limit).
+const BRIDGE_LIMIT: usize = 8 << 20;
+
+/// A stand-in for `mnemo serve` behind the bridge, on a free loopback port: `/health`
+/// answers, and `/mcp` answers each message with its size, or with a result of more than
+/// [`BRIDGE_LIMIT`] bytes when its method is `big`. Returns the base URL and the size of
+/// every message `/mcp` received.
+async fn stand_in_server() -> (String, std::sync::Arc<std::sync::Mutex<Vec<usize>>>) {
+    use axum::routing::{get, post};
+    let received = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = received.clone();
+    let mcp = move |body: axum::body::Bytes| {
+        let seen = seen.clone();
+        async move {
+            seen.lock().unwrap().push(body.len());
+            let message: Value = serde_json::from_slice(&body).unwrap();
+            let result = match message["method"].as_str() {
+                Some("big") => json!({"padding": "x".repeat(BRIDGE_LIMIT)}),
+                _ => json!({"bytes": body.len()}),
+            };
+            axum::Json(json!({"jsonrpc": "2.0", "id": message["id"], "result": result}))
+        }
+    };
+    let app = axum::Router::new()
+        .route("/health", get(|| async { "{}" }))
+        .route("/mcp", post(mcp))
+        .layer(axum::extract::DefaultBodyLimit::disable());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (url, received)
+}
+
+/// Runs `mnemo mcp --url URL` with `lines` on its stdin; returns its output.
+fn bridge(url: &str, lines: Vec<String>) -> Output {
+    use std::io::Write;
+    let mut bridge = Command::new(env!("CARGO_BIN_EXE_mnemo"))
+        .args(["mcp", "--url", url])
+        .env_remove("MNEMO_API_TOKEN")
+        .env_remove("MNEMO_CONFIG")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = bridge.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || {
+        for line in lines {
+            // A bridge that stopped reading closes the pipe: what it did is in its output.
+            if writeln!(stdin, "{line}").is_err() {
+                return;
+            }
+        }
+    });
+    let output = bridge.wait_with_output().unwrap();
+    writer.join().unwrap();
+    output
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_bridge_passes_at_most_8_mib_each_way() {
+    let (url, received) = stand_in_server().await;
+    let message = |id: u64, method: &str, padding: usize| {
+        let mut message =
+            json!({"jsonrpc": "2.0", "id": id, "method": method, "params": {"p": ""}});
+        let bare = message.to_string().len();
+        message["params"]["p"] = json!("x".repeat(padding.saturating_sub(bare)));
+        message.to_string()
+    };
+    // One message of exactly the limit and a small one go through; an answer over the limit
+    // becomes a JSON-RPC error for its request, and the bridge goes on.
+    let lines = vec![
+        message(1, "small", 0),
+        message(2, "big", 0),
+        message(3, "whole", BRIDGE_LIMIT),
+    ];
+    assert_eq!(lines[2].len(), BRIDGE_LIMIT);
+    let run = tokio::task::spawn_blocking({
+        let url = url.clone();
+        move || bridge(&url, lines)
+    })
+    .await
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "{}: {stderr}", run.status);
+    let answers: Vec<Value> = String::from_utf8(run.stdout)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let answer = |id: u64| {
+        answers
+            .iter()
+            .find(|a| a["id"] == id)
+            .unwrap_or_else(|| panic!("no answer {id}: {answers:?}"))
+    };
+    assert!(
+        answer(1)["result"]["bytes"].as_u64().is_some(),
+        "{}",
+        answer(1)
+    );
+    assert_eq!(
+        answer(3)["result"]["bytes"],
+        BRIDGE_LIMIT,
+        "passed on whole"
+    );
+    let error = &answer(2)["error"];
+    assert_eq!(error["code"], -32603, "{error}");
+    assert!(
+        error["message"]
+            .as_str()
+            .is_some_and(|m| m.contains(&format!("at most {BRIDGE_LIMIT} are passed on"))),
+        "{error}"
+    );
+    assert!(
+        answers.iter().all(|a| a.to_string().len() < BRIDGE_LIMIT),
+        "no answer over the limit reached the host"
+    );
+
+    // A message from the host over the limit stops the bridge, saying why, before it is sent.
+    received.lock().unwrap().clear();
+    let run = tokio::task::spawn_blocking(move || {
+        bridge(
+            &url,
+            vec![
+                message(4, "small", BRIDGE_LIMIT + 1),
+                message(5, "small", 0),
+            ],
+        )
+    })
+    .await
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(!run.status.success(), "the bridge went on: {stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "a message of {} bytes from the host; at most {BRIDGE_LIMIT} are passed on",
+            BRIDGE_LIMIT + 1
+        )),
+        "{stderr}"
+    );
+    assert!(
+        received.lock().unwrap().iter().all(|&n| n <= BRIDGE_LIMIT),
+        "nothing over the limit reached the server: {:?}",
+        received.lock().unwrap()
+    );
 }

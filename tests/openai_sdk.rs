@@ -179,12 +179,7 @@ async fn the_openai_sdk_works_against_mnemo_serve() {
     // SAFETY: sends a signal to the child this test started.
     unsafe { libc::kill(server.id() as libc::pid_t, libc::SIGTERM) };
     let status = server.wait().unwrap();
-    assert!(
-        sdk.status.success(),
-        "stdout: {}\nstderr: {}",
-        String::from_utf8_lossy(&sdk.stdout),
-        String::from_utf8_lossy(&sdk.stderr)
-    );
+    support::assert_script_passed(&sdk, "openai sdk: ok");
     assert!(status.success(), "mnemo serve exited with {status}");
     check_governed_requests(&upstream);
     check_server_side_history(&upstream);
@@ -212,4 +207,62 @@ async fn the_openai_sdk_works_against_mnemo_serve() {
     assert!(std::fs::read_to_string(summary)
         .unwrap()
         .contains("sister lives in Oslo"));
+}
+
+/// The SDK scripts check with `check` and `fail` (`tests/python/checks.py`), never with
+/// `assert`: `python -O` or `PYTHONOPTIMIZE` in the environment removes every `assert`, and a
+/// script without its checks passes having checked nothing.
+#[test]
+fn the_sdk_scripts_check_explicitly_and_their_checks_survive_pythonoptimize() {
+    let python = root().join("models/python/bin/python");
+    assert!(
+        python.is_file(),
+        "{} is missing: run `scripts/setup test`",
+        python.display()
+    );
+    let scripts = root().join("tests/python");
+    let asserts = r#"
+import ast, pathlib, sys
+paths = sorted(pathlib.Path(sys.argv[1]).glob("*.py"))
+print(len(paths))
+for path in paths:
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Assert):
+            print(f"{path.name}:{node.lineno}")
+"#;
+    let found = Command::new(&python)
+        .args(["-c", asserts])
+        .arg(&scripts)
+        .output()
+        .unwrap();
+    assert!(found.status.success(), "{found:?}");
+    let found = String::from_utf8(found.stdout).unwrap();
+    let mut lines = found.lines();
+    let scanned: usize = lines.next().unwrap().parse().unwrap();
+    assert!(
+        scanned >= 3,
+        "the scripts and checks.py were scanned: {scanned}"
+    );
+    let asserts: Vec<&str> = lines.collect();
+    assert!(
+        asserts.is_empty(),
+        "`assert` in the SDK scripts, which PYTHONOPTIMIZE removes: {asserts:?}"
+    );
+
+    // A failing check still fails with optimisation on.
+    let failed = Command::new(&python)
+        .args([
+            "-c",
+            "from checks import check; check(1 == 2, 'one is not two')",
+        ])
+        .current_dir(&scripts)
+        .env("PYTHONOPTIMIZE", "2")
+        .output()
+        .unwrap();
+    assert!(
+        !failed.status.success(),
+        "a failed check passed: {failed:?}"
+    );
+    let stderr = String::from_utf8_lossy(&failed.stderr);
+    assert!(stderr.contains("CheckFailed: one is not two"), "{stderr}");
 }

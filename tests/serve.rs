@@ -360,11 +360,8 @@ async fn shutdown_waits_a_grace_period_and_the_next_start_resumes_what_is_left()
 #[tokio::test(flavor = "multi_thread")]
 async fn a_lost_index_server_answers_503_and_health_says_so_until_it_returns() {
     let dir = tempfile::tempdir().unwrap();
-    if let Err(why) = mnemo_qdrant::local::binary() {
-        eprintln!("skipped: {why}");
-        return;
-    }
-    let mut qdrant = mnemo_qdrant::local::LocalQdrant::start(&dir.path().join("qdrant"), 1)
+    mnemo_test_support::skip_unless!(mnemo_test_support::qdrant::binary());
+    let mut qdrant = mnemo_test_support::qdrant::LocalQdrant::start(&dir.path().join("qdrant"), 1)
         .unwrap_or_else(|e| panic!("{e}"));
     let index_url = qdrant.grpc_url(0);
     let store = dir.path().join("store");
@@ -434,4 +431,56 @@ impl Drop for Stopped {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
+}
+
+/// POSTs a memory whose content is `bytes` long; returns the status and the error message.
+async fn post_memory_of(url: &str, bytes: usize) -> (u16, String) {
+    let body = json!({"content": "x".repeat(bytes), "conversation_id": "c1"});
+    let (status, answer) = post(&format!("{url}/v1/memories"), &body).await;
+    let message = answer["error"]["message"].as_str().unwrap_or_default();
+    (status, message.to_owned())
+}
+
+/// `mnemo serve --max-body-mib MIB --no-local-llm`; returns the server, its URL and what it
+/// logged before it listened.
+fn serve_with_max_body(store: &Path, mib: &str) -> (Child, String, String) {
+    let log = store.with_extension("log");
+    let file = std::fs::File::create(&log).unwrap();
+    let (server, url) = support::spawn_server_with_stderr(
+        &mut command(store, &["--no-local-llm", "--max-body-mib", mib], &[]),
+        file.into(),
+    );
+    // The limit is settled, and warned about, before the banner is printed.
+    let logged = std::fs::read_to_string(&log).unwrap();
+    (server, url, logged)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn max_body_mib_is_brought_within_1_to_1024_with_a_warning() {
+    let dir = tempfile::tempdir().unwrap();
+
+    // 0 would refuse every body: it is 1 MiB.
+    let (server, url, logged) = serve_with_max_body(&dir.path().join("zero"), "0");
+    let server = Stopped(server);
+    assert!(
+        logged.contains("--max-body-mib 0 is outside 1 to 1024; using 1"),
+        "{logged}"
+    );
+    let (status, message) = post_memory_of(&url, 2 << 20).await;
+    assert_eq!(status, 413, "{message}");
+    assert!(message.contains("larger than 1048576 bytes"), "{message}");
+    // Under the limit the body is read; its memory is then too long to keep (400).
+    let (status, message) = post_memory_of(&url, 512 << 10).await;
+    assert_eq!(status, 400, "{message}");
+    drop(server);
+
+    // 2^44 MiB is 2^64 bytes, which would wrap to a limit of 0: it is 1024 MiB.
+    let (server, url, logged) = serve_with_max_body(&dir.path().join("huge"), "17592186044416");
+    let _server = Stopped(server);
+    assert!(
+        logged.contains("--max-body-mib 17592186044416 is outside 1 to 1024; using 1024"),
+        "{logged}"
+    );
+    let (status, message) = post_memory_of(&url, 9 << 20).await;
+    assert_eq!(status, 400, "9 MiB is read: {message}");
 }

@@ -7,7 +7,9 @@ use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use mnemo_scripted_llm::{ChatRequest, Reply, ScriptedLlm};
 use serde_json::{json, Value};
@@ -57,23 +59,55 @@ fn model(request: &ChatRequest) -> Reply {
     }
 }
 
-/// Sends `session` one new message (server-side history); `Some(answer)` once acknowledged.
-async fn say(url: &str, session: &str, text: &str) -> Option<String> {
+/// How a request to a server that was killed ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Unanswered {
+    /// Sent, and the connection died before the answer: the kill cut it short.
+    CutShort,
+    /// Nobody listened any more.
+    Refused,
+}
+
+/// Sends `session` one new message (server-side history): its answer once acknowledged, or
+/// how it went unanswered. Any answer but a 200 with content fails the test: only the kill
+/// may stop a writer.
+async fn say(url: &str, session: &str, text: &str) -> Result<String, Unanswered> {
     let body = json!({"model": "m", "memory_top_k": 0, "memory_session": session,
         "memory_history": "server", "messages": [{"role": "user", "content": text}]});
+    let unanswered = |e: reqwest::Error| match e.is_connect() {
+        true => Unanswered::Refused,
+        false => Unanswered::CutShort,
+    };
     let response = http()
         .post(format!("{url}/v1/chat/completions"))
         .json(&body)
         .send()
         .await
-        .ok()?;
-    if response.status() != 200 {
-        return None;
+        .map_err(unanswered)?;
+    let status = response.status();
+    let answer: Value = response.json().await.map_err(unanswered)?;
+    assert_eq!(status, 200, "{session}: {text:?} answered {answer}");
+    let content = answer["choices"][0]["message"]["content"].as_str();
+    Ok(content
+        .unwrap_or_else(|| panic!("{session}: no content in {answer}"))
+        .to_owned())
+}
+
+/// Waits until every session has had an answer in this run and `total` answers came in
+/// all: the kill then lands in the middle of the burst, wherever the machine's speed put it.
+async fn wait_for_answers(answered: &[AtomicUsize], total: usize) {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let counts: Vec<usize> = answered.iter().map(|a| a.load(Ordering::SeqCst)).collect();
+        if counts.iter().all(|&n| n > 0) && counts.iter().sum::<usize>() >= total {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the sessions were not answered: {counts:?} answers"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    let answer: Value = response.json().await.ok()?;
-    answer["choices"][0]["message"]["content"]
-        .as_str()
-        .map(str::to_owned)
 }
 
 async fn get_json(url: String) -> Value {
@@ -107,41 +141,54 @@ async fn sigkill_during_session_writes_loses_no_acknowledged_message() {
     println!("kill schedule seed: {seed}");
     // (session, message) -> the answer acknowledged with it.
     let mut acked: HashMap<(usize, String), String> = HashMap::new();
+    // Writers whose last request was sent and never answered: the kill cut them short.
     let mut cut_short = 0;
 
     for round in 0..3u64 {
         let (mut child, url) = serve(&root, &llm.base_url());
+        let answered: Arc<Vec<AtomicUsize>> =
+            Arc::new((0..SESSIONS).map(|_| AtomicUsize::new(0)).collect());
         let writers: Vec<_> = (0..SESSIONS)
             .map(|s| {
-                let url = url.clone();
+                let (url, answered) = (url.clone(), answered.clone());
                 tokio::spawn(async move {
                     let mut done = Vec::new();
                     for i in 0.. {
                         let text = format!("round {round} session {s} message {i}");
                         match say(&url, &format!("burst-{s}"), &text).await {
-                            Some(answer) => done.push((text, answer)),
-                            None => break,
+                            Ok(answer) => {
+                                done.push((text, answer));
+                                answered[s].fetch_add(1, Ordering::SeqCst);
+                            }
+                            Err(how) => return (done, how),
                         }
                     }
-                    done
+                    unreachable!("a writer writes until the server dies")
                 })
             })
             .collect();
-        let wait = 300 + (seed.wrapping_mul(round + 7) % 900);
-        tokio::time::sleep(Duration::from_millis(wait)).await;
+        // The kill comes after a number of answers the seed picks, not after a time: on a
+        // slow machine a time could pass before anything was acknowledged.
+        let extra = (seed.wrapping_mul(round + 7) % 40) as usize;
+        wait_for_answers(&answered, SESSIONS + extra).await;
         child.kill().unwrap(); // SIGKILL
         child.wait().unwrap();
         for (s, writer) in writers.into_iter().enumerate() {
-            let done = writer.await.unwrap();
-            assert!(!done.is_empty(), "round {round}: session {s} got no answer");
-            cut_short += 1;
+            let (done, how) = writer.await.unwrap();
+            cut_short += usize::from(how == Unanswered::CutShort);
             for (text, answer) in done {
                 acked.insert((s, text), answer);
             }
         }
     }
-    println!("{} messages acknowledged over 3 killed runs", acked.len());
-    assert!(cut_short > 0);
+    println!(
+        "{} messages acknowledged over 3 killed runs; {cut_short} writers cut short",
+        acked.len()
+    );
+    assert!(
+        cut_short > 0,
+        "every kill landed between requests: no write was in flight when the server died"
+    );
 
     // A crash mid-append: a torn line at the end of one log.
     let torn = root.join("sessions/burst-0/messages.jsonl");

@@ -13,7 +13,8 @@ output `call_9` was offloaded.
 Both initialize, list the tools and resources, call every tool, read the resources, and check
 that a bad call of each tool is a tool error with a clear message. Both leave "The user
 drinks tea, not coffee." in conversation `mcp` for the caller to find. Exits non-zero (with
-the assertion that failed) when mnemo does not behave as an MCP server should.
+the check that failed) when mnemo does not behave as an MCP server should; prints
+"mcp MODE: ok" last, after every check, which the Rust test requires.
 """
 
 import json
@@ -24,6 +25,8 @@ import anyio
 import httpx2
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
+
+from checks import check, fail
 
 TOOLS = {
     "search_memories",
@@ -48,9 +51,9 @@ def text_of(result) -> str:
 async def call(session: ClientSession, tool: str, arguments: dict) -> dict:
     """A successful call's structured answer (the same JSON as its text)."""
     result = await session.call_tool(tool, arguments)
-    assert not result.is_error, f"{tool} {arguments} failed: {text_of(result)}"
-    assert result.structured_content is not None, f"{tool} gave no structured content"
-    assert json.loads(text_of(result)) == result.structured_content, tool
+    check(not result.is_error, f"{tool} {arguments} failed: {text_of(result)}")
+    check(result.structured_content is not None, f"{tool} gave no structured content")
+    check(json.loads(text_of(result)) == result.structured_content, tool)
     return result.structured_content
 
 
@@ -58,27 +61,27 @@ async def refused(session: ClientSession, tool: str, arguments: dict, words: str
     """A call mnemo must refuse as a tool error whose message says `words`."""
     result = await session.call_tool(tool, arguments)
     message = text_of(result)
-    assert result.is_error, f"{tool} {arguments} was accepted: {message}"
-    assert words in message, f"{tool} {arguments}: {message!r} does not say {words!r}"
+    check(result.is_error, f"{tool} {arguments} was accepted: {message}")
+    check(words in message, f"{tool} {arguments}: {message!r} does not say {words!r}")
 
 
 async def tools_are_described(session: ClientSession) -> None:
     init = await session.initialize()
-    assert init.server_info.name == "mnemo", init.server_info
-    assert init.capabilities.tools is not None, init.capabilities
-    assert init.capabilities.resources is not None, init.capabilities
+    check(init.server_info.name == "mnemo", init.server_info)
+    check(init.capabilities.tools is not None, init.capabilities)
+    check(init.capabilities.resources is not None, init.capabilities)
     tools = {t.name: t for t in (await session.list_tools()).tools}
-    assert set(tools) == TOOLS, sorted(tools)
+    check(set(tools) == TOOLS, sorted(tools))
     for tool in tools.values():
-        assert tool.description, f"{tool.name} has no description"
-        assert tool.input_schema.get("type") == "object", tool.input_schema
-        assert tool.output_schema, f"{tool.name} has no output schema"
+        check(tool.description, f"{tool.name} has no description")
+        check(tool.input_schema.get("type") == "object", tool.input_schema)
+        check(tool.output_schema, f"{tool.name} has no output schema")
         for name, prop in tool.input_schema.get("properties", {}).items():
-            assert prop.get("description"), f"{tool.name}.{name} is not described"
+            check(prop.get("description"), f"{tool.name}.{name} is not described")
     search_props = tools["search_memories"].input_schema["properties"]
     for name in ("query", "conversation", "top_k", "filter", "recency"):
-        assert name in search_props, f"search_memories lacks {name}"
-    assert "metadata" in tools["add_memory"].input_schema["properties"]
+        check(name in search_props, f"search_memories lacks {name}")
+    check("metadata" in tools["add_memory"].input_schema["properties"], '"metadata" in tools["add_memory"].input_schema["properties"]')
 
 
 async def memory_tools(session: ClientSession, store_dir: str | None) -> None:
@@ -92,57 +95,57 @@ async def memory_tools(session: ClientSession, store_dir: str | None) -> None:
             "metadata": {"topic": "family"},
         },
     )
-    assert added["conversation_id"] == "mcp", added
-    assert len(added["added"]) == 1, added
+    check(added["conversation_id"] == "mcp", added)
+    check(len(added["added"]) == 1, added)
     memory = added["added"][0]
     memory_id = memory["id"]
-    assert memory["metadata"] == {"topic": "family"}, memory
-    assert not os.path.isabs(memory["path"]), memory["path"]
-    assert isinstance(added["updated"], list), added
+    check(memory["metadata"] == {"topic": "family"}, memory)
+    check(not os.path.isabs(memory["path"]), memory["path"])
+    check(isinstance(added["updated"], list), added)
 
     found = await call(
         session,
         "search_memories",
         {"query": "Where does the user's sister live?", "conversation": "mcp", "top_k": 5},
     )
-    assert found["hits"], found
-    assert found["hits"][0]["id"] == memory_id, found
-    assert not os.path.isabs(found["hits"][0]["path"]), found["hits"][0]["path"]
+    check(found["hits"], found)
+    check(found["hits"][0]["id"] == memory_id, found)
+    check(not os.path.isabs(found["hits"][0]["path"]), found["hits"][0]["path"])
     # The metadata is a filter.
     filtered = await call(
         session,
         "search_memories",
         {"query": "pets", "conversation": "mcp", "filter": {"topic": "family"}},
     )
-    assert [h["id"] for h in filtered["hits"]] == [memory_id], filtered
+    check([h["id"] for h in filtered["hits"]] == [memory_id], filtered)
 
     got = await call(session, "get_memory", {"id": memory_id})
-    assert got["content"] == "The user's sister lives in Oslo.", got
+    check(got["content"] == "The user's sister lives in Oslo.", got)
 
     page = await call(
         session, "list_memories", {"conversation": "mcp", "role": "memory", "limit": 10}
     )
     total = page["total"]
-    assert total >= 2, page
-    assert memory_id in [m["id"] for m in page["items"]], page
+    check(total >= 2, page)
+    check(memory_id in [m["id"] for m in page["items"]], page)
     one = await call(
         session, "list_memories", {"conversation": "mcp", "role": "memory", "offset": 1, "limit": 1}
     )
-    assert one["total"] == total and len(one["items"]) == 1, one
-    assert one["items"][0]["id"] == page["items"][1]["id"], one
+    check(one["total"] == total and len(one["items"]) == 1, one)
+    check(one["items"][0]["id"] == page["items"][1]["id"], one)
 
     history = await call(session, "memory_history", {"id": memory_id, "limit": 5})
-    assert history["versions"], history
-    assert "Oslo" in history["versions"][0]["content"], history
+    check(history["versions"], history)
+    check("Oslo" in history["versions"][0]["content"], history)
 
     deleted = await call(session, "delete_memory", {"id": memory_id})
-    assert deleted["deleted"] == memory_id, deleted
-    assert deleted["tombstone"].startswith("entries/mcp/deleted/"), deleted
+    check(deleted["deleted"] == memory_id, deleted)
+    check(deleted["tombstone"].startswith("entries/mcp/deleted/"), deleted)
     page = await call(session, "list_memories", {"conversation": "mcp", "role": "memory"})
-    assert page["total"] == total - 1, page
+    check(page["total"] == total - 1, page)
     # A deleted memory's history is still in git.
     history = await call(session, "memory_history", {"id": memory_id})
-    assert len(history["versions"]) >= 2, history
+    check(len(history["versions"]) >= 2, history)
 
     # One bad call per tool: a tool error the model can read, nothing written.
     await refused(session, "search_memories", {"query": "x", "conversation": "../x"}, "../x")
@@ -166,24 +169,24 @@ async def memory_tools(session: ClientSession, store_dir: str | None) -> None:
     await refused(session, "search_memories", {"query": "x", "unknown": 1}, "unknown field `unknown`")
     await refused(session, "get_memory", {}, "missing field `id`")
     if store_dir is not None:
-        assert not os.path.exists(os.path.join(os.path.dirname(store_dir), "x")), "wrote outside"
+        check(not os.path.exists(os.path.join(os.path.dirname(store_dir), "x")), "wrote outside")
 
 
 async def agent_tools(session: ClientSession) -> None:
     empty = await call(session, "read_agent_memory", {"agent": "coder"})
-    assert empty["content"] == "", empty
+    check(empty["content"] == "", empty)
     notes = await call(
         session, "write_agent_memory", {"agent": "coder", "text": "The build uses cargo."}
     )
-    assert notes["path"] == "agents/coder/MEMORY.md", notes
-    assert "The build uses cargo." in notes["content"], notes
+    check(notes["path"] == "agents/coder/MEMORY.md", notes)
+    check("The build uses cargo." in notes["content"], notes)
     notes = await call(
         session,
         "update_agent_memory",
         {"agent": "coder", "old_text": "cargo", "new_text": "cargo and make"},
     )
-    assert "The build uses cargo and make." in notes["content"], notes
-    assert (await call(session, "read_agent_memory", {"agent": "coder"}))["content"] == notes["content"]
+    check("The build uses cargo and make." in notes["content"], notes)
+    check((await call(session, "read_agent_memory", {"agent": "coder"}))["content"] == notes["content"], '(await call(session, "read_agent_memory", {"agent": "coder"}))["content"] == notes["content"]')
     await refused(session, "read_agent_memory", {"agent": "../etc"}, "agent name")
     await refused(session, "write_agent_memory", {"agent": "coder", "text": "  "}, "empty")
     await refused(
@@ -196,20 +199,20 @@ async def agent_tools(session: ClientSession) -> None:
 
 async def resources(session: ClientSession, summary_of: str | None) -> None:
     listed = {str(r.uri): r for r in (await session.list_resources()).resources}
-    assert "mnemo://agents/coder/MEMORY.md" in listed, sorted(listed)
+    check("mnemo://agents/coder/MEMORY.md" in listed, sorted(listed))
     templates = {t.uri_template for t in (await session.list_resource_templates()).resource_templates}
-    assert templates == {
+    check(templates == {
         "mnemo://conversations/{conversation}/summary",
         "mnemo://agents/{agent}/MEMORY.md",
-    }, templates
+    }, templates)
     notes = await session.read_resource("mnemo://agents/coder/MEMORY.md")
-    assert "cargo and make" in notes.contents[0].text, notes
-    assert notes.contents[0].mime_type == "text/markdown", notes
+    check("cargo and make" in notes.contents[0].text, notes)
+    check(notes.contents[0].mime_type == "text/markdown", notes)
     if summary_of is not None:
         uri = "mnemo://conversations/mcp/summary"
-        assert uri in listed, sorted(listed)
+        check(uri in listed, sorted(listed))
         summary = await session.read_resource(uri)
-        assert summary_of in summary.contents[0].text, summary
+        check(summary_of in summary.contents[0].text, summary)
     for uri, words in [
         ("mnemo://conversations/nothing-here/summary", "no summary"),
         ("mnemo://conversations/../x/summary", "../x"),
@@ -218,9 +221,9 @@ async def resources(session: ClientSession, summary_of: str | None) -> None:
         try:
             await session.read_resource(uri)
         except Exception as error:  # the SDK raises the server's JSON-RPC error
-            assert words in str(error), f"{uri}: {error}"
+            check(words in str(error), f"{uri}: {error}")
         else:
-            raise AssertionError(f"{uri} was read")
+            fail(f"{uri} was read")
 
 
 async def stdio_mode(binary: str, store: str) -> None:
@@ -237,7 +240,7 @@ async def stdio_mode(binary: str, store: str) -> None:
             found = await call(
                 session, "search_memories", {"query": "What is the dog called?", "conversation": "mcp"}
             )
-            assert "Rex" in found["hits"][0]["content"], found
+            check("Rex" in found["hits"][0]["content"], found)
             await memory_tools(session, store)
             await agent_tools(session)
             await resources(session, None)
@@ -245,7 +248,7 @@ async def stdio_mode(binary: str, store: str) -> None:
             excerpts = await call(
                 session, "search_conversation_history", {"query": "cat", "conversation": "mcp"}
             )
-            assert excerpts["excerpts"] == [], excerpts
+            check(excerpts["excerpts"] == [], excerpts)
             await refused(
                 session, "search_conversation_history", {"query": "cat", "session": "nope"}, "nope"
             )
@@ -274,7 +277,7 @@ async def http_mode(url: str, token: str, scoped: str) -> None:
             found = await call(
                 session, "search_memories", {"query": "What is the cat called?", "conversation": "mcp"}
             )
-            assert "Miso" in found["hits"][0]["content"], found
+            check("Miso" in found["hits"][0]["content"], found)
             await memory_tools(session, None)
             await agent_tools(session)
             await resources(session, "Miso")
@@ -282,9 +285,9 @@ async def http_mode(url: str, token: str, scoped: str) -> None:
             excerpts = await call(
                 session, "search_conversation_history", {"query": "Miso", "session": "s1"}
             )
-            assert excerpts["excerpts"], excerpts
-            assert "Miso" in excerpts["excerpts"][0]["text"], excerpts
-            assert excerpts["excerpts"][0]["session"] == "s1", excerpts
+            check(excerpts["excerpts"], excerpts)
+            check("Miso" in excerpts["excerpts"][0]["text"], excerpts)
+            check(excerpts["excerpts"][0]["session"] == "s1", excerpts)
             await refused(
                 session,
                 "search_conversation_history",
@@ -296,8 +299,8 @@ async def http_mode(url: str, token: str, scoped: str) -> None:
                 "read_offloaded_output",
                 {"call_id": "call_9", "session": "s1", "offset": 7, "limit": 6},
             )
-            assert part["text"] == "line 1", part
-            assert part["total_chars"] > 1000, part
+            check(part["text"] == "line 1", part)
+            check(part["total_chars"] > 1000, part)
             await refused(
                 session,
                 "read_offloaded_output",
@@ -328,17 +331,17 @@ async def http_mode(url: str, token: str, scoped: str) -> None:
             )
             await refused(session, "read_agent_memory", {"agent": "coder"}, "may not use the notes")
             page = await call(session, "list_memories", {})
-            assert page["total"] == 0, page
+            check(page["total"] == 0, page)
             listed = [str(r.uri) for r in (await session.list_resources()).resources]
-            assert listed == [], listed
+            check(listed == [], listed)
             try:
                 await session.read_resource("mnemo://conversations/mcp/summary")
             except Exception as error:
-                assert words in str(error), error
+                check(words in str(error), error)
             else:
-                raise AssertionError("a scoped token read another conversation's summary")
+                fail("a scoped token read another conversation's summary")
             mine = await call(session, "add_memory", {"content": "Other's fact.", "conversation": "other"})
-            assert mine["added"], mine
+            check(mine["added"], mine)
 
     # Without a token, the endpoint answers 401 before any MCP.
     async with httpx2.AsyncClient(trust_env=False) as http:
@@ -347,7 +350,7 @@ async def http_mode(url: str, token: str, scoped: str) -> None:
             json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
             headers={"Accept": "application/json, text/event-stream"},
         )
-        assert response.status_code == 401, response.text
+        check(response.status_code == 401, response.text)
 
 
 def main() -> None:

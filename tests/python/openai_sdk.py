@@ -1,7 +1,8 @@
 """The official openai Python SDK against `mnemo serve`: `python openai_sdk.py BASE_URL TOKEN`.
 
 Run by tests/openai_sdk.rs, with mnemo in front of a scripted upstream that echoes. Exits
-non-zero (with the assertion that failed) when mnemo does not behave like an OpenAI server.
+non-zero (with the check that failed) when mnemo does not behave like an OpenAI server; prints
+"openai sdk: ok" last, after every check, which the Rust test requires.
 """
 
 import json
@@ -9,6 +10,8 @@ import sys
 import urllib.request
 
 import openai
+
+from checks import check, fail
 
 base_url = sys.argv[1]
 token = sys.argv[2]
@@ -22,10 +25,10 @@ try:
         model="scripted", messages=[{"role": "user", "content": "hi"}], extra_body={"memory_id": "sdk"}
     )
 except openai.AuthenticationError as e:
-    assert e.code == "unauthorized", (e.code, e)
-    assert "not one mnemo knows" in str(e), e
+    check(e.code == "unauthorized", (e.code, e))
+    check("not one mnemo knows" in str(e), e)
 else:
-    raise AssertionError("an unknown token was accepted")
+    fail("an unknown token was accepted")
 
 # A plain chat, with mnemo's own fields passed as extra body fields.
 first = client.chat.completions.create(
@@ -33,7 +36,7 @@ first = client.chat.completions.create(
     messages=[{"role": "user", "content": "My sister lives in Oslo."}],
     extra_body={"memory_id": "sdk"},
 )
-assert first.choices[0].message.content, first
+check(first.choices[0].message.content, first)
 
 # The memory is injected into the next request, and reported in memory_hits.
 second = client.chat.completions.create(
@@ -42,9 +45,9 @@ second = client.chat.completions.create(
     extra_body={"memory_id": "sdk", "memory_top_k": 3},
 )
 hits = (second.model_extra or {}).get("memory_hits")
-assert isinstance(hits, list) and hits, second
-assert any("Oslo" in h["content"] for h in hits), hits
-assert "Oslo" in second.choices[0].message.content, second.choices[0].message.content
+check(isinstance(hits, list) and hits, second)
+check(any("Oslo" in h["content"] for h in hits), hits)
+check("Oslo" in second.choices[0].message.content, second.choices[0].message.content)
 
 # Streaming: chunks arrive and add up to the answer.
 stream = client.chat.completions.create(
@@ -54,11 +57,11 @@ stream = client.chat.completions.create(
     extra_body={"memory_id": "sdk"},
 )
 text = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
-assert text, "the stream carried no text"
+check(text, "the stream carried no text")
 
 # A passed-through endpoint.
 models = client.models.list()
-assert [m.id for m in models.data], models
+check([m.id for m in models.data], models)
 
 # Errors come back as OpenAI errors.
 try:
@@ -68,9 +71,9 @@ try:
         extra_body={"memory_id": "../../etc"},
     )
 except openai.BadRequestError as e:
-    assert "memory_id" in str(e), e
+    check("memory_id" in str(e), e)
 else:
-    raise AssertionError("a hostile memory_id was accepted")
+    fail("a hostile memory_id was accepted")
 
 # Context governance: a tool-heavy history of 200 messages, resent whole as agents do, with
 # `mode: auto`. The answer reports what was saved; the upstream gets a smaller request.
@@ -96,7 +99,7 @@ def tool_history():
 
 
 history = tool_history()
-assert len(history) == 200, len(history)
+check(len(history) == 200, len(history))
 governed = client.chat.completions.create(
     model="scripted",
     messages=history,
@@ -104,12 +107,12 @@ governed = client.chat.completions.create(
                 "memory_strategy": {"mode": "auto", "context_window_tokens": 50000, "keep": {"messages": 8}}},
 )
 report = (governed.model_extra or {}).get("memory_context")
-assert report, governed
-assert report["tokens_after"] < report["tokens_before"] / 2, report
+check(report, governed)
+check(report["tokens_after"] < report["tokens_before"] / 2, report)
 for stage in ("offload", "compact", "summarize"):
-    assert stage in report["stages"], report
-assert report["offloaded"] == ["call_10"], report
-assert report["summary"] == "new", report
+    check(stage in report["stages"], report)
+check(report["offloaded"] == ["call_10"], report)
+check(report["summary"] == "new", report)
 
 # Resent as it was: the summary is reused, not paid for again.
 again = client.chat.completions.create(
@@ -118,7 +121,7 @@ again = client.chat.completions.create(
     extra_body={"memory_id": "sdk-tools", "memory_top_k": 0,
                 "memory_strategy": {"mode": "auto", "context_window_tokens": 50000, "keep": {"messages": 8}}},
 )
-assert again.model_extra["memory_context"]["summary"] == "reused", again.model_extra
+check(again.model_extra["memory_context"]["summary"] == "reused", again.model_extra)
 
 # Even governed, it cannot fit a tiny window: a clear 400 before any upstream call.
 try:
@@ -129,10 +132,10 @@ try:
                     "memory_strategy": {"mode": "none", "context_window_tokens": 4000}},
     )
 except openai.BadRequestError as e:
-    assert e.code == "context_length_exceeded", (e.code, e)
-    assert "context window is 4000 tokens" in str(e), e
+    check(e.code == "context_length_exceeded", (e.code, e))
+    check("context window is 4000 tokens" in str(e), e)
 else:
-    raise AssertionError("a request over the window was forwarded")
+    fail("a request over the window was forwarded")
 
 # A strategy with an unknown field is refused, naming it.
 try:
@@ -142,9 +145,9 @@ try:
         extra_body={"memory_id": "sdk-tools", "memory_strategy": {"mdoe": "auto"}},
     )
 except openai.BadRequestError as e:
-    assert "memory_strategy: mdoe" in str(e), e
+    check("memory_strategy: mdoe" in str(e), e)
 else:
-    raise AssertionError("an unknown strategy field was accepted")
+    fail("an unknown strategy field was accepted")
 
 # Server-side history: three calls, each sending only the new message; mnemo keeps the
 # session and the upstream gets the whole conversation (checked by tests/openai_sdk.rs).
@@ -154,13 +157,13 @@ for text in ["Session one: my cat is Tom.", "Session two: my dog is Rex.", "Sess
         messages=[{"role": "user", "content": text}],
         extra_body={"memory_session": "sdk-session", "memory_top_k": 0},
     )
-    assert turn.choices[0].message.content, turn
+    check(turn.choices[0].message.content, turn)
 session = urllib.request.Request(
     f"{base_url}/v1/sessions/sdk-session/messages", headers={"Authorization": f"Bearer {token}"}
 )
 with urllib.request.urlopen(session) as response:
     page = json.load(response)
-assert page["total"] == 6, page
-assert [m["message"]["role"] for m in page["messages"]] == ["user", "assistant"] * 3, page
+check(page["total"] == 6, page)
+check([m["message"]["role"] for m in page["messages"]] == ["user", "assistant"] * 3, page)
 
 print("openai sdk: ok")

@@ -229,7 +229,22 @@ async fn a_summariser_that_fails_leaves_the_static_marker_and_loses_nothing_the_
         )
     );
     assert_eq!(governed.messages[1]["role"], "user");
-    assert_eq!(h.len(), 81, "the caller's history is untouched");
+    // Nothing the caller sent is lost unaccounted: the system prompt and the messages after
+    // the marker go upstream as the caller sent them, and the marker stands for the rest.
+    let summarised = governed.report.summarised_messages;
+    let kept = &governed.messages[2..];
+    assert!(summarised > 0 && !kept.is_empty(), "{:?}", governed.report);
+    assert_eq!(governed.messages[0], h[0], "the system prompt as it was");
+    assert_eq!(
+        1 + summarised + kept.len(),
+        h.len(),
+        "every message is kept or stood for by the marker"
+    );
+    assert_eq!(
+        kept,
+        &h[h.len() - kept.len()..],
+        "the kept messages are the caller's own, unchanged"
+    );
 }
 
 #[tokio::test]

@@ -3,23 +3,21 @@
 //! seeing each other, and a full reindex touches only its own store's points.
 //!
 //! Without the Qdrant binary (`MNEMO_QDRANT_BIN`, or `../shared/qdrant/qdrant`) the tests
-//! say why and pass.
+//! say why and pass; under `CI=true` they fail instead (`mnemo_test_support::require`).
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use mnemo_core::{Config, ConversationId};
 use mnemo_engine::{IndexBackend, MemoryClient, OpenOptions, SearchRequest};
-use mnemo_qdrant::local::{self, LocalQdrant};
 use mnemo_scripted_llm::{add_every_fact, ChatRequest, Reply, ScriptedLlm};
+use mnemo_test_support::qdrant::{self, LocalQdrant};
 use serde_json::json;
 
-/// The server for one test, or `None` (said on stderr) when there is no binary.
+/// The server for one test, or `None` when there is no binary (said on stderr; a failure
+/// under `CI=true`).
 fn server(dir: &Path) -> Option<LocalQdrant> {
-    if let Err(why) = local::binary() {
-        eprintln!("skipped: {why}");
-        return None;
-    }
+    mnemo_test_support::require(qdrant::binary())?;
     Some(LocalQdrant::start(&dir.join("qdrant"), 1).unwrap_or_else(|e| panic!("{e}")))
 }
 

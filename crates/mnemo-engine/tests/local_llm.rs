@@ -190,8 +190,13 @@ async fn a_long_history_is_summarised_by_the_local_llm_and_the_summary_reused() 
         context["counter"],
         "local LLM tokenizer (llama.cpp /tokenize)"
     );
+    let tokens = |key: &str| {
+        context[key]
+            .as_u64()
+            .unwrap_or_else(|| panic!("no {key}: {context}"))
+    };
     assert!(
-        context["tokens_after"].as_u64() < context["tokens_before"].as_u64(),
+        tokens("tokens_after") < tokens("tokens_before"),
         "{context}"
     );
     let kept: Vec<_> = std::fs::read_dir(dir.path().join("conversations/port/summaries"))

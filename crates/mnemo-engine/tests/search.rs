@@ -445,18 +445,18 @@ async fn query_expansion_adds_the_llms_words_and_never_fails_a_search() {
     })
     .await;
     // Lexical only: the query shares no word with the memory; only the expansion does.
-    let with_expansion = |on: bool| {
+    let with_expansion = |on: bool, wait_ms: u64| {
         let mut config = config(dir.path());
         config.openai_base_url = Some(llm.base_url());
         config.retrieval.dense = false;
         config.retrieval.query_expansion = on;
-        config.retrieval.query_expansion_timeout_ms = 500;
+        config.retrieval.query_expansion_timeout_ms = wait_ms;
         config
     };
     let question = "Which stories has Ann enjoyed?";
     let dune = "I finally finished Dune by Frank Herbert.";
     {
-        let client = open_with(with_expansion(false)).await;
+        let client = open_with(with_expansion(false, 60_000)).await;
         client
             .add_records(vec![
                 record("c1", Role::User, dune, 30),
@@ -471,7 +471,8 @@ async fn query_expansion_adds_the_llms_words_and_never_fails_a_search() {
         assert!(hits.is_empty(), "{:?}", contents(&hits));
         assert_eq!(llm.chat_calls(), 0, "off: no call");
     }
-    let client = open_with(with_expansion(true)).await;
+    // The model answers at once; the wait is one no load on the machine can use up.
+    let client = open_with(with_expansion(true, 60_000)).await;
     let hits = client
         .search(SearchRequest::new(question, conv("c1")).top_k(1))
         .await
@@ -480,10 +481,15 @@ async fn query_expansion_adds_the_llms_words_and_never_fails_a_search() {
     let asked = String::from_utf8_lossy(&llm.requests()[0].raw_body).into_owned();
     assert!(asked.contains(question), "{asked}");
 
-    // A failing or late LLM leaves the query as it is: no error, no expansion.
+    drop(client);
+
+    // A failing or late LLM leaves the query as it is: no error, no expansion. The late
+    // answer would expand the query (and find Dune) were the search to wait for it: it comes
+    // after 30 s, long after the 500 ms wait, and before the call's own deadline (120 s).
+    let client = open_with(with_expansion(true, 500)).await;
     for fault in [
         Reply::status(500, "boom"),
-        Reply::delay(std::time::Duration::from_secs(3), Reply::text("Dune")),
+        Reply::delay(std::time::Duration::from_secs(30), Reply::text("Dune")),
     ] {
         llm.set_handler(move |_: &ChatRequest| fault.clone());
         let hits = client

@@ -800,23 +800,48 @@ async fn with_git_and_summaries_off_the_pass_writes_facts_only() {
     );
 }
 
+/// How many commits the store at `dir` has.
+fn commits(dir: &Path) -> usize {
+    git(dir, &["rev-list", "--count", "HEAD"])
+        .trim()
+        .parse()
+        .unwrap_or(0)
+}
+
+/// A model whose extractions find no fact and are answered only once the server has had
+/// `calls` chat requests in all; each extraction notes, as it arrives, how many commits the
+/// store at `dir` has. A pass commits what was noted when it is done, before its slot is
+/// free, so the first pass to finish always makes a commit (later ones may find nothing left).
+fn gated_extractions(
+    dir: &Path,
+    calls: usize,
+) -> (
+    impl Fn(&ChatRequest) -> Reply + Send + Sync + 'static,
+    Arc<Mutex<Vec<usize>>>,
+) {
+    let commits_seen: Arc<Mutex<Vec<usize>>> = Arc::default();
+    let (seen, store) = (commits_seen.clone(), dir.to_owned());
+    let handler = move |request: &ChatRequest| match request.schema_name() {
+        Some("facts") => {
+            seen.lock().unwrap().push(commits(&store));
+            Reply::after_calls(calls, Reply::Json(json!({"facts": []})))
+        }
+        Some(other) => Reply::status(500, format!("no {other} call expected")),
+        None => Reply::text("Noted."),
+    };
+    (handler, commits_seen)
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn passes_of_different_conversations_run_in_parallel() {
-    // Each extraction takes the model two seconds. Were passes serialised across
-    // conversations, the second extraction could not start before the first had answered.
-    let arrivals: Arc<Mutex<Vec<std::time::Instant>>> = Arc::default();
-    let seen = arrivals.clone();
-    let llm = ScriptedLlm::with_handler(move |request: &ChatRequest| match request.schema_name() {
-        Some("facts") => {
-            seen.lock().unwrap().push(std::time::Instant::now());
-            Reply::delay(Duration::from_secs(2), Reply::Json(json!({"facts": []})))
-        }
-        _ => Reply::text("Noted."),
-    })
-    .await;
+    // Each extraction is answered only once both chats and both extractions have reached the
+    // model: were passes serialised across conversations, the first would wait for a second
+    // that cannot start, until it timed out and its pass committed.
     let dir = tempfile::tempdir().unwrap();
+    let (handler, commits_seen) = gated_extractions(dir.path(), 4);
+    let llm = ScriptedLlm::with_handler(handler).await;
     let mut config = config(dir.path(), &llm);
-    config.llm_timeout_secs = 10;
+    config.llm_timeout_secs = 30;
     let client = MemoryClient::open(config, OpenOptions::default())
         .await
         .unwrap();
@@ -827,12 +852,48 @@ async fn passes_of_different_conversations_run_in_parallel() {
     a.unwrap();
     b.unwrap();
     client.wait_idle().await;
-    let arrivals = arrivals.lock().unwrap();
-    assert_eq!(arrivals.len(), 2);
-    let gap = arrivals[1].duration_since(arrivals[0]);
+    let seen = commits_seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    assert_eq!(
+        seen[1], seen[0],
+        "the second conversation's pass reached the model only after the first had committed"
+    );
+    assert!(commits(dir.path()) > seen[0], "the passes committed");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn at_most_two_passes_do_their_llm_work_at_once() {
+    // Extractions are answered only once all three have reached the model. With two slots the
+    // third cannot: the two running ones time out, commit and free a slot, and only then does
+    // the third reach the model. Without the limit all three would meet while none had
+    // committed.
+    let dir = tempfile::tempdir().unwrap();
+    let (handler, commits_seen) = gated_extractions(dir.path(), 6);
+    let llm = ScriptedLlm::with_handler(handler).await;
+    let mut config = config(dir.path(), &llm);
+    // How long the two waiting extractions hold their slots.
+    config.llm_timeout_secs = 5;
+    let client = MemoryClient::open(config, OpenOptions::default())
+        .await
+        .unwrap();
+    let (a, b, c) = tokio::join!(
+        client.chat(user("I planted tulips today.", "garden")),
+        client.chat(user("I fixed the oven today.", "kitchen")),
+        client.chat(user("I painted the shed today.", "shed")),
+    );
+    for answer in [a, b, c] {
+        answer.unwrap();
+    }
+    client.wait_idle().await;
+    let seen = commits_seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 3, "{seen:?}");
+    assert_eq!(
+        seen[0], seen[1],
+        "the first two passes did not run at once: {seen:?}"
+    );
     assert!(
-        gap < Duration::from_millis(1500),
-        "the second conversation's pass waited for the first: {gap:?}"
+        seen[2] > seen[0],
+        "a third pass reached the model while two were running: {seen:?}"
     );
 }
 

@@ -656,6 +656,105 @@ fn a_lock_left_by_a_dead_process_is_cleared() {
     assert_eq!(versioning.last_error(), None);
 }
 
+/// A `git commit -a` in the store whose editor never returns, as when a person leaves it
+/// open: it holds `.git/index.lock` for as long as it runs. It runs in a process group of
+/// its own (git and its editor), killed when this is dropped.
+struct EditingCommit(std::process::Child);
+
+impl EditingCommit {
+    fn start(root: &Path) -> Self {
+        use std::os::unix::process::CommandExt;
+        let child = Command::new("git")
+            .args(["commit", "-a"])
+            .current_dir(root)
+            // The comment swallows the file name git appends.
+            .env("GIT_EDITOR", "sleep 600 #")
+            .envs([
+                ("GIT_AUTHOR_NAME", "person"),
+                ("GIT_AUTHOR_EMAIL", "person@localhost"),
+                ("GIT_COMMITTER_NAME", "person"),
+                ("GIT_COMMITTER_EMAIL", "person@localhost"),
+            ])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        Self(child)
+    }
+
+    /// Kills git and its editor at once, as a crash would.
+    fn kill(&mut self) {
+        let group = self.0.id() as libc::pid_t;
+        // SAFETY: signals the process group this test started (its id is the child's).
+        unsafe { libc::killpg(group, libc::SIGKILL) };
+        let _ = self.0.wait();
+    }
+}
+
+impl Drop for EditingCommit {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Sets `path`'s modification time `secs` seconds back.
+fn age(path: &Path, secs: u64) {
+    let old = std::time::SystemTime::now() - std::time::Duration::from_secs(secs);
+    fs::File::options()
+        .write(true)
+        .open(path)
+        .unwrap()
+        .set_modified(old)
+        .unwrap();
+}
+
+#[test]
+fn a_lock_held_by_a_live_git_command_is_kept_however_old() {
+    let (dir, versioning) = new_store();
+    let root = dir.path();
+    let id = MemoryId::random();
+    write(root, &fact_path("c", id), &fact(id, "first"));
+    versioning.commit_all("one").unwrap().unwrap();
+    write(root, &fact_path("c", id), &fact(id, "edited by hand"));
+    let lock = root.join(".git/index.lock");
+    let mut editing = EditingCommit::start(root);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !lock.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "git commit never took the index lock"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // Older than any lock git holds for a moment; but git is alive and working in the store.
+    age(&lock, 120);
+    let err = versioning
+        .commit_all("while a person edits")
+        .expect_err("a commit went through a lock a live git command holds");
+    assert!(err.to_string().contains("locked"), "{err}");
+    assert!(lock.exists(), "a live git command's lock was removed");
+    assert!(versioning
+        .last_error()
+        .is_some_and(|e| e.contains("locked")));
+
+    // Once that git is dead, its lock is one left behind: cleared, and the commit made.
+    editing.kill();
+    assert!(lock.exists(), "git died holding its lock");
+    age(&lock, 120);
+    let commit = versioning
+        .commit_all("after the editor died")
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        changes(&commit),
+        [(ChangeStatus::Modified, fact_path("c", id))]
+    );
+    assert!(!lock.exists());
+    assert_eq!(versioning.last_error(), None);
+}
+
 #[test]
 fn a_corrupt_index_is_rebuilt_from_head() {
     let (dir, versioning) = new_store();

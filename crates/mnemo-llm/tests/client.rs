@@ -512,3 +512,60 @@ async fn forward_uses_the_configured_key_and_returns_any_status() {
         .unwrap();
     assert_eq!(response.status(), 400);
 }
+
+/// An upstream that answers every request with a 500 whose body never ends, on a free
+/// loopback port: its base URL.
+async fn endless_error_page() -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                // The request is not needed; its headers are read so the client sends it whole.
+                let mut request = [0u8; 8192];
+                let _ = socket.read(&mut request).await;
+                let head = "HTTP/1.1 500 Internal Server Error\r\ncontent-type: text/html\r\n\
+                            transfer-encoding: chunked\r\n\r\n";
+                if socket.write_all(head.as_bytes()).await.is_err() {
+                    return;
+                }
+                let first = "<h1>The start of a broken upstream's page</h1>\n";
+                let filler = "<p>and then more of it</p>\n".repeat(1000);
+                let chunk = |text: &str| format!("{:x}\r\n{text}\r\n", text.len());
+                let mut next = chunk(first);
+                // Until the client hangs up: a client that reads it all never stops.
+                while socket.write_all(next.as_bytes()).await.is_ok() {
+                    next = chunk(&filler);
+                }
+            });
+        }
+    });
+    url
+}
+
+#[tokio::test]
+async fn only_the_start_of_an_error_body_is_read() {
+    let base = endless_error_page().await;
+    let mut config = config(&base);
+    config.max_retries = 0;
+    // Far longer than the 5 s an error body may take: a client reading the endless body to
+    // its end would give up at those 5 s with nothing quoted.
+    config.request_timeout = Duration::from_secs(60);
+    let err = LlmClient::new(config)
+        .unwrap()
+        .chat(&hello())
+        .await
+        .unwrap_err();
+    match &err {
+        LlmError::Status {
+            status: 500,
+            body_snippet,
+            ..
+        } => assert!(
+            body_snippet.starts_with("<h1>The start of a broken upstream's page</h1>"),
+            "the body's first 64 KiB are quoted: {body_snippet}"
+        ),
+        other => panic!("a 500 with its body's start: {other}"),
+    }
+}

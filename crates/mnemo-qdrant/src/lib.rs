@@ -23,10 +23,10 @@
 //! - **Errors say where**: a server that does not answer is [`IndexError::Unavailable`], with
 //!   its URL, so front ends can answer "try again" (503) rather than "broken" (500).
 //!
-//! [`local`] starts the Qdrant server binary on loopback, for tests and benchmarks.
+//! The tests start a real Qdrant server on loopback through `mnemo-test-support`, which is not
+//! part of this library.
 
 mod convert;
-pub mod local;
 
 use std::future::Future;
 use std::time::Duration;

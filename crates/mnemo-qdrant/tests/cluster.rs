@@ -1,6 +1,7 @@
 //! A three-node Qdrant cluster on loopback (Raft consensus, three shards, two copies of
 //! each): acknowledged writes survive a node's crash, searches keep answering, and the node
-//! catches up once restarted. Without the server binary the test skips, saying why.
+//! catches up once restarted. Without the server binary the test skips, saying why; under
+//! `CI=true` it fails instead.
 
 #[path = "../../mnemo-index/tests/conformance/mod.rs"]
 #[allow(dead_code)]
@@ -12,8 +13,8 @@ use std::time::{Duration, Instant};
 use conformance::{point, DIM};
 use mnemo_core::{MemoryId, Role};
 use mnemo_index::{Filter, Point, Query, VectorIndex};
-use mnemo_qdrant::local::{self, LocalQdrant};
 use mnemo_qdrant::{QdrantIndex, QdrantOptions};
+use mnemo_test_support::qdrant::{self, LocalQdrant};
 use qdrant_client::qdrant::ReplicaState;
 use uuid::Uuid;
 
@@ -87,10 +88,7 @@ fn wait_until_caught_up(cluster: &LocalQdrant, node: usize) {
 
 #[test]
 fn acknowledged_writes_survive_a_node_crash_and_the_node_catches_up() {
-    if let Err(why) = local::binary() {
-        eprintln!("skipped: {why}");
-        return;
-    }
+    mnemo_test_support::skip_unless!(qdrant::binary());
     let dir = tempfile::tempdir().unwrap();
     let mut cluster = LocalQdrant::start(dir.path(), 3).unwrap();
     let store = Uuid::new_v4();

@@ -1,7 +1,7 @@
 //! The Qdrant server backend against a real single-node server, started by each test on free
 //! loopback ports with storage in the test's folder: the conformance suite every
 //! `VectorIndex` passes, and what is particular to a shared server. Without the server binary
-//! the tests skip, saying why.
+//! the tests skip, saying why; under `CI=true` they fail instead (`mnemo_test_support::require`).
 
 #[path = "../../mnemo-index/tests/conformance/mod.rs"]
 #[macro_use]
@@ -15,8 +15,9 @@ use std::time::Duration;
 use conformance::{point, DIM};
 use mnemo_core::Role;
 use mnemo_index::{Filter, IndexError, VectorIndex};
-use mnemo_qdrant::local::{self, LocalQdrant};
 use mnemo_qdrant::{QdrantIndex, QdrantOptions};
+use mnemo_test_support::qdrant::{self, LocalQdrant};
+use mnemo_test_support::skip_unless;
 use uuid::Uuid;
 
 thread_local! {
@@ -24,9 +25,9 @@ thread_local! {
     static SERVERS: RefCell<HashMap<PathBuf, LocalQdrant>> = RefCell::default();
 }
 
-/// Why the tests cannot run here, if they cannot.
-fn missing_server() -> Option<String> {
-    local::binary().err()
+/// Whether the tests can run here: the server binary is there, or why not.
+fn server_binary() -> Result<(), String> {
+    qdrant::binary().map(drop)
 }
 
 /// The store `dir` stands for, on the server started for `dir`.
@@ -42,17 +43,7 @@ fn open_server(dir: &Path) -> Box<dyn VectorIndex> {
     Box::new(QdrantIndex::open(&QdrantOptions::new(&url, "mnemo", store, DIM)).unwrap())
 }
 
-vector_index_conformance!(open_server, missing_server);
-
-/// Skips the test (with the reason on stderr) when no server binary is here.
-macro_rules! need_server {
-    () => {
-        if let Some(why) = missing_server() {
-            eprintln!("skipped: {why}");
-            return;
-        }
-    };
-}
+vector_index_conformance!(open_server, server_binary);
 
 fn options(server: &LocalQdrant, store: Uuid) -> QdrantOptions {
     QdrantOptions {
@@ -63,7 +54,7 @@ fn options(server: &LocalQdrant, store: Uuid) -> QdrantOptions {
 
 #[test]
 fn two_stores_share_a_collection_without_seeing_each_other() {
-    need_server!();
+    skip_unless!(server_binary());
     let dir = tempfile::tempdir().unwrap();
     let server = LocalQdrant::start(dir.path(), 1).unwrap();
     let first = QdrantIndex::open(&options(&server, Uuid::new_v4())).unwrap();
@@ -98,7 +89,7 @@ fn two_stores_share_a_collection_without_seeing_each_other() {
 
 #[test]
 fn a_collection_of_another_dimension_is_a_clear_error() {
-    need_server!();
+    skip_unless!(server_binary());
     let dir = tempfile::tempdir().unwrap();
     let server = LocalQdrant::start(dir.path(), 1).unwrap();
     drop(QdrantIndex::open(&options(&server, Uuid::new_v4())).unwrap());
@@ -113,7 +104,7 @@ fn a_collection_of_another_dimension_is_a_clear_error() {
 
 #[test]
 fn an_unreachable_server_is_named_and_a_lost_one_is_unavailable() {
-    need_server!();
+    skip_unless!(server_binary());
     let dir = tempfile::tempdir().unwrap();
     let mut server = LocalQdrant::start(dir.path(), 1).unwrap();
     let store = Uuid::new_v4();

@@ -43,6 +43,10 @@ pub enum Reply {
     Delay(Duration, Box<Reply>),
     /// Never answers (until the server is dropped): for timeouts.
     Hang,
+    /// Waits until the server has received this many chat requests in all (this one
+    /// included), then answers with the inner reply; until the server is dropped when they
+    /// never come. For tests of overlap: two calls answered only once both are in flight.
+    AfterCalls(usize, Box<Reply>),
     /// Text arriving in these pieces, each after its delay: a stream when the request streams,
     /// else one `chat.completion` after all the delays.
     Chunks(Vec<(Duration, String)>),
@@ -62,6 +66,11 @@ impl Reply {
     /// A [`Reply::Delay`]: `reply`, once `after` has passed.
     pub fn delay(after: Duration, reply: Reply) -> Self {
         Self::Delay(after, Box::new(reply))
+    }
+
+    /// A [`Reply::AfterCalls`]: `reply`, once the server has received `calls` chat requests.
+    pub fn after_calls(calls: usize, reply: Reply) -> Self {
+        Self::AfterCalls(calls, Box::new(reply))
     }
 }
 
@@ -162,11 +171,13 @@ impl Drop for StreamGuard {
 const CREATED: u64 = 1_700_000_000;
 
 /// The response to `reply`, after whatever waiting it asks for. `shutdown` turns true when
-/// the server is dropped, which ends a `Hang`.
+/// the server is dropped, which ends a `Hang` or an `AfterCalls` still waiting; `calls`
+/// counts the chat requests received so far.
 pub(crate) async fn answer(
     mut reply: Reply,
     request: &ChatRequest,
     mut shutdown: watch::Receiver<bool>,
+    mut calls: watch::Receiver<usize>,
     streams: &StreamLog,
 ) -> Response {
     loop {
@@ -180,6 +191,17 @@ pub(crate) async fn answer(
                 // Err means the server is gone, which ends the hang just the same.
                 let _ = shutdown.wait_for(|down| *down).await;
                 error(503, "the scripted server shut down")
+            }
+            Reply::AfterCalls(wanted, next) => {
+                let came = tokio::select! {
+                    came = calls.wait_for(|&seen| seen >= wanted) => came.is_ok(),
+                    _ = shutdown.wait_for(|down| *down) => false,
+                };
+                if !came {
+                    return error(503, "the scripted server shut down");
+                }
+                reply = *next;
+                continue;
             }
             Reply::Text(content) => completion(request, content, streams),
             Reply::Json(value) => completion(request, value.to_string(), streams),

@@ -31,6 +31,8 @@ struct Shared {
     requests: Mutex<Vec<RecordedRequest>>,
     streams: StreamLog,
     chat_calls: AtomicUsize,
+    /// The chat requests received so far, for replies that wait for later ones.
+    calls_seen: watch::Sender<usize>,
     shutdown: watch::Receiver<bool>,
 }
 
@@ -68,6 +70,7 @@ impl ScriptedLlm {
             requests: Mutex::default(),
             streams: StreamLog::default(),
             chat_calls: AtomicUsize::new(0),
+            calls_seen: watch::Sender::new(0),
             shutdown: down.clone(),
         });
         let app = axum::Router::new()
@@ -198,6 +201,7 @@ async fn chat(shared: &Shared, recorded: RecordedRequest) -> Response {
         headers: recorded.headers,
         call: shared.chat_calls.fetch_add(1, Ordering::SeqCst),
     };
+    shared.calls_seen.send_modify(|seen| *seen += 1);
     let handler = shared
         .handler
         .read()
@@ -209,7 +213,14 @@ async fn chat(shared: &Shared, recorded: RecordedRequest) -> Response {
         Ok(reply) => reply,
         Err(_) => Reply::status(500, "the scripted handler panicked (see the test output)"),
     };
-    answer(reply, &request, shared.shutdown.clone(), &shared.streams).await
+    answer(
+        reply,
+        &request,
+        shared.shutdown.clone(),
+        shared.calls_seen.subscribe(),
+        &shared.streams,
+    )
+    .await
 }
 
 /// What arrived, as JSON, for pass-through tests.

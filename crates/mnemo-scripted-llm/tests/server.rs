@@ -280,3 +280,37 @@ async fn the_binary_prints_its_url_and_serves() {
         "echo: from a process"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_after_calls_reply_waits_for_the_later_request() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let server = Arc::new(
+        ScriptedLlm::with_handler(|request: &ChatRequest| match request.call {
+            0 => Reply::after_calls(2, Reply::text("first, answered once the second came")),
+            _ => Reply::text("second"),
+        })
+        .await,
+    );
+    let second_sent = Arc::new(AtomicBool::new(false));
+    let first = tokio::spawn({
+        let (server, second_sent) = (server.clone(), second_sent.clone());
+        async move {
+            let body: Value = post(&server, ask("one")).await.json().await.unwrap();
+            // Deterministic: the first cannot be answered before the server has the second.
+            assert!(second_sent.load(Ordering::SeqCst), "answered alone: {body}");
+            body
+        }
+    });
+    while server.chat_calls() == 0 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    second_sent.store(true, Ordering::SeqCst);
+    let second: Value = post(&server, ask("two")).await.json().await.unwrap();
+    assert_eq!(second["choices"][0]["message"]["content"], "second");
+    let first = first.await.unwrap();
+    assert_eq!(
+        first["choices"][0]["message"]["content"],
+        "first, answered once the second came"
+    );
+}

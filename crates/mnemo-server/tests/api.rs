@@ -569,10 +569,43 @@ async fn filter_threshold_and_recency_fields_shape_what_the_proxy_injects() {
         "filtered out of the prompt too: {injected}"
     );
 
-    let (_, strict) = post(&url, ask(json!({"memory_score_threshold": 0.999}))).await;
+    // A threshold between the best fact's relevance and the next one's keeps the best alone.
+    // (Facts only: each chat stores its question as a turn, which the next one would find.)
+    let facts = |threshold: Option<f64>| {
+        let mut extra = json!({"memory_filter": {"role": "memory"}});
+        if let Some(threshold) = threshold {
+            extra["memory_score_threshold"] = json!(threshold);
+        }
+        ask(extra)
+    };
+    // Each fact's relevance (the stage the threshold reads), from the search endpoint.
+    let (status, ranked) = post(
+        &format!("{}/v1/memories/search", server.url),
+        json!({"query": "What does the user eat for lunch now?", "conversation_id": "c1",
+            "top_k": 3, "filter": {"role": "memory"}}),
+    )
+    .await;
+    assert_eq!(status, 200, "{ranked}");
+    let mut relevance: Vec<(f64, String)> = ranked["hits"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{ranked}"))
+        .iter()
+        .map(|h| {
+            let fused = h["scores"]["fused"].as_f64().unwrap();
+            (fused, h["content"].as_str().unwrap().to_owned())
+        })
+        .collect();
+    relevance.sort_by(|a, b| b.0.total_cmp(&a.0));
     assert!(
-        hit_contents(&strict).len() < 3,
-        "only the best match clears a near-1 threshold: {strict}"
+        relevance.len() == 3 && relevance[0].0 > relevance[1].0,
+        "{relevance:?}"
+    );
+    let threshold = (relevance[0].0 + relevance[1].0) / 2.0;
+    let (_, strict) = post(&url, facts(Some(threshold))).await;
+    assert_eq!(
+        hit_contents(&strict),
+        [relevance[0].1.clone()],
+        "only the best match clears {threshold}: {relevance:?}"
     );
 
     // The query asks about now: with all the weight on recency the newest fact leads. (Facts
@@ -1066,7 +1099,12 @@ async fn a_streamed_answer_reports_governance_in_a_header() {
     )
     .unwrap();
     assert_eq!(header["trimmed"], 2, "{header}");
-    assert!(header["tokens_after"].as_u64() < header["tokens_before"].as_u64());
+    let tokens = |key: &str| {
+        header[key]
+            .as_u64()
+            .unwrap_or_else(|| panic!("no {key}: {header}"))
+    };
+    assert!(tokens("tokens_after") < tokens("tokens_before"), "{header}");
     let _ = response.text().await.unwrap();
 }
 
@@ -1145,8 +1183,24 @@ async fn a_huge_upstream_answer_is_refused_or_cut_and_stored_at_a_memory_s_size(
         .await
         .unwrap();
     assert_eq!(streamed.status(), 200);
-    let received = streamed.bytes().await.map(|b| b.len()).unwrap_or(0);
-    assert!(received < 18 << 20, "the stream was cut: {received} bytes");
+    let mut body = streamed.bytes_stream();
+    let mut received = 0;
+    let ended = loop {
+        use futures_util::StreamExt;
+        match body.next().await {
+            Some(Ok(chunk)) => received += chunk.len(),
+            Some(Err(e)) => break Some(e),
+            None => break None,
+        }
+    };
+    assert!(
+        ended.is_some(),
+        "a stream over the limit ends with an error, not as if whole: {received} bytes"
+    );
+    assert!(
+        received > mnemo_llm::MAX_ANSWER_BYTES / 2 && received <= mnemo_llm::MAX_ANSWER_BYTES,
+        "passed on up to the limit, cut there: {received} bytes"
+    );
 
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     let stored = loop {
@@ -1200,5 +1254,41 @@ async fn health_reports_a_failing_commit_until_one_succeeds() {
     assert!(added["commit"].is_string(), "{added}");
     let (_, body) = post_get(&health).await;
     assert_eq!(body["versioning"]["error"], Value::Null);
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn health_probes_the_upstream_at_most_once_per_5_s() {
+    let llm = ScriptedLlm::start().await;
+    let server = Server::start(Some(llm.base_url())).await;
+    let health = format!("{}/health", server.url);
+    let probes = || {
+        llm.requests()
+            .iter()
+            .filter(|r| r.path == "/v1/models")
+            .count()
+    };
+    // A flood, as a monitor gone wrong or anyone without a token could send: at once, then
+    // one after another.
+    let started = std::time::Instant::now();
+    let burst = futures_util::future::join_all((0..20).map(|_| post_get(&health))).await;
+    let mut answers = burst;
+    for _ in 0..20 {
+        answers.push(post_get(&health).await);
+    }
+    let elapsed = started.elapsed();
+    for (status, body) in &answers {
+        assert_eq!(*status, 200, "{body}");
+        assert_eq!(body["upstream"]["reachable"], true, "{body}");
+    }
+    // One probe answers for 5 s, so however slow this machine, 40 requests over `elapsed`
+    // make at most one probe per 5 s begun.
+    let allowed = 1 + (elapsed.as_secs() / 5) as usize;
+    let made = probes();
+    assert!(
+        (1..=allowed).contains(&made),
+        "{made} upstream probes for {} /health requests in {elapsed:?}",
+        answers.len()
+    );
     server.shutdown().await;
 }

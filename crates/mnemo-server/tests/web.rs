@@ -166,18 +166,23 @@ async fn pages_escape_every_value_and_refuse_hostile_paths() {
     );
     assert!(page.contains("3 facts, newest first"), "{page}");
 
-    // A file a person named and dated is listed by its front matter's time: newest here.
+    // A file a person named and dated is listed by its front matter's time, not the file's:
+    // written last, it is the newest file, but its front matter makes it the oldest fact.
     std::fs::write(
         server.root.join("entries/c1/facts/hand-note.md"),
-        "---\ncreated_at: \"2030-01-01T00:00:00Z\"\n---\nWritten by hand.\n",
+        "---\ncreated_at: \"2001-01-01T00:00:00Z\"\n---\nWritten by hand.\n",
     )
     .unwrap();
     let (_, page) = get(&format!("{}/ui/conversations/c1", server.url)).await;
     let hand = page
         .find("Written by hand.")
         .expect("the hand-written fact is listed");
-    let bike = page.find("My bike is red.").unwrap();
-    assert!(hand < bike, "newest first");
+    for fact in ["My bike is red.", "I live in Ghent."] {
+        let at = page
+            .find(fact)
+            .unwrap_or_else(|| panic!("{fact} is listed"));
+        assert!(at < hand, "dated 2001, the hand note comes after {fact:?}");
+    }
 
     // Hostile ids and paths: a clear page with the right status, never a file.
     let (status, page) = get(&format!(
@@ -471,10 +476,7 @@ async fn with_tokens_a_browser_signs_in_and_sees_only_its_scope() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_person_browses_searches_reads_history_and_edits_in_chromium() {
-    if let Some(why) = browser::unavailable() {
-        eprintln!("skipping the browser test: {why}");
-        return;
-    }
+    mnemo_test_support::skip_unless!(browser::available());
     let (server, _llm) = server_with_facts(ServerOptions::default()).await;
     let browser = browser::Browser::start().await;
     browser.goto(&format!("{}/", server.url)).await;

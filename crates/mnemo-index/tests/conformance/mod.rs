@@ -18,15 +18,22 @@ pub const DIM: usize = 8;
 pub type Open = fn(&Path) -> Box<dyn VectorIndex>;
 
 /// Expands to one `#[test]` per conformance check, each run on the index `$open` opens.
-/// With `$skip` (a `fn() -> Option<String>`), a test whose backend cannot run here says why
-/// on stderr and passes without checking anything (a server binary that is missing).
+/// With `$ready` (a `fn() -> Result<(), String>`), a backend that needs something from
+/// outside the project (a server binary) says whether it can run here; when it cannot, each
+/// test goes through `mnemo_test_support::require` (the test file's crate must have it): it
+/// skips saying why, or fails under `CI=true`.
 #[macro_export]
 macro_rules! vector_index_conformance {
     ($open:expr) => {
-        $crate::vector_index_conformance!($open, || None::<String>);
+        $crate::vector_index_conformance!(@all $open, {});
     };
-    ($open:expr, $skip:expr) => {
-        $crate::vector_index_conformance!(@tests $open, $skip;
+    ($open:expr, $ready:expr) => {
+        $crate::vector_index_conformance!(@all $open, {
+            mnemo_test_support::skip_unless!(($ready)());
+        });
+    };
+    (@all $open:expr, $before:block) => {
+        $crate::vector_index_conformance!(@tests $open, $before;
             nearest_first_with_vectors_and_payload,
             filters_by_conversation_global_and_role,
             survives_reopen_and_deletes_stick,
@@ -38,14 +45,11 @@ macro_rules! vector_index_conformance {
             ids_and_retrieve_see_every_point,
         );
     };
-    (@tests $open:expr, $skip:expr; $($name:ident),* $(,)?) => {
+    (@tests $open:expr, $before:block; $($name:ident),* $(,)?) => {
         $(
             #[test]
             fn $name() {
-                if let Some(why) = ($skip)() {
-                    eprintln!("skipped: {why}");
-                    return;
-                }
+                $before
                 conformance::$name($open);
             }
         )*

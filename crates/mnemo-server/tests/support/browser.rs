@@ -2,27 +2,44 @@
 //! the W3C WebDriver protocol (plain HTTP and JSON on loopback).
 
 use std::net::TcpListener;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-const CHROMIUM: &str = "/usr/bin/chromium";
-const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
 /// The W3C key for an element reference in WebDriver answers.
 const ELEMENT: &str = "element-6066-11e4-a52e-4f735466cecf";
 
-/// Why the browser tests cannot run here, if they cannot.
-pub fn unavailable() -> Option<String> {
-    [CHROMIUM, CHROMEDRIVER]
-        .iter()
-        .find(|p| !Path::new(p).exists())
-        .map(|missing| {
-            format!(
-                "{missing} is missing: install Debian's chromium and chromium-driver (scripts/test does, as root)"
-            )
-        })
+/// Chromium: `MNEMO_CHROMIUM`, or Debian's.
+fn chromium() -> PathBuf {
+    program("MNEMO_CHROMIUM", "/usr/bin/chromium")
+}
+
+/// ChromeDriver: `MNEMO_CHROMEDRIVER`, or Debian's.
+fn chromedriver() -> PathBuf {
+    program("MNEMO_CHROMEDRIVER", "/usr/bin/chromedriver")
+}
+
+fn program(var: &str, default: &str) -> PathBuf {
+    std::env::var_os(var).map_or_else(|| PathBuf::from(default), PathBuf::from)
+}
+
+/// Whether the browser tests can run here: both programs are there, or which is missing.
+/// Tests hand this to `mnemo_test_support::require`: a skip, or a failure under `CI=true`.
+pub fn available() -> Result<(), String> {
+    for (path, var) in [
+        (chromium(), "MNEMO_CHROMIUM"),
+        (chromedriver(), "MNEMO_CHROMEDRIVER"),
+    ] {
+        if !path.is_file() {
+            return Err(format!(
+                "{} is missing: install Debian's chromium and chromium-driver (scripts/test does, as root), or name them in {var}",
+                path.display()
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// One headless Chromium session.
@@ -41,7 +58,7 @@ impl Browser {
             .local_addr()
             .unwrap()
             .port();
-        let driver = Command::new(CHROMEDRIVER)
+        let driver = Command::new(chromedriver())
             .arg(format!("--port={port}"))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -73,7 +90,7 @@ impl Browser {
             .post(format!("{base}/session"))
             .json(&json!({"capabilities": {"alwaysMatch": {
                 "browserName": "chrome",
-                "goog:chromeOptions": {"binary": CHROMIUM, "args": args},
+                "goog:chromeOptions": {"binary": chromium(), "args": args},
             }}}))
             .send()
             .await

@@ -1,10 +1,12 @@
 //! The Qdrant server binary started on loopback, for tests and benchmarks: one node, or a Raft
-//! cluster of several, each on free ports with its own storage folder.
+//! cluster of several, each on free ports with its own storage folder. mnemo itself never
+//! starts a Qdrant server: it talks to one (`mnemo-qdrant`).
 //!
 //! The binary is `MNEMO_QDRANT_BIN`, or `../shared/qdrant/qdrant` beside the checkout (no
-//! registry ships a Qdrant server). [`binary`] says why it cannot be used, so tests can skip
-//! with that reason. Nodes die with the thread that started them (and with this value), so a
-//! failed test leaves no server behind.
+//! registry ships a Qdrant server). [`binary`] says why it cannot be used; a test hands that
+//! to [`require`](crate::require), which skips it, or fails it under `CI=true`. Nodes die
+//! with the thread that started them (and with this value), so a failed test leaves no
+//! server behind.
 
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};

@@ -1,0 +1,115 @@
+//! What mnemo's tests and benchmarks share across crates; no crate of the product depends on
+//! it.
+//!
+//! - [`require`] and [`skip_unless!`]: the one rule for a test that needs something from
+//!   outside the project (the Qdrant server binary, Chromium) and does not find it. On a
+//!   developer's machine the test says why on stderr and passes without checking anything;
+//!   under `CI=true` (what CI services set) it fails, naming what is missing, so a CI run can
+//!   never report `ok` for a test that did not run.
+//! - [`qdrant`]: the Qdrant server binary started on loopback, one node or a cluster.
+
+pub mod qdrant;
+
+/// The environment variable that makes a missing dependency fail a test instead of skipping
+/// it, when it holds `true`.
+pub const CI_VAR: &str = "CI";
+
+/// Whether this is a CI run: `CI=true`.
+pub fn in_ci() -> bool {
+    std::env::var(CI_VAR).is_ok_and(|v| v == "true")
+}
+
+/// `found`'s value when the test can run. Otherwise (`Err(why)`, why naming what is missing
+/// and how to get it): under `CI=true` a panic with that reason; elsewhere `None`, after
+/// saying on stderr that the test is skipped and why.
+#[track_caller]
+pub fn require<T>(found: Result<T, String>) -> Option<T> {
+    match found {
+        Ok(value) => Some(value),
+        Err(why) => match skip_or_fail(&why, in_ci()) {
+            Outcome::Fail(message) => panic!("{message}"),
+            Outcome::Skip(message) => {
+                eprintln!("{message}");
+                None
+            }
+        },
+    }
+}
+
+/// What a test does when something it needs is missing.
+#[derive(Debug, PartialEq, Eq)]
+enum Outcome {
+    /// Skip, with this line on stderr.
+    Skip(String),
+    /// Fail with this message.
+    Fail(String),
+}
+
+fn skip_or_fail(why: &str, ci: bool) -> Outcome {
+    match ci {
+        true => Outcome::Fail(format!(
+            "{why}\n(CI=true: a test that cannot run here fails instead of skipping)"
+        )),
+        false => Outcome::Skip(format!(
+            "skipped: {why}; with CI=true this test fails instead"
+        )),
+    }
+}
+
+/// `skip_unless!(found)`: the value in `found` (a `Result<T, String>`), or — when the test
+/// cannot run here — a return from the calling test after [`require`] said why (or a panic
+/// under `CI=true`). For test functions returning `()`.
+#[macro_export]
+macro_rules! skip_unless {
+    ($found:expr) => {
+        match $crate::require($found) {
+            Some(value) => value,
+            None => return,
+        }
+    };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_dependency_skips_with_its_reason_outside_ci() {
+        assert_eq!(
+            skip_or_fail("no binary at /x", false),
+            Outcome::Skip("skipped: no binary at /x; with CI=true this test fails instead".into())
+        );
+    }
+
+    #[test]
+    fn a_missing_dependency_fails_with_its_reason_under_ci() {
+        let Outcome::Fail(message) = skip_or_fail("no binary at /x", true) else {
+            panic!("CI must fail");
+        };
+        assert!(message.starts_with("no binary at /x\n"), "{message}");
+    }
+
+    #[test]
+    fn what_is_there_is_handed_back() {
+        assert_eq!(require::<u8>(Ok(7)), Some(7));
+    }
+
+    fn uses_the_macro(found: Result<u8, String>, seen: &mut Option<u8>) {
+        let value = skip_unless!(found);
+        *seen = Some(value);
+    }
+
+    #[test]
+    fn the_macro_returns_before_the_rest_of_the_test_when_skipping() {
+        let mut seen = None;
+        uses_the_macro(Ok(3), &mut seen);
+        assert_eq!(seen, Some(3));
+        // A missing dependency: a return outside CI, a panic under it; never the rest.
+        let mut seen = None;
+        let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            uses_the_macro(Err("gone".into()), &mut seen)
+        }));
+        assert_eq!(run.is_err(), in_ci());
+        assert_eq!(seen, None);
+    }
+}
