@@ -25,6 +25,7 @@ Rules:
 - Keep only what the user says is true now about themselves, their life, work, health, habits, plans and preferences, and about the people, pets and things around them.
 - What the user says about someone else is a fact about that person, never about the user.
 - Keep negations and endings: "I never drink milk" gives "The user never drinks milk."; "I sold my van" gives "The user sold their van."
+- When the user corrects what they said, give the fact as it now stands: "Sorry, the party is on Friday, not Thursday" gives "The user's party is on Friday."
 - A wish or a condition is not a fact: "If I had more time I would paint" gives nothing; "I'd love to visit Chile one day" gives "The user would love to visit Chile."
 - Questions, greetings, thanks, small talk, requests for help, and anything the assistant said give no facts: return {"facts": []}.
 
@@ -51,9 +52,13 @@ A fact about one person never changes a memory about another. Change each existi
 
 Example. EXISTING memories: 0: The user drives a red hatchback. 1: The user's brother Tariq lives in Ghent. NEW facts: - The user now drives a blue pickup. - The user's brother Tariq has twin daughters. Answer: {"operations": [{"event": "UPDATE", "id": 0, "text": "The user now drives a blue pickup."}, {"event": "ADD", "id": -1, "text": "The user's brother Tariq has twin daughters."}]}"#;
 
-const SUMMARY_PROMPT: &str = r#"You keep a short running summary of what is known about a user and what their conversation is about. You get the PREVIOUS summary (possibly empty), NEW facts, and facts that are NO LONGER TRUE. Rewrite the summary so it includes the new facts and states nothing that is no longer true: where a new fact corrects an old one, rewrite that sentence with the new fact instead of keeping both. Keep what is said of other people with those people: never give the user someone else's job, habit or trait. Add nothing that the summary or the new facts do not say. Stay under 120 words, in plain sentences. If nothing changes, return the previous summary unchanged. Return JSON: {"summary": "<text>"}
+const SUMMARY_PROMPT: &str = r#"You keep a short running summary of what is known about a user and what their conversation is about. You get the PREVIOUS summary (possibly empty), NEW facts, and facts that are NO LONGER TRUE. Rewrite the summary so it includes the new facts and states nothing that is no longer true: where a new fact corrects an old one, rewrite that sentence with the new fact instead of keeping both. Keep what is said of other people with those people: never give the user someone else's job, habit or trait. Add nothing that the summary or the new facts do not say. Stay under 120 words, in plain sentences. If nothing changes, return the previous summary unchanged. Return JSON: {"summary": "<text>"}"#;
 
-Example. PREVIOUS summary: "The user keeps two hens and works as a welder. Their sister Noor teaches maths." NEW facts: "The user works as a nurse." NO LONGER TRUE: "The user works as a welder." Answer: {"summary": "The user keeps two hens and works as a nurse. Their sister Noor teaches maths."}"#;
+const REPLACES_PROMPT: &str = r#"You keep a long-term memory about a user. The user just said something that gave a NEW fact. Say whether an OLD memory is no longer true because of it: "replaces" is true when the NEW fact corrects the OLD memory or says it changed or ended (another value for the same thing, a correction, a stop), false when both can be true at once (two different things, or more detail on the same thing). Return JSON: {"replaces": true | false}
+
+Examples:
+OLD: "The user's locker is on the second floor." NEW: "The user's locker is on the fifth floor now." -> {"replaces": true}
+OLD: "The user plays chess on Sundays." NEW: "The user plays the flute." -> {"replaces": false}"#;
 
 /// The JSON schema of `T`, named `name`, as an LLM call asks for it: every subschema
 /// inlined (small models and grammar-constrained servers handle no `$ref`), and none of what
@@ -170,6 +175,26 @@ pub fn reconciliation(existing: &[&str], new_facts: &[String]) -> (Vec<ChatMessa
         ],
         schema_of::<Reconciliation>("memory_operations"),
     )
+}
+
+/// The question whether `new` replaces `old`, asked when a message signals a change that no
+/// rule and no reconciler answer applied.
+pub fn replaces(old: &str, new: &str) -> (Vec<ChatMessage>, JsonSchema) {
+    (
+        vec![
+            ChatMessage::system(REPLACES_PROMPT),
+            ChatMessage::user(format!("OLD: {old:?}\nNEW: {new:?}")),
+        ],
+        schema_of::<Replaces>("replaces"),
+    )
+}
+
+/// The answer to [`replaces`].
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct Replaces {
+    /// Whether the new fact makes the old memory no longer true.
+    pub replaces: bool,
 }
 
 /// The reconciliation's answer.

@@ -45,6 +45,12 @@ use crate::{EngineError, MemoryClient};
 /// Existing facts closer than this (cosine) to a new fact are shown to the reconciler; less
 /// related ones would only tempt a small model into odd deletions.
 const RELATED: f32 = 0.4;
+/// Existing facts at least this close (cosine) to a new fact are asked about when the
+/// message signals a change: a new job and the old one are further apart than most
+/// related facts.
+const CHANGE_CANDIDATE: f32 = 0.3;
+/// Pairs of a new and an old fact asked about, at most, per pass.
+const CHANGE_QUESTIONS: usize = 2;
 /// Existing facts considered per new fact, and in all.
 const NEAREST_PER_FACT: usize = 5;
 const NEAREST_IN_ALL: usize = 10;
@@ -162,6 +168,8 @@ struct ExistingFact {
     id: MemoryId,
     path: std::path::PathBuf,
     content: String,
+    /// Its best cosine to the texts it was found for.
+    score: f32,
 }
 
 /// The metadata key, on a fact extracted from a turn, of the user's words it stands on.
@@ -200,7 +208,10 @@ impl MemoryClient {
         let started = Instant::now();
         let message = user_turn.map_or("", |t| t.record.content.as_str());
         let earlier = match user_turn {
-            Some(turn) if self.inner.llm.is_some() && !clauses::names_the_speaker(message) => {
+            Some(turn)
+                if self.inner.llm.is_some()
+                    && (!clauses::names_the_speaker(message) || changes::repairs(message)) =>
+            {
                 self.earlier_exchange(turn).await?
             }
             _ => Earlier::default(),
@@ -224,6 +235,8 @@ impl MemoryClient {
             self.retract_what_the_user_took_back(conversation, &retractions, &origin, &mut report)
                 .await?;
             self.supersede_old_values(conversation, &mut report).await?;
+            self.ask_what_the_change_replaces(conversation, message, &mut report)
+                .await?;
         }
         self.finish_pass(conversation, turns_written, &mut report, started)
             .await?;
@@ -320,6 +333,70 @@ impl MemoryClient {
         for (_, new, old) in replaced {
             report.updated.push((old.id, new.unwrap_or(old.id)));
             report.retracted.push(old.content);
+        }
+        Ok(())
+    }
+
+    /// When the message signals a change ([`changes::signals_a_change`]: a repair, "now",
+    /// "moved", a stop) and the pass replaced nothing, asks the LLM whether a new fact
+    /// replaces the live fact about the same person closest to it ([`prompts::replaces`];
+    /// the [`CHANGE_QUESTIONS`] closest pairs at cosine [`CHANGE_CANDIDATE`] or more), and
+    /// tombstones each it says is replaced, with `replaced_by` the new fact. "I said Nacho
+    /// but I meant Pickle" or "we moved again, we bought a house in Sopot" replace in words
+    /// no rule can match.
+    async fn ask_what_the_change_replaces(
+        &self,
+        conversation: &ConversationId,
+        message: &str,
+        report: &mut WriteReport,
+    ) -> Result<(), EngineError> {
+        let Some(llm) = &self.inner.llm else {
+            return Ok(());
+        };
+        let replaced_something = !report.updated.is_empty() || !report.deleted.is_empty();
+        if replaced_something || report.added.is_empty() || !changes::signals_a_change(message) {
+            return Ok(());
+        }
+        let this_pass: std::collections::HashSet<MemoryId> =
+            report.added.iter().map(|m| m.record.id).collect();
+        let mut pairs: Vec<(ExistingFact, MemoryId, String)> = Vec::new();
+        for new in &report.added {
+            let inner = self.inner.clone();
+            let (conv, text) = (conversation.clone(), vec![new.record.content.clone()]);
+            let near =
+                blocking(move || inner.nearest_facts(&conv, &text, CHANGE_CANDIDATE)).await?;
+            let person = subject_of(&new.record.content);
+            pairs.extend(
+                near.into_iter()
+                    .filter(|old| !this_pass.contains(&old.id))
+                    .filter(|old| subject_of(&old.content).same_person(&person))
+                    .map(|old| (old, new.record.id, new.record.content.clone())),
+            );
+        }
+        pairs.sort_by(|a, b| b.0.score.total_cmp(&a.0.score));
+        let mut asked = std::collections::HashSet::new();
+        pairs.retain(|(old, _, _)| asked.insert(old.id));
+        for (old, new_id, new_text) in pairs.into_iter().take(CHANGE_QUESTIONS) {
+            let (messages, schema) = prompts::replaces(&old.content, &new_text);
+            let call = Instant::now();
+            let answer = llm
+                .complete_json::<prompts::Replaces>(messages, &schema)
+                .await;
+            report.llm_time += call.elapsed();
+            match answer {
+                Ok(prompts::Replaces { replaces: true }) => {
+                    info!(conversation = %conversation, old = %old.content, new = %new_text, "replaced: the user's change");
+                    let inner = self.inner.clone();
+                    let tombstone = vec![(old.path.clone(), Some(new_id))];
+                    blocking(move || inner.tombstone(&tombstone)).await?;
+                    report.updated.push((old.id, new_id));
+                    report.retracted.push(old.content);
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    warn!(conversation = %conversation, "could not ask whether a fact replaces another: {e}")
+                }
+            }
         }
         Ok(())
     }
@@ -675,12 +752,26 @@ impl MemoryClient {
             blocking(move || inner.nearest_facts(&conv, &probes, 0.0)).await?
         };
         let facts: Vec<String> = facts.into_iter().map(|f| f.content).collect();
+        let sources: Vec<String> = facts
+            .iter()
+            .chain(&added)
+            .cloned()
+            .chain(previous.clone())
+            .collect();
+        let (text, unsupported) = summary_check::without_unsupported_sentences(&text, &sources);
+        if !unsupported.is_empty() {
+            info!(conversation = %conversation, cuts = ?unsupported, "cut from the summary: no fact says them");
+        }
         let (text, borrowed) =
             summary_check::without_misattributed_sentences(&text, &facts, previous.as_deref());
         if !borrowed.is_empty() {
             info!(conversation = %conversation, cuts = ?borrowed, "cut from the summary: they give the user what the facts say of someone else");
         }
-        report.summary_cuts = stale.into_iter().chain(borrowed).collect();
+        report.summary_cuts = stale
+            .into_iter()
+            .chain(unsupported)
+            .chain(borrowed)
+            .collect();
         if text.is_empty() && !report.summary_cuts.is_empty() && previous.is_some() {
             // All it would say was retracted: no summary beats a false one (the old one is
             // kept as a tombstone, and the next pass with news writes a new one).
@@ -957,9 +1048,11 @@ impl Inner {
                     id: hit.id,
                     path: self.store.root().join(&hit.payload.path),
                     content: hit.payload.content,
+                    score: hit.score,
                 };
                 let best = found.entry(hit.id).or_insert((hit.score, fact));
                 best.0 = best.0.max(hit.score);
+                best.1.score = best.0;
             }
         }
         let mut facts: Vec<(f32, ExistingFact)> = found.into_values().collect();

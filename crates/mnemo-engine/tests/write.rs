@@ -55,9 +55,23 @@ fn spouse_model(request: &ChatRequest) -> Reply {
                 .to_owned();
             Reply::Json(json!({"operations": [{"event": "UPDATE", "id": 0, "text": new}]}))
         }
-        Some("summary") => Reply::Json(json!({"summary": "The user talks about family."})),
+        Some("summary") => Reply::Json(json!({"summary": new_facts_told(&message)})),
         _ => Reply::text("Noted."),
     }
+}
+
+/// A summary request's new facts, one after another: a summary that says only what it was
+/// told, as the write path's summary check requires.
+fn new_facts_told(summary_request: &str) -> String {
+    summary_request
+        .split("NEW facts:")
+        .nth(1)
+        .unwrap_or_default()
+        .lines()
+        .take_while(|l| !l.starts_with("NO LONGER TRUE"))
+        .filter_map(|l| l.strip_prefix("- "))
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 fn user(text: &str, conversation: &str) -> Value {
@@ -133,7 +147,7 @@ async fn a_new_husband_replaces_the_old_fact_and_keeps_a_tombstone() {
     );
     assert_eq!(files(dir.path(), "family", "turns/user").len(), 2);
     assert_eq!(files(dir.path(), "family", "turns/assistant").len(), 2);
-    assert!(files(dir.path(), "family", "summaries")[0].contains("talks about family"));
+    assert!(files(dir.path(), "family", "summaries")[0].contains("The user's husband is Aurelio"));
 
     let log = git(dir.path(), &["log", "--format=%s"]);
     assert!(
@@ -270,9 +284,9 @@ async fn a_correction_leaves_no_sentence_of_the_old_fact_in_the_summary() {
             let message = request.last_user_message().unwrap_or_default();
             seen.lock().unwrap().push(message.to_owned());
             let summary = if message.contains("Aurelio") {
-                "Mirela's husband is Tobias. Mirela is now married to Aurelio. He likes hiking."
+                "The user's husband is Tobias. The user is now the husband of Aurelio."
             } else {
-                "Mirela's husband is Tobias. He likes hiking."
+                "The user's husband is Tobias."
             };
             return Reply::Json(json!({ "summary": summary }));
         }
@@ -292,7 +306,7 @@ async fn a_correction_leaves_no_sentence_of_the_old_fact_in_the_summary() {
     );
     let summary = files(dir.path(), "family", "summaries").pop().unwrap();
     assert!(
-        summary.ends_with("---\nMirela is now married to Aurelio. He likes hiking.\n"),
+        summary.ends_with("---\nThe user is now the husband of Aurelio.\n"),
         "{summary}"
     );
 }
@@ -634,7 +648,7 @@ async fn a_reconciler_delete_tombstones_the_fact_without_a_replacement() {
             Some("memory_operations") => {
                 Reply::Json(json!({"operations": [{"event": "DELETE", "id": 0, "text": ""}]}))
             }
-            Some("summary") => Reply::Json(json!({"summary": "The user has no pets."})),
+            Some("summary") => Reply::Json(json!({"summary": "The user no longer has a dog."})),
             _ => Reply::text("Sorry to hear."),
         }
     })
@@ -675,7 +689,7 @@ async fn a_reconciler_delete_tombstones_the_fact_without_a_replacement() {
     let log = git(dir.path(), &["log", "--format=%s", "-1"]);
     assert!(log.contains("pets:") && log.contains("1 deleted"), "{log}");
     let summary = files(dir.path(), "pets", "summaries");
-    assert!(summary[0].contains("The user has no pets."), "{summary:?}");
+    assert!(summary[0].contains("The user no longer has a dog."), "{summary:?}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -1248,7 +1262,7 @@ async fn a_message_that_says_nothing_is_not_sent_for_extraction() {
         assert!(report.extracted.is_empty(), "{message}: {report:?}");
     }
     assert_eq!(llm.chat_calls(), 0, "no LLM call for chit-chat");
-    learn_from(&client, &conversation, "I work as a welder.").await;
+    learn_from(&client, &conversation, "I work as a welder in Valencia.").await;
     assert_eq!(llm.chat_calls(), 2, "extraction, then the summary");
 }
 

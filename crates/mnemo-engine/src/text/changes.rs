@@ -15,14 +15,21 @@
 //!
 //! A stored fact states what a retraction takes back ([`states_retracted`]) when it is about
 //! the same kind of person (the speaker, or someone else when the clause speaks of someone
-//! else), holds every word of it (sharing their first four letters, or all of a shorter
-//! word: "run" in "runs") and neither denies nor stops anything itself.
+//! else) or about someone the retraction names, holds the retraction's names and numbers
+//! ("We cancelled the Cusco trip" takes back "The user plans to visit Cusco."), or all of its
+//! words when it names none (sharing their first four letters, or all of a shorter word:
+//! "run" in "runs"), and neither denies nor stops anything itself.
+//! A message that repairs what was said ("actually", "I meant", "scratch that": [`REPAIRS`])
+//! or says something changed ("now", "moved", "switched": [`CHANGES`]) may have new facts
+//! that replace old ones in words no rule can match ([`signals_a_change`]); the write path
+//! then asks the LLM about the closest pair.
+//!
 //! [`without_retracted_sentences`] cuts the same sentences from a new fact the pass is about
 //! to write: a small model merges the old fact into its update ("The user is a baker. The
 //! user now sells cars.").
 
 use super::clauses::{clauses, Person, Stance, PERSON_NOUNS};
-use super::subjects::subject_of;
+use super::subjects::{subject_of, Subject};
 use super::words::{sentences, words, Word};
 
 /// Phrases by which a speaker says something stopped being so.
@@ -39,6 +46,39 @@ pub const STOPPING: &[&[&str]] = &[
     &["cancelled"],
     &["canceled"],
     &["used", "to"],
+];
+
+/// Editing terms by which a speaker repairs what they said ("actually", "sorry", "I meant",
+/// "scratch that", "correction").
+pub const REPAIRS: &[&[&str]] = &[
+    &["actually"],
+    &["sorry"],
+    &["wait"],
+    &["oops"],
+    &["correction"],
+    &["update"],
+    &["scratch", "that"],
+    &["i", "meant"],
+    &["i", "mean"],
+    &["misspoke"],
+    &["mixed", "up"],
+    &["got", "that", "wrong"],
+    &["i", "said"],
+];
+
+/// Words by which a speaker says something changed ("now", "moved", "switched", "new").
+pub const CHANGES: &[&[&str]] = &[
+    &["now"],
+    &["new"],
+    &["again"],
+    &["moved"],
+    &["switched"],
+    &["changed"],
+    &["started"],
+    &["became"],
+    &["promoted"],
+    &["these", "days"],
+    &["from", "now", "on"],
 ];
 
 /// Words that say when or how often something happened, not what: units of time and the
@@ -108,8 +148,21 @@ const COUNTS: &[&str] = &[
 pub struct Retraction {
     /// The content words of what is no longer so ("run", "live quito").
     pub words: Vec<String>,
+    /// Those of them that are names or numbers ("quito").
+    pub names: Vec<String>,
     /// The clause speaks of someone else ("She quit smoking."), not of the speaker.
     pub of_someone_else: bool,
+}
+
+impl Retraction {
+    fn of(words: &[&Word], of_someone_else: bool) -> Self {
+        let base = |w: &&Word| w.base().to_owned();
+        Self {
+            words: words.iter().map(base).collect(),
+            names: words.iter().filter(|w| w.is_name()).map(base).collect(),
+            of_someone_else,
+        }
+    }
 }
 
 /// Whether `word` says when or how rather than what: an adverb in "-ly" ("recently",
@@ -125,6 +178,32 @@ fn stops(words: &[&str]) -> bool {
         .any(|phrase| words.windows(phrase.len()).any(|w| w == *phrase))
 }
 
+/// Whether `message` repairs something said before ([`REPAIRS`]), says something changed
+/// ([`CHANGES`]) or stopped ([`STOPPING`]), in a sentence that is not a question: a message
+/// whose new facts may replace old ones.
+pub fn signals_a_change(message: &str) -> bool {
+    sentences(message)
+        .into_iter()
+        .filter(|s| !super::words::is_question(s))
+        .any(|sentence| {
+            let ws = words(sentence);
+            let texts: Vec<&str> = ws.iter().map(|w| w.text.as_str()).collect();
+            [REPAIRS, CHANGES, STOPPING]
+                .iter()
+                .flat_map(|class| class.iter())
+                .any(|phrase| texts.windows(phrase.len()).any(|w| w == *phrase))
+        })
+}
+
+/// Whether `message` repairs something said before ([`REPAIRS`]).
+pub fn repairs(message: &str) -> bool {
+    let ws = words(message);
+    let texts: Vec<&str> = ws.iter().map(|w| w.text.as_str()).collect();
+    REPAIRS
+        .iter()
+        .any(|phrase| texts.windows(phrase.len()).any(|w| w == *phrase))
+}
+
 /// What `message` takes back, clause by clause; questions take back nothing.
 pub fn retractions(message: &str) -> Vec<Retraction> {
     let mut found = Vec::new();
@@ -135,18 +214,15 @@ pub fn retractions(message: &str) -> Vec<Retraction> {
             continue;
         }
         let clause_words: Vec<&Word> = clause.words.iter().map(|(w, _)| w).collect();
-        let what: Vec<String> = clause_words
+        let what: Vec<&Word> = clause_words
             .iter()
             .enumerate()
             .filter(|(i, w)| is_what(w) && !counts_time(w, clause_words.get(i + 1)))
             .filter(|(_, w)| !STOPPING.iter().any(|p| p.contains(&w.base())))
-            .map(|(_, w)| w.base().to_owned())
+            .map(|(_, w)| *w)
             .collect();
         if !what.is_empty() {
-            found.push(Retraction {
-                words: what,
-                of_someone_else: clause.person == Person::Someone,
-            });
+            found.push(Retraction::of(&what, clause.person == Person::Someone));
         }
     }
     found.extend(contrasts(message));
@@ -186,42 +262,49 @@ fn contrasts(message: &str) -> Vec<Retraction> {
             if stops(&texts) {
                 continue;
             }
-            let denied: Vec<String> = clause
+            let denied: Vec<&Word> = clause
                 .words
                 .iter()
                 .filter(is_name)
                 .filter(|(_, s)| *s == Stance::Denied)
-                .map(|(w, _)| w.base().to_owned())
+                .map(|(w, _)| w)
                 .collect();
             if !denied.is_empty() {
-                found.push(Retraction {
-                    words: denied,
-                    of_someone_else: clause.person == Person::Someone,
-                });
+                found.push(Retraction::of(&denied, clause.person == Person::Someone));
             }
         }
     }
     found
 }
 
-/// Whether `fact` states what `retraction` takes back.
+/// Whether `fact` states what `retraction` takes back: it is about the same kind of person,
+/// or about someone the retraction names ("We don't have Rufus anymore" takes back "The
+/// user's dog Rufus sleeps all day."); it neither stops nor denies anything itself; and it
+/// holds the retraction's names and numbers, or, when it names none, all of its words.
 pub fn states_retracted(fact: &str, retraction: &Retraction) -> bool {
     let fact_words = words(fact);
     let texts: Vec<&str> = fact_words.iter().map(|w| w.text.as_str()).collect();
-    if subject_of(fact).is_speaker() == retraction.of_someone_else
-        || stops(&texts)
-        || fact_words.iter().any(Word::negates)
-    {
+    if stops(&texts) || fact_words.iter().any(Word::negates) {
         return false;
     }
     let same = |a: &str, b: &str| {
         let n = a.chars().count().min(b.chars().count()).min(4);
         a.chars().take(n).eq(b.chars().take(n))
     };
-    retraction
-        .words
-        .iter()
-        .all(|r| fact_words.iter().any(|w| same(r, w.base())))
+    let holds = |word: &String| fact_words.iter().any(|w| same(word, w.base()));
+    let subject = subject_of(fact);
+    let named = match &subject {
+        Subject::Someone(known) => retraction.names.iter().any(|n| known.contains(n)),
+        Subject::Speaker => false,
+    };
+    if !named && subject.is_speaker() == retraction.of_someone_else {
+        return false;
+    }
+    if retraction.names.is_empty() {
+        retraction.words.iter().all(holds)
+    } else {
+        retraction.names.iter().all(holds)
+    }
 }
 
 /// `fact` without its sentences that state what one of `retractions` takes back.
@@ -268,6 +351,24 @@ mod tests {
     }
 
     #[test]
+    fn repairs_and_changes_are_signalled() {
+        for said in [
+            "Scratch that, the recital is on Monday.",
+            "Sorry, I meant Ilka.",
+            "We moved again.",
+            "I'm a florist now.",
+            "I don't swim anymore.",
+        ] {
+            assert!(signals_a_change(said), "{said}");
+        }
+        assert!(repairs("Oops, I mixed up the dates."));
+        assert!(!repairs("We moved again."));
+        for said in ["I keep bees.", "Did you move?", "My cousin Ilse sails."] {
+            assert!(!signals_a_change(said), "{said}");
+        }
+    }
+
+    #[test]
     fn a_contrast_takes_back_the_name_or_number_it_denies() {
         assert_eq!(taken_back("My locker is 14, not 41."), [["41"]]);
         assert_eq!(taken_back("Sorry, her name is Ilse, not Ilka."), [["ilka"]]);
@@ -285,6 +386,18 @@ mod tests {
         assert!(hers.of_someone_else);
         assert!(states_retracted("The user's aunt smokes a lot.", hers));
         assert!(!states_retracted("The user smokes.", hers));
+        // A name taken back takes back the facts that hold it, and those about whom it names.
+        let trip = &retractions("We cancelled the Tromsø trip.")[0];
+        assert!(states_retracted(
+            "The user plans to visit Tromsø in June.",
+            trip
+        ));
+        assert!(!states_retracted("The user's uncle lives in Tromsø.", trip));
+        let rufus = &retractions("We don't have Rufus anymore.")[0];
+        assert!(states_retracted(
+            "The user's dog Rufus sleeps all day.",
+            rufus
+        ));
     }
 
     #[test]

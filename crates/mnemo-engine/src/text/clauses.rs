@@ -5,13 +5,13 @@
 //!
 //! - **Clauses.** A sentence is cut at `, ; : ( )`, dashes, and the conjunctions that start a
 //!   new statement ([`CLAUSE_CONJUNCTIONS`]: "and", "but", "so", "because", ...).
-//! - **Person.** The first word of a clause that names a person decides whom it speaks of:
-//!   a first-person pronoun ("I", "I'm", "we", "me") the speaker; a third-person pronoun
-//!   ("he", "she", "they", "his", "her") someone else; "you" the listener, unless a
-//!   first-person word follows ("Do you remember my address?" is the speaker's); "my" or "our"
-//!   before a word for a person or a pet ([`PERSON_NOUNS`]: "my sister", "our dog", "my
-//!   best friend") someone else, and before anything else ("my knee", "our flat") the
-//!   speaker. A clause with none of these speaks of whom the clause before it in the same
+//! - **Person.** A word of the speaker's — a first-person pronoun ("I", "I'm", "we", "me",
+//!   "us"), or "my"/"our" before a thing ("my knee", "our flat") — makes a clause the
+//!   speaker's, at least in part ("My boss and I ...", "... moved us to Oslo", "Do you
+//!   remember my address?"). Otherwise the first word naming someone else decides: a
+//!   third-person pronoun of a person ("he", "she", "his", "her"; not "they", which is as
+//!   often nobody in particular), "you", or "my"/"our" before a word for a person or a pet
+//!   ([`PERSON_NOUNS`]: "my sister", "our dog", "my best friend"). A clause with none of these speaks of whom the clause before it in the same
 //!   sentence spoke of ("My sister lives in Quito and teaches maths": both about her).
 //! - **Stance.** In a clause, a negation ("not", "never", "no", "without", a word in "n't")
 //!   denies every word after it; "anymore", "any more", "no more" and "no longer" deny the
@@ -62,8 +62,10 @@ pub const CLAUSE_CONJUNCTIONS: &[&str] = &[
     "and", "but", "so", "because", "although", "though", "while", "whereas", "yet",
 ];
 
-/// Words for a person or a pet as someone's relation: family, partners, friends, people at
-/// work, school or home, and the animals people keep.
+/// Words for a person or a pet as someone's relation: family, partners, friends, neighbours,
+/// people one works or lives with, and the animals people keep. Roles that mostly qualify
+/// another word ("my dentist appointment", "my student loan", "my doctor's note") are left
+/// out: they would take the speaker's own matter for someone else's.
 pub const PERSON_NOUNS: &[&str] = &[
     "aunt",
     "baby",
@@ -78,9 +80,6 @@ pub const PERSON_NOUNS: &[&str] = &[
     "children",
     "classmate",
     "classmates",
-    "client",
-    "clients",
-    "coach",
     "colleague",
     "colleagues",
     "cousin",
@@ -91,14 +90,9 @@ pub const PERSON_NOUNS: &[&str] = &[
     "daddy",
     "daughter",
     "daughters",
-    "dentist",
-    "doctor",
     "dog",
     "dogs",
-    "employee",
-    "employees",
     "ex",
-    "family",
     "father",
     "fiance",
     "fiancee",
@@ -122,10 +116,7 @@ pub const PERSON_NOUNS: &[&str] = &[
     "kid",
     "kids",
     "kitten",
-    "landlady",
-    "landlord",
     "manager",
-    "mentor",
     "mom",
     "mommy",
     "mother",
@@ -135,7 +126,9 @@ pub const PERSON_NOUNS: &[&str] = &[
     "neighbour",
     "neighbours",
     "nephew",
+    "nephews",
     "niece",
+    "nieces",
     "parent",
     "parents",
     "partner",
@@ -151,14 +144,9 @@ pub const PERSON_NOUNS: &[&str] = &[
     "son",
     "sons",
     "spouse",
-    "student",
-    "students",
     "supervisor",
-    "teacher",
     "teammate",
     "teammates",
-    "therapist",
-    "tutor",
     "twin",
     "uncle",
     "wife",
@@ -315,43 +303,38 @@ fn clause_words(all: &[Word], piece: std::ops::Range<usize>, sentence: &str) -> 
     all.iter().skip(before).take(inside).cloned().collect()
 }
 
-/// Whom `words` (one clause) speak of: the first word that names a person decides, but for
-/// the listener: "Can you remind me of my dentist's name?" asks about the speaker's own
-/// matter, so a first-person word after "you" makes the clause the speaker's.
+/// Whom `words` (one clause) speak of. A word of the speaker's anywhere makes the clause
+/// the speaker's ("My boss and I", "My husband's job moved us", "Do you remember my
+/// address?"): what it says is at least partly theirs. Otherwise the first word naming
+/// someone else decides.
 fn person_of(words: &[Word]) -> Person {
-    match first_person_word(words) {
-        Some((Person::Someone, at)) if LISTENER.contains(&words[at].base()) => {
-            match first_person_word(&words[at + 1..]) {
-                Some((Person::Speaker, _)) => Person::Speaker,
-                _ => Person::Someone,
-            }
-        }
-        Some((person, _)) => person,
-        None => Person::Unknown,
+    let people: Vec<Person> = (0..words.len())
+        .filter_map(|i| person_at(words, i))
+        .collect();
+    if people.contains(&Person::Speaker) {
+        Person::Speaker
+    } else {
+        people.first().copied().unwrap_or(Person::Unknown)
     }
 }
 
-/// The person the first person-naming word of `words` names, and where it is.
-fn first_person_word(words: &[Word]) -> Option<(Person, usize)> {
-    for (i, word) in words.iter().enumerate() {
-        let base = word.base();
-        if matches!(base, "my" | "our") {
-            let mut next = words.iter().skip(i + 1).take(2).map(|w| w.base());
-            let person = if next.any(|w| PERSON_NOUNS.contains(&w)) {
-                Person::Someone
-            } else {
-                Person::Speaker
-            };
-            return Some((person, i));
-        }
-        if SPEAKER.contains(&base) {
-            return Some((Person::Speaker, i));
-        }
-        if SOMEONE.contains(&base) || LISTENER.contains(&base) {
-            return Some((Person::Someone, i));
-        }
+/// The person the word at `i` names, if it names one: a first-person pronoun, or "my"/"our"
+/// before a thing, is the speaker; a third-person pronoun, "you", or "my"/"our" before a word
+/// for a person or a pet is someone else.
+fn person_at(words: &[Word], i: usize) -> Option<Person> {
+    let base = words[i].base();
+    if matches!(base, "my" | "our") {
+        let mut next = words.iter().skip(i + 1).take(2).map(|w| w.base());
+        return Some(if next.any(|w| PERSON_NOUNS.contains(&w)) {
+            Person::Someone
+        } else {
+            Person::Speaker
+        });
     }
-    None
+    if SPEAKER.contains(&base) {
+        return Some(Person::Speaker);
+    }
+    (SOMEONE.contains(&base) || LISTENER.contains(&base)).then_some(Person::Someone)
 }
 
 /// Each word of one clause with how the clause holds it.

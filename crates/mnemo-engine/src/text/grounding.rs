@@ -6,8 +6,10 @@
 //! turned into a plain statement. A fact is kept only when the user's words support it in
 //! the way it says it:
 //!
-//! 1. **Names and numbers.** Every name and number in the fact (a capitalised word past the
-//!    first, a word with a digit) occurs in the user's words.
+//! 1. **Names, numbers and people.** Every name and number in the fact (a capitalised word
+//!    past the first, a word with a digit) and every word for a person ("partner", "son")
+//!    occurs in the user's words: "The user misses their partner." from "I'll miss her." is
+//!    an invention.
 //! 2. **Content.** At least half of its other content words occur there (compared by stem,
 //!    [`crate::text::words`]).
 //! 3. **Something new.** When the extractor was shown the user's previous message for
@@ -227,7 +229,8 @@ pub fn ground_in(fact: &str, message: &str, earlier: &str) -> Grounding {
     for word in fact_words.iter().filter(|w| w.is_content()) {
         let found = said.get(&word.stem());
         if found.is_empty() {
-            if word.is_name() {
+            // A person the user never mentioned is as invented as a name.
+            if word.is_name() || PERSON_NOUNS.contains(&word.base()) {
                 grounding.missing_names.push(word.text.clone());
             } else {
                 grounding.missing_words.push(word.text.clone());
@@ -279,10 +282,23 @@ fn refusal(
             ));
         }
     }
+    // A word the user only denied (or supposed) is not stated by a fact that states plainly:
+    // any such word that is not a name, or every word the fact draws on ("I've never been to
+    // Oslo" does not give "The user has been to Oslo."). A name alone may have been denied in
+    // one clause and spoken of in another ("We don't have Rufus anymore, he died").
     let only = |stance: Stance| {
+        let only_so = |w: &&&Word| said.get(&w.stem()).iter().all(|(_, _, s)| *s == stance);
         checked
             .iter()
-            .find(|w| said.get(&w.stem()).iter().all(|(_, _, s)| *s == stance))
+            .filter(|w| !w.is_name())
+            .find(only_so)
+            .or_else(|| {
+                checked
+                    .iter()
+                    .all(|w| only_so(&w))
+                    .then(|| checked.first())
+                    .flatten()
+            })
     };
     let holds = |class: &[&str]| fact_words.iter().any(|w| class.contains(&w.base()));
     let denies = holds(NEGATIVE_PREDICATES) || fact_words.iter().any(Word::negates);
@@ -349,6 +365,7 @@ mod tests {
         ));
         assert!(why("The user keeps bees in Ghent.", "I keep bees.").contains("ghent"));
         assert!(why("The user has 12 hives.", "I have two hives.").contains("12"));
+        assert!(why("The user misses their partner.", "I'll miss her a lot.").contains("partner"));
         assert!(why(
             "The user enjoys outdoor hobbies and nature.",
             "I keep bees."

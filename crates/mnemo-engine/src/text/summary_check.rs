@@ -11,22 +11,29 @@
 //!   replaced by "works in Quito", and so does "The user is a baker and sells cars." once
 //!   "is a baker" is; "Ilse works in Quito, not Lima." stays. Then each new fact the summary
 //!   no longer holds is added to it as written ([`with_new_facts`]).
-//! - **Misattributed.** A sentence opening with "The user" whose content words are mostly
-//!   ones the conversation's facts say only of someone else (and neither the user's own facts
-//!   nor the previous summary say) is cut ([`without_misattributed_sentences`]): "The user
-//!   sails every July." goes when only the user's cousin sails.
+//! - **Unsupported.** A sentence with a name or number that neither the previous summary nor
+//!   the conversation's facts hold, or with fewer than half of its content words in them, is
+//!   cut ([`without_unsupported_sentences`]): a small model copies an example or adds a detail.
+//! - **Misattributed.** A sentence opening with "The user" that, before it turns to someone
+//!   else, holds a word the conversation's facts say only of someone else (and neither the
+//!   user's own facts nor the previous summary say) is cut
+//!   ([`without_misattributed_sentences`]): "The user sails every July." goes when only the
+//!   user's cousin sails, and so does "The user is allergic to eggs and cats" when eggs are
+//!   the son's.
 
 use std::collections::HashSet;
 
-use super::clauses::{clauses, Stance, PERSON_NOUNS};
+use super::changes::says_when;
+use super::clauses::{clauses, Person, Stance, PERSON_NOUNS};
 use super::subjects::subject_of;
 use super::words::{sentences, words, Word};
 
-/// The content words of `text` with whether each is a name or number, by stem.
+/// The content words of `text` with whether each is a name or number, by stem; words that
+/// say when ("now", "again") are not what a sentence states.
 fn terms(text: &str) -> Vec<(String, bool)> {
     words(text)
         .iter()
-        .filter(|w| w.is_content())
+        .filter(|w| w.is_content() && !says_when(w.base()))
         .map(|w| (w.stem(), w.is_name()))
         .collect()
 }
@@ -117,11 +124,16 @@ pub fn without_misattributed_sentences(
     users.extend(previous.map(stems).unwrap_or_default());
     let theirs: HashSet<&String> = others.difference(&users).collect();
     cut_sentences(summary, |sentence| {
-        let said = stems(sentence);
-        let borrowed = said.iter().filter(|s| theirs.contains(s)).count();
-        subject_of(sentence).is_speaker()
-            && starts_with_the_user(sentence)
-            && borrowed * 2 > said.len()
+        if !(subject_of(sentence).is_speaker() && starts_with_the_user(sentence)) {
+            return false;
+        }
+        // The clauses still about the user: up to the first that names someone else.
+        clauses(sentence)
+            .iter()
+            .take_while(|c| c.person != Person::Someone)
+            .flat_map(|c| &c.words)
+            .filter(|(w, _)| w.is_content() && !w.is_name() && !says_when(w.base()))
+            .any(|(w, _)| theirs.contains(&w.stem()))
     })
 }
 
@@ -131,6 +143,20 @@ fn starts_with_the_user(sentence: &str) -> bool {
     let w = words(sentence);
     let start = usize::from(w.first().is_some_and(|w| w.text == "the"));
     w.get(start).is_some_and(|w| w.base() == "user")
+}
+
+/// `summary` without the sentences the known facts do not support: a name or number none of
+/// `sources` (the previous summary, the new facts, the conversation's facts) holds, or fewer
+/// than half of its content words in them. A small model copies an example from its prompt,
+/// or adds a detail nobody said.
+pub fn without_unsupported_sentences(summary: &str, sources: &[String]) -> (String, Vec<String>) {
+    let known: HashSet<String> = sources.iter().flat_map(|s| stems(s)).collect();
+    cut_sentences(summary, |sentence| {
+        let said = terms(sentence);
+        let unknown_name = said.iter().any(|(s, name)| *name && !known.contains(s));
+        let held = said.iter().filter(|(s, _)| known.contains(s)).count();
+        unknown_name || held * 2 < said.len()
+    })
 }
 
 /// `summary` with each of `added` that it does not hold (most of the fact's content words
@@ -229,6 +255,20 @@ mod tests {
     }
 
     #[test]
+    fn a_summary_says_only_what_the_facts_say() {
+        let sources = [
+            "The user repairs bikes.".to_string(),
+            "The user's cousin Ilse sails every July.".to_string(),
+        ];
+        let (kept, cut) = without_unsupported_sentences(
+            "The user repairs bikes. Ilse sails in July. The user keeps two hens in Ghent.",
+            &sources,
+        );
+        assert_eq!(kept, "The user repairs bikes. Ilse sails in July.");
+        assert_eq!(cut, ["The user keeps two hens in Ghent."]);
+    }
+
+    #[test]
     fn a_summary_gives_no_one_else_s_trait_to_the_user() {
         let facts = [
             "The user's cousin Ilse sails every July.".to_string(),
@@ -241,6 +281,13 @@ mod tests {
         );
         assert_eq!(kept, "The user repairs bikes. Their cousin Ilse sails.");
         assert_eq!(cut, ["The user sails every July."]);
+        // A clause that turns to the other person keeps the sentence.
+        let (kept, _) = without_misattributed_sentences(
+            "The user repairs bikes, and their cousin Ilse sails.",
+            &facts,
+            None,
+        );
+        assert_eq!(kept, "The user repairs bikes, and their cousin Ilse sails.");
         // What the user's own facts or the previous summary say stays.
         let (kept, _) = without_misattributed_sentences(
             "The user sails every July.",
