@@ -457,7 +457,8 @@ fn table(report: &Value) -> String {
         out.push_str(&format!("{key:>26}"));
     }
     out.push('\n');
-    let rows: [(&str, fn(&Value) -> String); 11] = [
+    type Cell = fn(&Value) -> String;
+    let rows: [(&str, Cell); 11] = [
         ("dialogues / turns", |r| {
             format!("{} / {}", r["dialogues"], r["turns"])
         }),

@@ -272,7 +272,7 @@ fn read(
             .enumerate()
             .filter(|(j, t)| t.clause == clause && t.opens.is_some() && !claimed.contains(j))
             .map(|(_, t)| t.opens)
-            .last()
+            .next_back()
             .flatten();
         match scope {
             Some(true) => reading = Reading::Denied,

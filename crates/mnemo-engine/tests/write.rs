@@ -689,7 +689,10 @@ async fn a_reconciler_delete_tombstones_the_fact_without_a_replacement() {
     let log = git(dir.path(), &["log", "--format=%s", "-1"]);
     assert!(log.contains("pets:") && log.contains("1 deleted"), "{log}");
     let summary = files(dir.path(), "pets", "summaries");
-    assert!(summary[0].contains("The user no longer has a dog."), "{summary:?}");
+    assert!(
+        summary[0].contains("The user no longer has a dog."),
+        "{summary:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -50,7 +50,7 @@ pub fn without_stale_sentences(
     added: &[String],
 ) -> (String, Vec<String>) {
     let added_stems: HashSet<String> = added.iter().flat_map(|a| stems(a)).collect();
-    let stale: Vec<(Vec<(String, bool)>, HashSet<String>)> = retracted
+    let stale: Vec<Retracted> = retracted
         .iter()
         .filter_map(|old| {
             let old_terms = terms(old);
@@ -60,7 +60,7 @@ pub fn without_stale_sentences(
                 .filter(|(s, _)| !added_stems.contains(s))
                 .collect();
             let instead: HashSet<String> = added_stems.difference(&old_stems).cloned().collect();
-            (!distinct.is_empty()).then_some((distinct, instead))
+            (!distinct.is_empty()).then_some(Retracted { distinct, instead })
         })
         .collect();
     cut_sentences(summary, |sentence| {
@@ -71,34 +71,43 @@ pub fn without_stale_sentences(
                 .filter(|(w, stance)| *stance == Stance::Stated && w.is_content())
                 .map(|(w, _)| w.stem())
                 .collect();
-            stale
-                .iter()
-                .any(|(distinct, instead)| states_old(&said, distinct, instead))
+            stale.iter().any(|old| old.restated_by(&said))
         })
     })
 }
 
-/// Whether a clause saying `said` (stems it states) restates a retracted fact: it holds
-/// what set that fact apart (`distinct`: every name and number, or else two thirds of its
-/// words) and none of what the new facts say `instead`.
-fn states_old(
-    said: &HashSet<String>,
-    distinct: &[(String, bool)],
-    instead: &HashSet<String>,
-) -> bool {
-    if instead.iter().any(|t| said.contains(t)) {
-        return false;
+/// What sets a retracted fact apart from the facts added in its place.
+struct Retracted {
+    /// Its terms (stem, whether a name or number) that no added fact holds.
+    distinct: Vec<(String, bool)>,
+    /// Stems the added facts hold and it does not.
+    instead: HashSet<String>,
+}
+
+impl Retracted {
+    /// Whether a clause saying `said` (stems it states) restates this fact: it holds what
+    /// set the fact apart (every name and number, or else two thirds of its words) and none
+    /// of what the new facts say instead.
+    fn restated_by(&self, said: &HashSet<String>) -> bool {
+        if self.instead.iter().any(|t| said.contains(t)) {
+            return false;
+        }
+        let names: Vec<&String> = self
+            .distinct
+            .iter()
+            .filter(|(_, n)| *n)
+            .map(|(s, _)| s)
+            .collect();
+        if !names.is_empty() {
+            return names.iter().all(|s| said.contains(*s));
+        }
+        let held = self
+            .distinct
+            .iter()
+            .filter(|(s, _)| said.contains(s))
+            .count();
+        held * 3 >= self.distinct.len() * 2
     }
-    let names: Vec<&String> = distinct
-        .iter()
-        .filter(|(_, n)| *n)
-        .map(|(s, _)| s)
-        .collect();
-    if !names.is_empty() {
-        return names.iter().all(|s| said.contains(*s));
-    }
-    let held = distinct.iter().filter(|(s, _)| said.contains(s)).count();
-    held * 3 >= distinct.len() * 2
 }
 
 /// `summary` without the sentences about the user that hold what the known facts say only of
