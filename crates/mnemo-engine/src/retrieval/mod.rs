@@ -28,7 +28,7 @@
 //! 5. **MMR** (`rank::mmr`) picks the final `top_k` from the best candidates, trading
 //!    relevance (rescaled to 0..1 over that pool) for diversity (cosine of the embeddings).
 //!    A chat turn that says nothing of its own ("Thanks!", an assistant's "I don't have that
-//!    information": [`crate::information`]) is picked only for places left after every candidate
+//!    information": [`crate::text::information`]) is picked only for places left after every candidate
 //!    that says something: to MMR it looks diverse, not useless. A turn and the facts drawn
 //!    from it take one place (`rank::facts_stand_for_turns`): the turn's key holds the facts'
 //!    words, so they rank together. A turn's one fact stands for it; a turn that gave
@@ -199,7 +199,7 @@ pub struct StageScores {
     /// Relevance blended with recency: what MMR ranked by.
     pub combined: f32,
     /// The turn says nothing that is not filler or in the turn it answers
-    /// ([`crate::information`]); with `[retrieval] low_information_last` (the default) it comes
+    /// ([`crate::text::information`]); with `[retrieval] low_information_last` (the default) it comes
     /// after every result that says something.
     pub low_information: bool,
 }
