@@ -196,7 +196,7 @@ pub struct RetrievalConfig {
     /// How many of the best candidates MMR chooses the final results from.
     pub mmr_pool: usize,
     /// A chat turn that says nothing of its own (only filler, or only what the turn it
-    /// answers said: "Thanks!", "I don't have that information") comes after every memory
+    /// answers said: "Thanks!", "I can't tell from what I know") comes after every memory
     /// that says something: it fills only places nothing else wants.
     pub low_information_last: bool,
     /// Lexical keys start with the memory's date ("[8 May 2023]").

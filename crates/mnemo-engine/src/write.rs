@@ -341,9 +341,9 @@ impl MemoryClient {
     /// "moved", a stop) and the pass replaced nothing, asks the LLM whether a new fact
     /// replaces the live fact about the same person closest to it ([`prompts::replaces`];
     /// the [`CHANGE_QUESTIONS`] closest pairs at cosine [`CHANGE_CANDIDATE`] or more), and
-    /// tombstones each it says is replaced, with `replaced_by` the new fact. "I said Nacho
-    /// but I meant Pickle" or "we moved again, we bought a house in Sopot" replace in words
-    /// no rule can match.
+    /// tombstones each it says is replaced, with `replaced_by` the new fact. "Things changed,
+    /// the bike lives in my hallway now" replaces "The user keeps a bike in a garage." in
+    /// words no rule can match.
     async fn ask_what_the_change_replaces(
         &self,
         conversation: &ConversationId,

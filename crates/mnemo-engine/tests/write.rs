@@ -1444,3 +1444,103 @@ async fn an_update_does_not_move_someone_the_user_did_not_speak_of() {
     .await;
     assert_eq!(report.updated.len(), 1, "{report:?}");
 }
+
+/// Extraction gives a new value in words no rule reads as a change, the reconciler only adds,
+/// and asked whether the new fact replaces the old one the model says yes for the bike's
+/// place and no for anything else.
+fn relocating_model(request: &ChatRequest) -> Reply {
+    let said = request.last_user_message().unwrap_or_default();
+    match request.schema_name() {
+        Some("facts") if said.contains("Fenwick") => {
+            Reply::Json(json!({"facts": ["The user keeps a bike in a garage on Fenwick Street."]}))
+        }
+        Some("facts") if said.contains("hallway") => {
+            Reply::Json(json!({"facts": ["The user keeps the bike in the hallway now."]}))
+        }
+        Some("facts") if said.contains("red") => {
+            Reply::Json(json!({"facts": ["The user has a second red bike."]}))
+        }
+        Some("facts") => Reply::Json(json!({"facts": []})),
+        Some("memory_operations") => add_every_fact(request),
+        Some("replaces") => Reply::Json(json!({"replaces": said.contains("hallway")})),
+        Some("summary") => Reply::Json(json!({"summary": "About the user's bike."})),
+        _ => Reply::text("Noted."),
+    }
+}
+
+fn replaces_questions(llm: &ScriptedLlm) -> usize {
+    llm.requests()
+        .iter()
+        .filter_map(|r| r.body.as_ref())
+        .filter(|body| body["response_format"]["json_schema"]["name"] == "replaces")
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_change_no_rule_reads_is_asked_about_and_the_old_fact_replaced() {
+    let llm = ScriptedLlm::with_handler(relocating_model).await;
+    let dir = tempfile::tempdir().unwrap();
+    let client = open(dir.path(), &llm).await;
+    let conversation = conv("bike");
+    learn_from(
+        &client,
+        &conversation,
+        "I keep my bike in a garage on Fenwick Street.",
+    )
+    .await;
+    assert_eq!(replaces_questions(&llm), 0, "nothing to replace yet");
+
+    let (_, report) = learn_from(
+        &client,
+        &conversation,
+        "Things changed, the bike lives in my hallway now.",
+    )
+    .await;
+    assert_eq!(replaces_questions(&llm), 1);
+    assert_eq!(report.updated.len(), 1, "{report:?}");
+    assert_eq!(
+        live_facts(&client, &conversation).await,
+        ["The user keeps the bike in the hallway now."]
+    );
+    let new_id = files(dir.path(), "bike", "facts")[0]
+        .lines()
+        .find_map(|l| l.strip_prefix("id: "))
+        .unwrap()
+        .to_owned();
+    let tombstones = files(dir.path(), "bike", "deleted/facts");
+    assert_eq!(tombstones.len(), 1);
+    assert!(
+        tombstones[0].contains("Fenwick Street"),
+        "{}",
+        tombstones[0]
+    );
+    assert!(
+        tombstones[0].contains(&format!("replaced_by: {new_id}")),
+        "{}",
+        tombstones[0]
+    );
+
+    // A change the model says replaces nothing keeps both; a message that signals no
+    // change is not asked about at all.
+    let (_, report) = learn_from(
+        &client,
+        &conversation,
+        "I got a second bike now, a red one.",
+    )
+    .await;
+    assert_eq!(replaces_questions(&llm), 2);
+    assert!(report.updated.is_empty(), "{report:?}");
+    let (_, report) = learn_from(&client, &conversation, "I have a second red bike.").await;
+    assert_eq!(
+        replaces_questions(&llm),
+        2,
+        "no change signalled, no question"
+    );
+    assert!(report.updated.is_empty(), "{report:?}");
+    let live = live_facts(&client, &conversation).await;
+    assert!(
+        live.contains(&"The user keeps the bike in the hallway now.".to_owned())
+            && live.contains(&"The user has a second red bike.".to_owned()),
+        "{live:?}"
+    );
+}

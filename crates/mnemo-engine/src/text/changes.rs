@@ -16,7 +16,7 @@
 //! A stored fact states what a retraction takes back ([`states_retracted`]) when it is about
 //! the same kind of person (the speaker, or someone else when the clause speaks of someone
 //! else) or about someone the retraction names, holds the retraction's names and numbers
-//! ("We cancelled the Cusco trip" takes back "The user plans to visit Cusco."), or all of its
+//! ("We cancelled the Kyoto trip" takes back "The user plans to visit Kyoto."), or all of its
 //! words when it names none (sharing their first four letters, or all of a shorter word:
 //! "run" in "runs"), and neither denies nor stops anything itself.
 //! A message that repairs what was said ("actually", "I meant", "scratch that": [`REPAIRS`])
@@ -332,8 +332,8 @@ mod tests {
             [["swim"]]
         );
         assert_eq!(
-            taken_back("I cancelled my gym membership two weeks ago."),
-            [["gym", "membership"]]
+            taken_back("I cancelled my chess club subscription two weeks ago."),
+            [["chess", "club", "subscription"]]
         );
         assert_eq!(taken_back("Honestly I finally quit vaping."), [["vaping"]]);
         assert_eq!(

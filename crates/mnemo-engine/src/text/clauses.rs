@@ -416,7 +416,7 @@ mod tests {
         assert_eq!(read("Our best friend moved.")[0].0, Someone);
         assert_eq!(read("You recommended the blue one.")[0].0, Someone);
         // Asking the listener about the speaker's own matter is the speaker's.
-        assert_eq!(read("Do you remember my favourite tree?")[0].0, Speaker);
+        assert_eq!(read("Can you recall my favourite tree?")[0].0, Speaker);
         assert_eq!(
             read("Can you tell me what I said about kites?")[0].0,
             Speaker

@@ -269,13 +269,24 @@ fn refusal(
         .filter(|w| !said.get(&w.stem()).is_empty())
         .collect();
     if subject_of(fact).is_speaker() {
-        // Names are checked by presence alone: the user's flatmate's name is the user's to
-        // mention ("The user has a flatmate named Oren.").
-        if let Some(word) = checked.iter().filter(|w| !w.is_name()).find(|w| {
-            said.get(&w.stem())
-                .iter()
-                .all(|(person, _, _)| *person == Person::Someone)
-        }) {
+        // What a fact about the user says after it turns to someone else is said of them
+        // ("The user has a cat called Miso.": "called" is the cat's), and names are checked
+        // by presence alone: the user's flatmate's name is the user's to mention ("The user
+        // has a flatmate named Oren.").
+        let turns_to = fact_words
+            .iter()
+            .position(|w| PERSON_NOUNS.contains(&w.base()))
+            .unwrap_or(fact_words.len());
+        let of_the_user = &fact_words[..turns_to];
+        if let Some(word) = checked
+            .iter()
+            .filter(|w| !w.is_name() && of_the_user.iter().any(|u| std::ptr::eq(u, **w)))
+            .find(|w| {
+                said.get(&w.stem())
+                    .iter()
+                    .all(|(person, _, _)| *person == Person::Someone)
+            })
+        {
             return Some(format!(
                 "the user said \"{}\" of someone else, not of themself",
                 word.text
@@ -365,7 +376,11 @@ mod tests {
         ));
         assert!(why("The user keeps bees in Ghent.", "I keep bees.").contains("ghent"));
         assert!(why("The user has 12 hives.", "I have two hives.").contains("12"));
-        assert!(why("The user misses their partner.", "I'll miss her a lot.").contains("partner"));
+        assert!(why(
+            "The user misses their partner.",
+            "I will miss her terribly."
+        )
+        .contains("partner"));
         assert!(why(
             "The user enjoys outdoor hobbies and nature.",
             "I keep bees."
@@ -410,8 +425,19 @@ mod tests {
             "Oren is fun. He plays squash on Mondays."
         )
         .contains("of someone else"));
-        // A relation is the user's own.
+        // A relation is the user's own, and what follows it is said of the relation.
         assert!(kept("The user has a flatmate named Oren.", message));
+        assert!(kept(
+            "The user has a cat called Miso.",
+            "My cat is called Miso."
+        ));
+        assert!(kept(
+            "The user has a sister who paints murals.",
+            "My sister paints murals."
+        ));
+        assert!(
+            why("The user paints murals.", "My sister paints murals.").contains("of someone else")
+        );
     }
 
     #[test]

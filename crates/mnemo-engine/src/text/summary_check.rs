@@ -18,8 +18,8 @@
 //!   else, holds a word the conversation's facts say only of someone else (and neither the
 //!   user's own facts nor the previous summary say) is cut
 //!   ([`without_misattributed_sentences`]): "The user sails every July." goes when only the
-//!   user's cousin sails, and so does "The user is allergic to eggs and cats" when eggs are
-//!   the son's.
+//!   user's cousin sails, and so does "The user is allergic to wasps and dust" when wasps
+//!   are the daughter's.
 
 use std::collections::HashSet;
 
