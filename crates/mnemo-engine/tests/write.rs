@@ -1462,7 +1462,10 @@ fn relocating_model(request: &ChatRequest) -> Reply {
         }
         Some("facts") => Reply::Json(json!({"facts": []})),
         Some("memory_operations") => add_every_fact(request),
-        Some("replaces") => Reply::Json(json!({"replaces": said.contains("hallway")})),
+        Some("replaces") => {
+            let new = said.split("NEW:").nth(1).unwrap_or_default();
+            Reply::Json(json!({"replaces": new.contains("hallway")}))
+        }
         Some("summary") => Reply::Json(json!({"summary": "About the user's bike."})),
         _ => Reply::text("Noted."),
     }
