@@ -233,10 +233,6 @@ fn exchange(stdin: &mut ChildStdin, stdout: &mut BufReader<ChildStdout>, message
 }
 
 fn percentiles(mut times: Vec<f64>) -> (f64, f64) {
-    times.sort_by(f64::total_cmp);
-    let at = |q: f64| {
-        let i = ((times.len() as f64 - 1.0) * q).round() as usize;
-        (times[i] * 100.0).round() / 100.0
-    };
+    let mut at = |q: f64| (support::percentile(&mut times, q) * 100.0).round() / 100.0;
     (at(0.5), at(0.99))
 }

@@ -294,8 +294,7 @@ async fn load(
 }
 
 fn percentile(v: &mut [f64], q: f64) -> f64 {
-    v.sort_by(f64::total_cmp);
-    round(v[((v.len() - 1) as f64 * q).round() as usize])
+    round(support::percentile(v, q))
 }
 
 fn round(x: f64) -> f64 {

@@ -10,8 +10,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use mnemo_scripted_llm::{ChatRequest, Reply, ScriptedLlm};
-use serde_json::{json, Value};
+use mnemo_scripted_llm::{learns_nothing, ChatRequest, Reply, ScriptedLlm};
+use serde_json::Value;
 
 /// A child process on the slave side of a pseudo-terminal, and what it has written.
 struct Terminal {
@@ -146,20 +146,21 @@ fn model(request: &ChatRequest) -> Reply {
     {
         return Reply::text("The user has a cat called Tom.");
     }
-    match request.schema_name() {
-        Some("facts") => Reply::Json(json!({"facts": []})),
-        Some(_) => Reply::Json(json!({"operations": [], "summary": ""})),
-        None if text.contains("long story") => Reply::Chunks(vec![
+    if let Some(write_path) = learns_nothing(request) {
+        return write_path;
+    }
+    if text.contains("long story") {
+        return Reply::Chunks(vec![
             (Duration::ZERO, "Once".into()),
             (Duration::from_millis(50), " upon".into()),
             (Duration::from_secs(30), " a time".into()),
-        ]),
-        None => Reply::Chunks(vec![
-            (Duration::ZERO, "Heard".into()),
-            (Duration::from_millis(30), ": ".into()),
-            (Duration::from_millis(30), text),
-        ]),
+        ]);
     }
+    Reply::Chunks(vec![
+        (Duration::ZERO, "Heard".into()),
+        (Duration::from_millis(30), ": ".into()),
+        (Duration::from_millis(30), text),
+    ])
 }
 
 fn log_records(root: &Path, session: &str) -> Vec<Value> {
@@ -255,11 +256,10 @@ async fn a_person_chats_compacts_interrupts_and_resumes() {
     assert!(term.wait().success());
 
     let forwarded = llm
-        .requests()
+        .forwarded_chats()
         .into_iter()
-        .filter_map(|r| r.body)
-        .find(|b| b["messages"].is_array() && b["response_format"].is_null())
-        .unwrap();
+        .next()
+        .expect("a chat request forwarded upstream");
     let sent: Vec<&str> = forwarded["messages"]
         .as_array()
         .unwrap()

@@ -11,14 +11,13 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 
+mod support;
+
 fn mnemo(root: &Path) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mnemo"));
+    let mut cmd = support::mnemo_command(root);
     // Six rounds can write more than the default 500 memories, and eviction of the oldest
     // would then look like loss; this test is about crashes, so nothing is evicted here.
-    cmd.arg("--memory-path")
-        .arg(root)
-        .env_remove("RUST_LOG")
-        .env("MNEMO_MAX_ENTRIES", "100000");
+    cmd.env("MNEMO_MAX_ENTRIES", "100000");
     cmd
 }
 

@@ -19,13 +19,9 @@ fn root() -> PathBuf {
 
 /// `mnemo ARGS --memory-path STORE`, which must succeed.
 fn mnemo(store: &Path, args: &[&str]) -> Output {
-    let output = Command::new(env!("CARGO_BIN_EXE_mnemo"))
+    let output = support::mnemo_command(store)
         .args(args)
-        .arg("--memory-path")
-        .arg(store)
         .env("MNEMO_START_WATCHER", "false")
-        .env_remove("MNEMO_CONFIG")
-        .env_remove("MNEMO_OPENAI_BASE_URL")
         .output()
         .unwrap();
     assert!(

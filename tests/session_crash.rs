@@ -4,40 +4,28 @@
 //! resume where they were.
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use mnemo_scripted_llm::{ChatRequest, Reply, ScriptedLlm};
+use mnemo_scripted_llm::{learns_nothing, ChatRequest, Reply, ScriptedLlm};
+
+mod support;
 use serde_json::{json, Value};
 
 const SESSIONS: usize = 4;
 
 fn serve(root: &Path, upstream: &str) -> (Child, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_mnemo"))
-        .args(["serve", "--port", "0", "--memory-path"])
-        .arg(root)
-        .env("MNEMO_START_WATCHER", "false")
-        .env("MNEMO_OPENAI_BASE_URL", upstream)
-        .env("MNEMO_MAX_ENTRIES", "100000")
-        .env_remove("MNEMO_CONFIG")
-        .env_remove("MNEMO_API_TOKEN")
-        .env_remove("RUST_LOG")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let banner = lines.next().expect("a banner").expect("text");
-    std::thread::spawn(move || lines.for_each(drop));
-    let url = banner
-        .strip_prefix("mnemo listening on ")
-        .unwrap_or_else(|| panic!("{banner}"))
-        .to_owned();
-    (child, url)
+    support::spawn_server_with_stderr(
+        support::mnemo_command(root)
+            .args(["serve", "--port", "0"])
+            .env("MNEMO_START_WATCHER", "false")
+            .env("MNEMO_OPENAI_BASE_URL", upstream)
+            .env("MNEMO_MAX_ENTRIES", "100000"),
+        Stdio::null(),
+    )
 }
 
 fn http() -> reqwest::Client {
@@ -49,14 +37,12 @@ fn http() -> reqwest::Client {
 }
 
 fn model(request: &ChatRequest) -> Reply {
-    match request.schema_name() {
-        Some("facts") => Reply::Json(json!({"facts": []})),
-        Some(_) => Reply::Json(json!({"operations": [], "summary": ""})),
-        None => Reply::text(format!(
+    learns_nothing(request).unwrap_or_else(|| {
+        Reply::text(format!(
             "ack {}",
             request.last_user_message().unwrap_or_default()
-        )),
-    }
+        ))
+    })
 }
 
 /// How a request to a server that was killed ended.

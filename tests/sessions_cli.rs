@@ -6,13 +6,11 @@ use std::process::{Command, Output, Stdio};
 
 use serde_json::Value;
 
+mod support;
+
 fn mnemo(root: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_mnemo"))
+    support::mnemo_command(root)
         .args(args)
-        .arg("--memory-path")
-        .arg(root)
-        .env_remove("RUST_LOG")
-        .env_remove("MNEMO_CONFIG")
         .env("MNEMO_START_WATCHER", "false")
         .stdin(Stdio::null())
         .output()

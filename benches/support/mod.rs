@@ -58,9 +58,10 @@ pub async fn local_llm() -> (mnemo_llm::LocalLlm, mnemo_core::Config) {
     (llm, base)
 }
 
-/// The `p` quantile (0..=1) of `values`, which it sorts: the nearest rank.
-pub fn percentile(values: &mut [std::time::Duration], p: f64) -> std::time::Duration {
-    values.sort();
+/// The `p` quantile (0..=1) of `values` (durations, or milliseconds as `f64`), which it
+/// sorts: the nearest rank.
+pub fn percentile<T: Copy + PartialOrd>(values: &mut [T], p: f64) -> T {
+    values.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
     let i = ((values.len() as f64 - 1.0) * p).round() as usize;
     values[i]
 }

@@ -1,11 +1,28 @@
-//! What several end-to-end tests share: starting `mnemo serve` and finding its address, and
+//! What several end-to-end tests share: the `mnemo` binary run on a store of its own, apart
+//! from the developer's settings; starting `mnemo serve` and finding its address; and
 //! checking a run of a Python SDK script.
 
 // Each test file uses a part of this module.
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
+
+/// The `mnemo` binary on the store at `root`, with none of the caller's settings reaching it
+/// (`MNEMO_CONFIG`, `RUST_LOG`, a token or an upstream from the environment): each test sets
+/// what it needs on the command it gets.
+pub fn mnemo_command(root: &Path) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_mnemo"));
+    command
+        .arg("--memory-path")
+        .arg(root)
+        .env_remove("MNEMO_CONFIG")
+        .env_remove("MNEMO_API_TOKEN")
+        .env_remove("MNEMO_OPENAI_BASE_URL")
+        .env_remove("RUST_LOG");
+    command
+}
 
 /// Spawns `command` (a `mnemo serve ...` with `--port 0`), reads its banner and returns the
 /// process and its base URL. The rest of its stdout is drained in the background, so the

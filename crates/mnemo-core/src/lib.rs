@@ -20,6 +20,6 @@ pub use config::{
 };
 pub use ids::{ConversationId, IdError, MemoryId};
 pub use record::{
-    check_metadata, MemoryRecord, Metadata, Role, RoleParseError, MAX_MEMORY_BYTES,
+    check_metadata, stored_turn, MemoryRecord, Metadata, Role, RoleParseError, MAX_MEMORY_BYTES,
     MAX_METADATA_BYTES, MAX_METADATA_DEPTH,
 };

@@ -22,8 +22,27 @@ pub const MAX_METADATA_DEPTH: usize = 16;
 /// returned with every hit.
 pub const MAX_METADATA_BYTES: usize = 16 << 10;
 /// The longest text one memory may hold (64 KiB): a fact is a sentence, and a chat turn
-/// longer than this is stored cut (see the engine's chat path).
+/// longer than this is stored cut ([`stored_turn`]).
 pub const MAX_MEMORY_BYTES: usize = 64 << 10;
+
+/// A chat turn as stored: whole when it fits in a memory ([`MAX_MEMORY_BYTES`]), else its
+/// beginning with a note of what was cut. A 24 MiB answer stored whole would be embedded,
+/// indexed and injected again at that size; the session log keeps every byte.
+pub fn stored_turn(text: String) -> String {
+    if text.len() <= MAX_MEMORY_BYTES {
+        return text;
+    }
+    let note = format!(
+        "\n\n[cut by mnemo: the message was {} bytes; the first {} are kept]",
+        text.len(),
+        MAX_MEMORY_BYTES - 200
+    );
+    let mut cut = MAX_MEMORY_BYTES - 200;
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}{note}", &text[..cut])
+}
 
 /// Why metadata was refused: too deep or too large, as a message for the caller.
 pub fn check_metadata(metadata: &Metadata) -> Result<(), String> {
@@ -153,6 +172,18 @@ impl MemoryRecord {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stored_turns_are_cut_to_a_memory_s_size() {
+        assert_eq!(stored_turn("short".into()), "short");
+        let long = "é".repeat(MAX_MEMORY_BYTES);
+        let stored = stored_turn(long);
+        assert!(stored.len() <= MAX_MEMORY_BYTES, "{}", stored.len());
+        assert!(stored.ends_with(&format!(
+            "the message was {} bytes; the first 65336 are kept]",
+            2 * MAX_MEMORY_BYTES
+        )));
+    }
 
     #[test]
     fn roles_parse_case_insensitively() {

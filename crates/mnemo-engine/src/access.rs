@@ -16,8 +16,11 @@ use mnemo_store::StoredMemory;
 use crate::answers::{
     AddResult, AgentMemory, Deleted, History, HistoryResults, Memory, MemoryPage, SearchResult,
 };
+use crate::client::MemoryClient;
+use crate::error::EngineError;
+use crate::retrieval::SearchHit;
+use crate::retrieval::SearchRequest;
 use crate::sessions::{HistoryScope, ToolOutputSlice, MAX_OUTPUT_READ};
-use crate::{EngineError, MemoryClient, SearchHit, SearchRequest};
 
 /// A page's size when a call does not say.
 pub const DEFAULT_PAGE: usize = 50;
@@ -458,7 +461,7 @@ impl MemoryClient {
         access.check_read(conversation.as_str())?;
         let inner = self.inner.clone();
         let conv = conversation.clone();
-        crate::client::blocking(move || Ok(inner.summary(&conv)))
+        crate::blocking::blocking(move || Ok(inner.summary(&conv)))
             .await?
             .ok_or_else(|| {
                 EngineError::NotFound(format!(

@@ -16,7 +16,8 @@ use schemars::JsonSchema;
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use crate::{SearchHit, WriteReport};
+use crate::retrieval::SearchHit;
+use crate::write::WriteReport;
 
 /// A memory as mnemo shows it; `path` is relative to the store.
 #[derive(Debug, Clone, Serialize, ToSchema, JsonSchema)]

@@ -42,15 +42,20 @@ use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use futures_util::Stream;
-use mnemo_core::{ConversationId, MemoryRecord, Role, MAX_MEMORY_BYTES};
+use mnemo_core::{stored_turn, ConversationId, MemoryRecord, Role};
 use mnemo_llm::{ByteStream, DeltaAccumulator, LlmError};
 use mnemo_store::StoredMemory;
 use serde_json::{json, Map, Value};
 use tracing::{debug, warn};
 
+use crate::client::MemoryClient;
 use crate::context::StrategyChoice;
+use crate::error::EngineError;
+use crate::inject;
+use crate::retrieval::SearchHit;
+use crate::retrieval::SearchRequest;
 use crate::sessions::{answer_message, SessionTurn};
-use crate::{inject, ContextReport, EngineError, MemoryClient, SearchHit, SearchRequest};
+use mnemo_context::ContextReport;
 use mnemo_session::{HistoryStyle, SessionId};
 
 /// The memory settings of one chat request: the search that finds its memories, whose query
@@ -363,7 +368,7 @@ impl MemoryClient {
         let summary = {
             let inner = self.inner.clone();
             let conversation = fields.conversation.clone();
-            crate::client::blocking(move || Ok(inner.summary(&conversation))).await?
+            crate::blocking::blocking(move || Ok(inner.summary(&conversation))).await?
         };
         let mut body = inject::inject(&body, summary.as_deref(), &hits).unwrap_or(body);
         if let Some(agent) = &fields.strategy.agent {
@@ -522,7 +527,7 @@ impl MemoryClient {
         assistant_text: Option<String>,
         incomplete: bool,
     ) {
-        let pass = crate::queue::PendingPass {
+        let pass = crate::pass_queue::PendingPass {
             conversation,
             user_turn: user_turn.map(|t| PathBuf::from(self.store().relative(&t.path).as_ref())),
             assistant_text: assistant_text.filter(|t| !t.trim().is_empty()),
@@ -556,25 +561,6 @@ pub(crate) fn retrieval_query(text: &str) -> &str {
         cut -= 1;
     }
     &text[..cut]
-}
-
-/// A chat turn as stored: whole when it fits in a memory ([`MAX_MEMORY_BYTES`]), else its
-/// beginning with a note of what was cut. A 24 MiB answer stored whole would be embedded,
-/// indexed and injected again at that size; the session log keeps every byte.
-pub(crate) fn stored_turn(text: String) -> String {
-    if text.len() <= MAX_MEMORY_BYTES {
-        return text;
-    }
-    let note = format!(
-        "\n\n[cut by mnemo: the message was {} bytes; the first {} are kept]",
-        text.len(),
-        MAX_MEMORY_BYTES - 200
-    );
-    let mut cut = MAX_MEMORY_BYTES - 200;
-    while !text.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    format!("{}{note}", &text[..cut])
 }
 
 /// The name the last user message gives its author, if any (OpenAI's `name` field).
@@ -691,18 +677,6 @@ impl Drop for RecordingStream {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn stored_turns_are_cut_to_a_memory_s_size() {
-        assert_eq!(stored_turn("short".into()), "short");
-        let long = "é".repeat(MAX_MEMORY_BYTES);
-        let stored = stored_turn(long);
-        assert!(stored.len() <= MAX_MEMORY_BYTES, "{}", stored.len());
-        assert!(stored.ends_with(&format!(
-            "the message was {} bytes; the first 65336 are kept]",
-            2 * MAX_MEMORY_BYTES
-        )));
-    }
 
     #[test]
     fn retrieval_reads_the_first_bytes_of_a_long_message() {

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
 use mnemo_core::{Config, ConversationId, MemoryId, MemoryRecord, RerankerMode};
-use mnemo_embed::{Embedder, EmbedderConfig, Reranker, RerankerConfig};
+use mnemo_embed::{Embedder, Reranker, RerankerConfig};
 use mnemo_git::{GitConfig, Versioning};
 use mnemo_index::{EdgeIndex, EdgeIndexOptions, LexicalEncoder, LexicalOptions, VectorIndex};
 use mnemo_llm::{LlmClient, LlmConfig};
@@ -25,9 +25,11 @@ use serde::Serialize;
 use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
 
+use crate::blocking::blocking;
+use crate::error::EngineError;
 use crate::keys::KeyScheme;
-use crate::model_words::{dense_model_description, ModelWords};
-use crate::recovery::{Recovery, WatchedIndex};
+use crate::model_words::{dense_model_description, embedder_config, ModelWords};
+use crate::recovery::{Attempt, Recovery, Resync, WatchedIndex};
 use crate::retrieval::{ReadPath, ResolvedSearch, SearchHit, SearchRequest};
 use crate::snapshot::{Flusher, Snapshot, SnapshotCell};
 use crate::sync::{Indexer, SyncProgress, SyncReport};
@@ -35,7 +37,6 @@ use crate::timeline::Timeline;
 use crate::vocabulary::{BackgroundBuild, BuildReport, Vocabulary};
 use crate::vocabulary_file::VocabularyFile;
 use crate::watcher::{self, WatcherHandle};
-use crate::EngineError;
 
 /// A caller's check of the memory a delete or an edit is about to change.
 pub(crate) type MemoryCheck<'a> = &'a (dyn Fn(&StoredMemory) -> Result<(), EngineError> + Sync);
@@ -137,7 +138,7 @@ pub(crate) struct Inner {
     /// Write-path passes running in the background (waited for on shutdown).
     pub background: TaskTracker,
     /// The journal of queued write-path passes, and how many may run at once.
-    pub queue: crate::queue::PassQueue,
+    pub queue: crate::pass_queue::PassQueue,
     /// Chats finishing for callers that stopped waiting (waited for on shutdown).
     pub detached_chats: TaskTracker,
     startup_sync: SyncReport,
@@ -145,9 +146,9 @@ pub(crate) struct Inner {
     /// Re-syncs an index server that was lost, once it answers again.
     pub(crate) recovery: std::sync::OnceLock<Recovery>,
     /// Context governance's windows, token counters and inflation guards.
-    pub context: crate::context::ContextState,
+    pub context: crate::context_state::ContextState,
     /// Chat sessions: their store, locks and cached logs.
-    pub sessions: crate::sessions::SessionState,
+    pub sessions: crate::session_cache::SessionState,
     /// Serialises changes to agents' notes.
     pub agent_lock: Arc<tokio::sync::Mutex<()>>,
 }
@@ -160,7 +161,7 @@ impl MemoryClient {
 
     fn open_blocking(config: Config, mut options: OpenOptions) -> Result<Self, EngineError> {
         let store = FileStore::open(&config.memory_path)?;
-        let queue = crate::queue::PassQueue::new(store.root());
+        let queue = crate::pass_queue::PassQueue::new(store.root());
         let paths = config.model_paths();
         let embedder = Arc::new(Embedder::load(&embedder_config(&config))?);
         let reranker = load_reranker(&config, &paths)?;
@@ -271,8 +272,8 @@ impl MemoryClient {
         };
         let client = Self {
             inner: Arc::new(Inner {
-                context: crate::context::ContextState::new(&config.context),
-                sessions: crate::sessions::SessionState::new(store.root().to_path_buf()),
+                context: crate::context_state::ContextState::new(&config.context),
+                sessions: crate::session_cache::SessionState::new(store.root().to_path_buf()),
                 agent_lock: Arc::default(),
                 config,
                 store,
@@ -300,10 +301,12 @@ impl MemoryClient {
             }),
         };
         let runtime = tokio::runtime::Handle::try_current().ok();
-        if let Some(recovery) = watched
-            .zip(runtime)
-            .and_then(|(w, rt)| Recovery::spawn(Arc::downgrade(&client.inner), w, rt))
-        {
+        if let Some(recovery) = watched.zip(runtime).and_then(|(watched, runtime)| {
+            Recovery::spawn(
+                resync_callback(Arc::downgrade(&client.inner), runtime),
+                watched,
+            )
+        }) {
             let _ = client.inner.recovery.set(recovery);
         }
         Ok(client)
@@ -712,16 +715,6 @@ fn no_git() -> EngineError {
     )
 }
 
-/// How the embedding model `config` names is loaded.
-pub(crate) fn embedder_config(config: &Config) -> EmbedderConfig {
-    let paths = config.model_paths();
-    EmbedderConfig {
-        threads: config.embed_threads,
-        batch_size: config.embed_batch_size,
-        ..EmbedderConfig::new(&paths.onnxruntime_library, &paths.embedding_model_dir)
-    }
-}
-
 /// The model's words for document expansion, when it is on and they can be had; without
 /// them keys are built without it (said in the log), and rebuilt with it at a later start.
 fn open_model_words(
@@ -936,6 +929,30 @@ fn lock_file(store: &FileStore, path: PathBuf) -> Result<File, EngineError> {
     }
 }
 
+/// What the index's recovery thread runs while the index is lost: a re-sync of the index
+/// with the files and, when that works, the write-path passes that failed meanwhile, run
+/// again on `runtime`. The engine is held weakly: the thread must not keep it open.
+fn resync_callback(engine: std::sync::Weak<Inner>, runtime: tokio::runtime::Handle) -> Resync {
+    Box::new(move || {
+        let Some(inner) = engine.upgrade() else {
+            return Attempt::EngineGone;
+        };
+        match inner.resync_index() {
+            Ok(report) => {
+                let _in_runtime = runtime.enter();
+                let passes = MemoryClient { inner }.rerun_failed_passes();
+                info!(
+                    "the index answers again: {} files re-indexed, {} stale points removed, \
+                     {passes} failed write-path passes run again",
+                    report.embedded, report.deleted
+                );
+                Attempt::Recovered
+            }
+            Err(_) => Attempt::Failed,
+        }
+    })
+}
+
 /// The upstream LLM named by the configuration, if any.
 fn upstream(config: &Config) -> Result<Option<LlmClient>, EngineError> {
     let Some(base_url) = &config.openai_base_url else {
@@ -948,13 +965,4 @@ fn upstream(config: &Config) -> Result<Option<LlmClient>, EngineError> {
         .map(|k| k.expose().to_owned());
     llm.request_timeout = std::time::Duration::from_secs(config.llm_timeout_secs.max(1));
     Ok(Some(LlmClient::new(llm)?))
-}
-
-/// Runs blocking work (file I/O, embedding, the index) off the async runtime.
-pub(crate) async fn blocking<T: Send + 'static>(
-    f: impl FnOnce() -> Result<T, EngineError> + Send + 'static,
-) -> Result<T, EngineError> {
-    tokio::task::spawn_blocking(f)
-        .await
-        .map_err(|e| EngineError::Task(e.to_string()))?
 }

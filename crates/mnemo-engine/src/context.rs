@@ -21,104 +21,29 @@
 //! - Every folder of context state (`conversations/<id>/`, its `tool_outputs/` and
 //!   `summaries/`) is a [`StoreDir`], checked at every level each time it is read or written.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use futures_util::future::BoxFuture;
 use mnemo_context::messages::{head_len, strip_internal_fields};
 use mnemo_context::strategy::{Mode, ResolvedStrategy};
 use mnemo_context::summarize::{prompt, SummaryRequest};
-use mnemo_context::tokens::{message_text, message_tokens, TiktokenCounter};
+use mnemo_context::tokens::message_tokens;
 use mnemo_context::window::Window;
 use mnemo_context::{
-    ApproxCounter, CachedCounter, ContextLengthExceeded, ContextReport, ContextWindows,
-    DirOutputStore, DirSummaryStore, Governor, InflationGuard, StoreDir, Strategy, Summariser,
-    TokenCounter,
+    ContextLengthExceeded, ContextReport, DirOutputStore, DirSummaryStore, Governor, StoreDir,
+    Strategy, Summariser, TokenCounter,
 };
 use mnemo_core::{ConversationId, LOCAL_LLM_ALIAS};
 use mnemo_llm::LlmClient;
 use mnemo_store::layout;
 use serde_json::{json, Value};
-use tracing::{debug, warn};
+use tracing::debug;
 
-use crate::{EngineError, MemoryClient};
+use crate::client::MemoryClient;
+use crate::error::EngineError;
 
 /// The largest strategy file read; anything larger is refused, not parsed.
 const MAX_STRATEGY_BYTES: u64 = 64 * 1024;
-
-/// Tokens of conversation one summary call may carry, at most; less for a small window.
-const SUMMARY_CHUNK_TOKENS: usize = 16_000;
-
-/// Texts tokenized through the local LLM's server at once, at most.
-const TOKENIZE_CONCURRENCY: usize = 4;
-
-/// Governance state that lives as long as the engine: windows, token counters and their
-/// caches, and each conversation's inflation guard.
-pub(crate) struct ContextState {
-    windows: ContextWindows,
-    /// The local LLM's counts, given by its server and cached.
-    local: Arc<CachedCounter<ApproxCounter>>,
-    counters: Mutex<HashMap<String, Arc<dyn TokenCounter>>>,
-    /// Set when the upstream serving the local model's name has no llama.cpp `/tokenize`
-    /// (another server given the same model name): its counts are estimated from then on,
-    /// and the warning is given once.
-    no_tokenizer: std::sync::atomic::AtomicBool,
-    /// By `c/<conversation>` or `s/<session>`.
-    guards: Mutex<HashMap<String, Arc<InflationGuard>>>,
-}
-
-impl ContextState {
-    pub(crate) fn new(config: &mnemo_context::ContextConfig) -> Self {
-        Self {
-            windows: ContextWindows::new(config.windows.clone()),
-            local: Arc::new(
-                CachedCounter::new(ApproxCounter)
-                    .labelled("local LLM tokenizer (llama.cpp /tokenize)", true),
-            ),
-            counters: Mutex::default(),
-            no_tokenizer: Default::default(),
-            guards: Mutex::default(),
-        }
-    }
-
-    /// The counter for `model`, one per tokenizer, cached for the engine's life.
-    pub(crate) fn counter(&self, model: &str) -> Arc<dyn TokenCounter> {
-        if model == LOCAL_LLM_ALIAS {
-            return self.local.clone();
-        }
-        let exact = TiktokenCounter::for_model(model);
-        let key = exact.as_ref().map(|c| c.name()).unwrap_or_default();
-        let mut counters = self.counters.lock().unwrap_or_else(|p| p.into_inner());
-        counters
-            .entry(key)
-            .or_insert_with(|| -> Arc<dyn TokenCounter> {
-                match exact {
-                    Some(exact) => Arc::new(CachedCounter::new(exact)),
-                    None => Arc::new(ApproxCounter),
-                }
-            })
-            .clone()
-    }
-
-    /// `model`'s window, or the strategy's `requested` one.
-    pub(crate) fn window(
-        &self,
-        model: &str,
-        requested: Option<u64>,
-    ) -> mnemo_context::window::Window {
-        self.windows.window(model, requested)
-    }
-
-    fn guard(&self, key: String) -> Arc<InflationGuard> {
-        let mut guards = self.guards.lock().unwrap_or_else(|p| p.into_inner());
-        guards.entry(key).or_default().clone()
-    }
-}
-
-/// Tokens of conversation one summary call may carry, for a model with `window` tokens.
-pub(crate) fn summary_chunk_tokens(window: u64) -> usize {
-    SUMMARY_CHUNK_TOKENS.min(window as usize / 2)
-}
 
 /// Summaries from the upstream LLM: one chat call, no tools.
 pub(crate) struct UpstreamSummariser<'a> {
@@ -192,7 +117,7 @@ impl MemoryClient {
     ) -> Result<Strategy, EngineError> {
         let dir = self.settings_dir(conversation);
         let relative = self.relative(&dir.file(layout::STRATEGY_FILE));
-        crate::client::blocking(move || read_strategy(&dir, &relative)).await
+        crate::blocking::blocking(move || read_strategy(&dir, &relative)).await
     }
 
     /// Applies `patch` (a JSON merge patch: a value sets a field, `null` removes it) to the
@@ -209,7 +134,7 @@ impl MemoryClient {
         // One writer at a time per conversation, like its write path.
         let lock = self.inner.conversation_lock(&conversation);
         let _held = lock.lock().await;
-        crate::client::blocking(move || {
+        crate::blocking::blocking(move || {
             let current = read_strategy(&dir, &relative)?;
             let patched = current
                 .patch(patch)
@@ -260,7 +185,6 @@ impl MemoryClient {
         let window = self
             .inner
             .context
-            .windows
             .window(&model, strategy.context_window_tokens);
         let fits = reserve
             .checked_add(config.margin_tokens)
@@ -307,7 +231,9 @@ impl MemoryClient {
         };
         if plan.model == LOCAL_LLM_ALIAS {
             let owned: Vec<Value> = kept.iter().map(|m| (*m).clone()).collect();
-            self.count_on_the_server(&owned).await;
+            if let Some(llm) = self.inner.llm.as_ref() {
+                self.inner.context.count_on_the_server(llm, &owned).await;
+            }
         }
         let counter = plan.counter.as_ref();
         let prompt = kept
@@ -364,7 +290,9 @@ impl MemoryClient {
             _ => Vec::new(),
         };
         if model == LOCAL_LLM_ALIAS {
-            self.count_on_the_server(&messages).await;
+            if let Some(llm) = self.inner.llm.as_ref() {
+                self.inner.context.count_on_the_server(llm, &messages).await;
+            }
         }
         let (outputs, summaries, guard_key) = match session {
             Some(id) => {
@@ -399,7 +327,7 @@ impl MemoryClient {
             outputs: Some(&outputs),
             guard: Some(&guard),
             callbacks: None,
-            summary_chunk_tokens: summary_chunk_tokens(window.tokens),
+            summary_chunk_tokens: crate::context_state::summary_chunk_tokens(window.tokens),
             reserve_output: *reserve,
             margin: config.margin_tokens,
         };
@@ -414,52 +342,6 @@ impl MemoryClient {
         );
         body["messages"] = Value::Array(governed.messages);
         Ok(governed.report)
-    }
-
-    /// Counts, through the local LLM's own tokenizer, the message texts its counter does not
-    /// know yet. A text the server cannot count stays estimated.
-    async fn count_on_the_server(&self, messages: &[Value]) {
-        use futures_util::stream::{self, StreamExt};
-        use std::sync::atomic::Ordering;
-        let Some(llm) = self.inner.llm.as_ref() else {
-            return;
-        };
-        let state = &self.inner.context;
-        if state.no_tokenizer.load(Ordering::Relaxed) {
-            return;
-        }
-        let cache = &state.local;
-        let unknown: Vec<String> = messages
-            .iter()
-            .map(message_text)
-            .filter(|text| !text.is_empty() && !cache.knows(text))
-            .collect();
-        let counted: Vec<(String, Result<usize, mnemo_llm::LlmError>)> = stream::iter(unknown)
-            .map(|text| async move {
-                let tokens = llm.count_tokens(&text).await;
-                (text, tokens)
-            })
-            .buffer_unordered(TOKENIZE_CONCURRENCY)
-            .collect()
-            .await;
-        for (text, tokens) in counted {
-            match tokens {
-                Ok(tokens) => cache.remember(&text, tokens),
-                // Answered, but not as llama.cpp does: no tokenizer there, now or later.
-                Err(
-                    e @ (mnemo_llm::LlmError::Status { .. }
-                    | mnemo_llm::LlmError::InvalidOutput { .. }),
-                ) => {
-                    warn!("the upstream has no llama.cpp tokenizer ({e}); token counts are estimated from now on");
-                    state.no_tokenizer.store(true, Ordering::Relaxed);
-                    break;
-                }
-                Err(e) => {
-                    warn!("the local LLM cannot count tokens ({e}); estimating");
-                    break;
-                }
-            }
-        }
     }
 
     /// `conversations/<id>/`, checked at every level whenever it is used.

@@ -15,11 +15,11 @@ use mnemo_store::StoredMemory;
 use tracing::{info, warn};
 
 use crate::client::Inner;
+use crate::error::EngineError;
 use crate::snapshot::Snapshot;
 use crate::sync::{read_file, FileRead, Indexer, PathChange, SyncReport};
 use crate::timeline::Timeline;
 use crate::watcher::FileChanges;
-use crate::EngineError;
 
 impl Inner {
     /// Writes fully formed records and indexes them before returning.

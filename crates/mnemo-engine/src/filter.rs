@@ -17,7 +17,7 @@
 use mnemo_index::{Bounds, Condition, Filter};
 use serde_json::{Map, Value};
 
-use crate::EngineError;
+use crate::error::EngineError;
 
 /// Front matter fields a filter can name directly; every other key is a metadata field.
 const FRONT_MATTER_KEYS: [&str; 2] = ["role", "created_at"];

@@ -7,7 +7,7 @@
 
 use serde_json::Value;
 
-use crate::SearchHit;
+use crate::retrieval::SearchHit;
 
 /// Heading above the user's own words in an injected message.
 pub const CURRENT_MESSAGE_HEADING: &str = "Current message:";
@@ -88,7 +88,7 @@ pub fn inject(request: &Value, summary: Option<&str>, memories: &[SearchHit]) ->
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::StageScores;
+    use crate::retrieval::StageScores;
     use chrono::TimeZone;
     use mnemo_core::{ConversationId, MemoryId, Role};
     use serde_json::json;

@@ -31,9 +31,11 @@
 
 pub mod access;
 pub mod answers;
+mod blocking;
 pub mod chat;
 mod client;
 pub mod context;
+mod context_state;
 pub mod dates;
 mod error;
 mod files;
@@ -42,10 +44,12 @@ pub mod inject;
 pub mod keys;
 mod locks;
 pub mod model_words;
+mod pass_queue;
 pub mod prompts;
 pub mod queue;
 mod recovery;
 pub mod retrieval;
+mod session_cache;
 pub mod sessions;
 pub mod snapshot;
 pub mod sync;
@@ -54,6 +58,7 @@ pub mod timeline;
 pub mod vocabulary;
 pub mod vocabulary_file;
 pub mod watcher;
+mod word_rules;
 pub mod write;
 
 pub use access::{Access, MemoryListing, SessionUse, Unrestricted};

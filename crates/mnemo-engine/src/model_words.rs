@@ -21,12 +21,12 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use mnemo_core::Config;
-use mnemo_embed::Embedder;
+use mnemo_embed::{Embedder, EmbedderConfig};
 use mnemo_index::{LexicalEncoder, LexicalOptions, SparseVector};
 use tracing::{info, warn};
 
-use crate::vocabulary::{is_candidate_word, MAX_WORDS};
 use crate::vocabulary_file::VocabularyFile;
+use crate::word_rules::{dot, is_candidate_word, MAX_WORDS};
 
 /// The file, in the embedding model's folder, that keeps the words' vectors.
 pub const WORDS_FILE: &str = "mnemo-words.bin";
@@ -64,7 +64,7 @@ pub enum ModelWordsError {
 /// not. Returns how many words there are and the file that keeps them.
 pub fn prepare(config: &Config) -> Result<(usize, PathBuf), ModelWordsError> {
     let paths = config.model_paths();
-    let embedder = Embedder::load(&crate::client::embedder_config(config))?;
+    let embedder = Embedder::load(&embedder_config(config))?;
     // A word's term is its stem's id, whatever BM25's parameters.
     let lexical = LexicalEncoder::new(LexicalOptions::default())?;
     let model = dense_model_description(&config.embedding_model, embedder.dimension());
@@ -307,26 +307,6 @@ fn scores(rows: &[f32], dimension: usize, queries: &[&[f32]]) -> Vec<Vec<f32>> {
     }
 }
 
-/// The dot product of two vectors of equal length, summed in eight lanes, which the compiler
-/// can keep in vector registers (a single running sum is one it may not reorder): about twice
-/// as fast as a plain sum.
-pub(crate) fn dot(a: &[f32], b: &[f32]) -> f32 {
-    let (a8, b8) = (a.chunks_exact(8), b.chunks_exact(8));
-    let tail: f32 = a8
-        .remainder()
-        .iter()
-        .zip(b8.remainder())
-        .map(|(x, y)| x * y)
-        .sum();
-    let mut lanes = [0.0f32; 8];
-    for (x, y) in a8.zip(b8) {
-        for ((lane, x), y) in lanes.iter_mut().zip(x).zip(y) {
-            *lane += x * y;
-        }
-    }
-    lanes.iter().sum::<f32>() + tail
-}
-
 fn words_with_vectors<'w>(
     words: &'w [String],
     vectors: &'w [f32],
@@ -386,6 +366,17 @@ pub(crate) fn tokenizer_words(
         return Err("its word list holds no whole word".into());
     }
     Ok((kept, terms))
+}
+
+/// How the embedding model `config` names is loaded, for opening a store and for preparing
+/// the model's words alike.
+pub(crate) fn embedder_config(config: &Config) -> EmbedderConfig {
+    let paths = config.model_paths();
+    EmbedderConfig {
+        threads: config.embed_threads,
+        batch_size: config.embed_batch_size,
+        ..EmbedderConfig::new(&paths.onnxruntime_library, &paths.embedding_model_dir)
+    }
 }
 
 #[cfg(test)]

@@ -15,133 +15,16 @@
 //! running or waiting are stopped and keep their entries; a pass that fails (the answer
 //! cannot be stored, the write path errs) keeps its entry too, for the next start.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
 
 use mnemo_core::ConversationId;
-use serde::{Deserialize, Serialize};
-use tokio::sync::Semaphore;
-use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
-use crate::client::blocking;
-use crate::{EngineError, MemoryClient};
-
-pub use mnemo_store::layout::PENDING_DIR;
-/// Write-path passes running at once; the others wait their turn on disk.
-pub const MAX_RUNNING_PASSES: usize = 2;
-/// The largest entry read back (an answer is capped far below this upstream).
-const MAX_ENTRY_BYTES: u64 = 32 << 20;
-
-/// One queued pass, as journaled.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub(crate) struct PendingPass {
-    pub conversation: ConversationId,
-    /// The user's turn the pass learns from (store-relative), already on disk.
-    pub user_turn: Option<PathBuf>,
-    /// The assistant's answer, until it is stored as a turn.
-    pub assistant_text: Option<String>,
-    /// Whether that answer was cut short.
-    pub incomplete: bool,
-}
-
-/// A pass waiting for its conversation's worker, with its journal entry (none when it could
-/// not be journaled).
-struct QueuedPass {
-    entry: Option<PathBuf>,
-    pass: PendingPass,
-}
-
-/// The queue's state in the engine.
-pub(crate) struct PassQueue {
-    dir: PathBuf,
-    /// Slots for passes' LLM work, taken after the conversation's lock (see
-    /// [`MemoryClient::learn_from_turn`]), so a pass waiting for its conversation does not
-    /// hold a slot another conversation could use.
-    pub running: Arc<Semaphore>,
-    /// Cancelled when a shutdown's grace period is over.
-    cancel: CancellationToken,
-    /// Entries of passes that failed in this process, to run again once what failed
-    /// them (a lost index server) is back.
-    failed: Mutex<Vec<PathBuf>>,
-    /// Each conversation with a worker, and the passes waiting for it in order. A
-    /// conversation is here exactly while its worker runs.
-    waiting: Mutex<HashMap<ConversationId, VecDeque<QueuedPass>>>,
-    /// Orders the journal's entries of one millisecond.
-    journaled: AtomicU64,
-}
-
-impl PassQueue {
-    pub fn new(root: &Path) -> Self {
-        Self {
-            dir: root.join(PENDING_DIR),
-            running: Arc::new(Semaphore::new(MAX_RUNNING_PASSES)),
-            cancel: CancellationToken::new(),
-            failed: Mutex::default(),
-            waiting: Mutex::default(),
-            journaled: AtomicU64::new(0),
-        }
-    }
-
-    /// The waiting passes; a panic elsewhere while it was held leaves it usable.
-    fn waiting(&self) -> MutexGuard<'_, HashMap<ConversationId, VecDeque<QueuedPass>>> {
-        self.waiting
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    /// Writes `pass` to the journal; returns its entry's path.
-    fn journal(&self, pass: &PendingPass) -> Result<PathBuf, EngineError> {
-        mnemo_store::untrusted::check_real_folders(
-            self.dir.parent().unwrap_or(&self.dir),
-            &self.dir,
-        )
-        .map_err(EngineError::Task)?;
-        // Names sort in the order passes were queued, which resuming keeps.
-        let name = format!(
-            "{:013}-{:08}-{}.json",
-            chrono::Utc::now().timestamp_millis(),
-            self.journaled.fetch_add(1, Ordering::Relaxed),
-            uuid::Uuid::new_v4().simple()
-        );
-        let path = self.dir.join(name);
-        let bytes = serde_json::to_vec(pass).map_err(|e| EngineError::Task(e.to_string()))?;
-        mnemo_store::atomic::write_atomic(&path, &bytes).map_err(|source| EngineError::Io {
-            action: "cannot write",
-            path: path.clone(),
-            source,
-        })?;
-        Ok(path)
-    }
-
-    /// The entries left by an earlier process, oldest first (none when `pending/` is not a
-    /// real folder: a link there would make resuming rename files elsewhere).
-    fn left_over(&self) -> Vec<PathBuf> {
-        let root = self.dir.parent().unwrap_or(&self.dir);
-        if let Err(e) = mnemo_store::untrusted::check_real_folders(root, &self.dir) {
-            warn!("not resuming queued passes: {e}");
-            return Vec::new();
-        }
-        let Ok(entries) = std::fs::read_dir(&self.dir) else {
-            return Vec::new();
-        };
-        let mut paths: Vec<PathBuf> = entries
-            .filter_map(Result::ok)
-            .map(|e| e.path())
-            .filter(|p| p.extension().is_some_and(|e| e == "json"))
-            .collect();
-        paths.sort();
-        paths
-    }
-}
-
-fn read_entry(path: &Path) -> Result<PendingPass, String> {
-    let bytes =
-        mnemo_store::untrusted::read_regular(path, MAX_ENTRY_BYTES).map_err(|e| e.to_string())?;
-    serde_json::from_slice(&bytes).map_err(|e| format!("not a queued pass: {e}"))
-}
+use crate::blocking::blocking;
+use crate::client::MemoryClient;
+use crate::pass_queue::{read_entry, PendingPass, QueuedPass};
+pub use crate::pass_queue::{MAX_RUNNING_PASSES, PENDING_DIR};
 
 impl MemoryClient {
     /// Queues the write path for a finished turn. The entry is journaled before this

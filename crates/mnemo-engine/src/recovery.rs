@@ -11,15 +11,12 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{RecvTimeoutError, Sender};
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::Duration;
 
 use mnemo_core::MemoryId;
 use mnemo_index::{Filter, Hit, IndexError, Point, Query, SparseVector, VectorIndex};
-use tracing::{info, warn};
-
-use crate::client::Inner;
-use crate::MemoryClient;
+use tracing::warn;
 
 /// How often a lost index is tried again.
 pub const RETRY_INTERVAL: Duration = Duration::from_secs(2);
@@ -95,6 +92,21 @@ impl VectorIndex for WatchedIndex {
     }
 }
 
+/// How one attempt to bring a lost index back went.
+pub(crate) enum Attempt {
+    /// The index is in step with the files again.
+    Recovered,
+    /// The index still does not answer: tried again after [`RETRY_INTERVAL`].
+    Failed,
+    /// The engine is gone: the thread ends.
+    EngineGone,
+}
+
+/// One attempt, given by the engine: re-sync the index with the files and, when that works,
+/// run again the write-path passes that failed meanwhile. A callback rather than the engine
+/// itself, so that this thread holds nothing that keeps the engine open.
+pub(crate) type Resync = Box<dyn Fn() -> Attempt + Send>;
+
 /// The thread that re-syncs a lost index; dropping it stops the thread.
 pub(crate) struct Recovery {
     stop: Option<Sender<()>>,
@@ -102,14 +114,9 @@ pub(crate) struct Recovery {
 }
 
 impl Recovery {
-    /// Starts watching `watched` for the engine `client` (held weakly: the thread must not
-    /// keep the engine open); failed passes run again on `runtime`. `None`, with a warning,
+    /// Starts watching `watched`, running `resync` while it is lost. `None`, with a warning,
     /// when no thread can be started: a lost index is then re-synced on the next start.
-    pub(crate) fn spawn(
-        client: Weak<Inner>,
-        watched: Arc<WatchedIndex>,
-        runtime: tokio::runtime::Handle,
-    ) -> Option<Self> {
+    pub(crate) fn spawn(resync: Resync, watched: Arc<WatchedIndex>) -> Option<Self> {
         let (stop, stopped) = std::sync::mpsc::channel::<()>();
         let spawned = std::thread::Builder::new()
             .name("mnemo-index-recovery".into())
@@ -118,10 +125,13 @@ impl Recovery {
                     if !watched.is_lost() {
                         continue;
                     }
-                    let Some(inner) = client.upgrade() else {
-                        return;
-                    };
-                    recover(inner, &watched, &runtime);
+                    // Cleared first: a call failing during the sync marks it lost again.
+                    watched.lost.store(false, Ordering::SeqCst);
+                    match resync() {
+                        Attempt::Recovered => {}
+                        Attempt::Failed => watched.lost.store(true, Ordering::SeqCst),
+                        Attempt::EngineGone => return,
+                    }
                 }
             });
         match spawned {
@@ -136,25 +146,6 @@ impl Recovery {
                 None
             }
         }
-    }
-}
-
-/// One attempt: re-syncs the index with the files and, when that works, runs again the
-/// write-path passes that failed meanwhile.
-fn recover(inner: Arc<Inner>, watched: &WatchedIndex, runtime: &tokio::runtime::Handle) {
-    // Cleared first: a call failing during the sync marks it lost again.
-    watched.lost.store(false, Ordering::SeqCst);
-    match inner.resync_index() {
-        Ok(report) => {
-            let _in_runtime = runtime.enter();
-            let passes = MemoryClient { inner }.rerun_failed_passes();
-            info!(
-                "the index answers again: {} files re-indexed, {} stale points removed, \
-                 {passes} failed write-path passes run again",
-                report.embedded, report.deleted
-            );
-        }
-        Err(_) => watched.lost.store(true, Ordering::SeqCst),
     }
 }
 

@@ -13,10 +13,6 @@
 //! - `agents/<agent>/MEMORY.md` is read for every request that names the agent (hand edits
 //!   are seen at once) and committed to git on every change through the API.
 
-use std::collections::HashMap;
-use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
-
 use chrono::{DateTime, Utc};
 use mnemo_context::summarize::SummaryOutcome;
 use mnemo_context::summarize::{cut, prefix_hashes, SummaryCall};
@@ -34,67 +30,14 @@ use serde_json::{json, Value};
 use tokio::sync::OwnedMutexGuard;
 use tracing::warn;
 
-use crate::client::blocking;
-use crate::{ContextReport, EngineError, MemoryClient};
+use crate::blocking::blocking;
+use crate::client::MemoryClient;
+use crate::error::EngineError;
+use crate::session_cache::{Slot, CACHED_LOG_BYTES};
+use mnemo_context::ContextReport;
 
-/// Sessions whose parsed logs stay cached, at most (idle ones are dropped past this).
-const CACHED_SESSIONS: usize = 256;
-/// Bytes of logs whose parsed records idle sessions keep cached, at most (one full log):
-/// past it, the largest idle ones are dropped and read again when next used.
-const CACHED_LOG_BYTES: u64 = mnemo_session::log::MAX_LOG_BYTES;
 /// Characters of an offloaded output one read returns, at most.
 pub const MAX_OUTPUT_READ: usize = 1 << 20;
-
-type Slot = Arc<tokio::sync::Mutex<Option<LoadedSession>>>;
-
-/// The engine's sessions: the store and one lock (guarding the cached log) per session.
-pub(crate) struct SessionState {
-    pub store: SessionStore,
-    slots: Mutex<HashMap<SessionId, Slot>>,
-}
-
-impl SessionState {
-    pub(crate) fn new(store_root: PathBuf) -> Self {
-        Self {
-            store: SessionStore::new(store_root),
-            slots: Mutex::default(),
-        }
-    }
-
-    fn slot(&self, id: &SessionId) -> Slot {
-        let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
-        if slots.len() >= CACHED_SESSIONS && !slots.contains_key(id) {
-            // Only slots nobody holds (the map's own reference) can go.
-            slots.retain(|_, slot| Arc::strong_count(slot) > 1);
-        }
-        slots.entry(id.clone()).or_default().clone()
-    }
-
-    /// Drops the parsed logs of idle sessions, largest first, until those left hold at most
-    /// `budget` bytes of log; a session in use (its lock held) keeps its own.
-    fn trim_cache(&self, budget: u64) {
-        let slots: Vec<Slot> = {
-            let slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
-            slots.values().cloned().collect()
-        };
-        let mut idle: Vec<(u64, tokio::sync::MutexGuard<'_, Option<LoadedSession>>)> = slots
-            .iter()
-            .filter_map(|slot| slot.try_lock().ok())
-            .filter_map(|guard| Some((guard.as_ref()?.log_bytes, guard)))
-            .collect();
-        let mut total = idle
-            .iter()
-            .fold(0u64, |sum, (bytes, _)| sum.saturating_add(*bytes));
-        idle.sort_by_key(|(bytes, _)| std::cmp::Reverse(*bytes));
-        for (bytes, mut guard) in idle {
-            if total <= budget {
-                break;
-            }
-            *guard = None;
-            total -= bytes;
-        }
-    }
-}
 
 /// A session's part in one chat request, from its logged request to its logged answer.
 #[derive(Debug)]
@@ -699,7 +642,7 @@ impl MemoryClient {
             summariser: &summariser as &dyn Summariser,
             store: &summaries,
             counter: counter.as_ref(),
-            chunk_tokens: crate::context::summary_chunk_tokens(window.tokens),
+            chunk_tokens: crate::context_state::summary_chunk_tokens(window.tokens),
             focus: focus.as_deref(),
             model: &model,
         };
@@ -1109,45 +1052,4 @@ pub(crate) fn answer_message(answer: &Value) -> Value {
         out["tool_calls"] = Value::Array(calls.clone());
     }
     out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn cached(state: &SessionState, id: &str, log_bytes: u64) -> Slot {
-        let id = SessionId::new(id).unwrap();
-        let slot = state.slot(&id);
-        *slot.try_lock().unwrap() = Some(LoadedSession {
-            id: id.clone(),
-            meta: SessionMeta::new("c", None, "hi"),
-            history: History::default(),
-            log_bytes,
-            skipped: Vec::new(),
-            torn: false,
-        });
-        slot
-    }
-
-    #[test]
-    fn idle_cached_logs_give_way_largest_first_past_the_budget() {
-        let state = SessionState::new(PathBuf::from("/nowhere"));
-        let small = cached(&state, "small", 10);
-        let large = cached(&state, "large", 300);
-        let middle = cached(&state, "middle", 200);
-        let in_use = cached(&state, "in-use", 1000);
-        let held = in_use.try_lock().unwrap();
-        state.trim_cache(250);
-        assert!(
-            large.try_lock().unwrap().is_none(),
-            "the largest idle one went"
-        );
-        assert!(middle.try_lock().unwrap().is_some());
-        assert!(small.try_lock().unwrap().is_some());
-        assert!(held.is_some(), "a session in use keeps its log");
-        drop(held);
-        state.trim_cache(250);
-        assert!(in_use.try_lock().unwrap().is_none());
-        assert!(middle.try_lock().unwrap().is_some(), "210 bytes fit");
-    }
 }

@@ -16,7 +16,7 @@ use mnemo_index::VectorIndex;
 use serde::{Deserialize, Serialize};
 use tracing::{info, warn};
 
-use crate::EngineError;
+use crate::error::EngineError;
 
 /// Version 3 added lexical vectors: older snapshots re-embed everything.
 const SNAPSHOT_VERSION: u32 = 3;

@@ -17,12 +17,12 @@ use mnemo_store::{sha256_hex, FileStore, StoredMemory};
 use serde::Serialize;
 use tracing::{info, warn};
 
+use crate::error::EngineError;
 use crate::keys::{self, KeyContextTexts, KeyScheme};
 use crate::model_words::ModelWords;
 use crate::snapshot::{KeyContext, Snapshot, SnapshotEntry};
 use crate::timeline::Timeline;
 use crate::vocabulary::Vocabulary;
-use crate::EngineError;
 
 /// Progress of a sync, for progress bars.
 #[derive(Debug, Clone, Copy)]

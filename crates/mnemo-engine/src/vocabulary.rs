@@ -31,9 +31,10 @@ use mnemo_embed::Embedder;
 use mnemo_index::{LexicalEncoder, SparseVector, VectorIndex};
 use tracing::{info, warn};
 
-use crate::model_words::dot;
+use crate::error::EngineError;
 use crate::vocabulary_file::{StoredWords, VocabularyFile};
-use crate::EngineError;
+pub use crate::word_rules::MAX_WORDS;
+use crate::word_rules::{candidate_words, dot};
 
 /// Memories whose texts are read from the index at a time, to build the vocabulary.
 const READ_BATCH: usize = 128;
@@ -45,13 +46,6 @@ pub const MIN_MEMORIES: u32 = 2;
 /// A word more than this share of memories use says nothing about any of them ("user" in
 /// facts, "love" in chat): it is no candidate.
 pub const MAX_SHARE: f32 = 0.1;
-
-/// The most words kept (about 75 MB of vectors at 384 dimensions); words first seen after
-/// that are not candidates.
-pub const MAX_WORDS: usize = 50_000;
-
-/// Shortest and longest word kept, in characters.
-pub(crate) const WORD_CHARS: std::ops::RangeInclusive<usize> = 3..=24;
 
 /// The store's words with their embeddings.
 #[derive(Debug, Default)]
@@ -363,25 +357,6 @@ fn build(
         embedded += vocabulary.add(&texts, lexical, embedder, stored)?;
     }
     Ok(Some((vocabulary, embedded)))
-}
-
-/// Whether `word` is one the vocabulary may take: what [`candidate_words`] finds in it alone.
-pub(crate) fn is_candidate_word(word: &str) -> bool {
-    candidate_words(word) == [word]
-}
-
-/// The distinct words of `text` that may enter the vocabulary: alphabetic, written in lower
-/// case, of 3 to 24 characters.
-fn candidate_words(text: &str) -> Vec<String> {
-    let mut words: Vec<String> = text
-        .split(|c: char| !c.is_alphabetic())
-        .filter(|w| WORD_CHARS.contains(&w.chars().count()))
-        .filter(|w| w.chars().all(char::is_lowercase))
-        .map(str::to_owned)
-        .collect();
-    words.sort_unstable();
-    words.dedup();
-    words
 }
 
 #[cfg(test)]

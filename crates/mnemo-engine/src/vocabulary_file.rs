@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 
 use mnemo_store::untrusted::Refusal;
 
-use crate::vocabulary::{MAX_WORDS, WORD_CHARS};
+use crate::word_rules::{is_candidate_word, MAX_WORDS, WORD_CHARS};
 
 const MAGIC: &[u8; 8] = b"MNEMOVOC";
 const VERSION: u32 = 1;
@@ -175,7 +175,7 @@ impl VocabularyFile {
             let len = reader.take(1)?[0] as usize;
             let word = std::str::from_utf8(reader.take(len)?)
                 .ok()
-                .filter(|w| crate::vocabulary::is_candidate_word(w))
+                .filter(|w| is_candidate_word(w))
                 .ok_or_else(|| reader.malformed("not a word the vocabulary takes"))?;
             if position.insert(word.to_owned(), at).is_some() {
                 return Err(reader.malformed("a word stored twice"));

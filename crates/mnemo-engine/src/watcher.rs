@@ -21,7 +21,7 @@ use tracing::{debug, warn};
 
 use mnemo_store::atomic::is_temporary_name;
 
-use crate::EngineError;
+use crate::error::EngineError;
 
 /// How long the tree must be quiet before a batch of changes is handed over.
 pub const DEBOUNCE: Duration = Duration::from_millis(100);

@@ -35,12 +35,14 @@ use mnemo_llm::LlmClient;
 use mnemo_store::StoredMemory;
 use tracing::{info, warn};
 
-use crate::client::{blocking, Inner};
+use crate::blocking::blocking;
+use crate::client::Inner;
+use crate::client::MemoryClient;
+use crate::error::EngineError;
 use crate::prompts::{self, Earlier, Operation};
 use crate::text::changes::{self, Retraction};
 use crate::text::subjects::{gives_a_new_value, subject_of};
 use crate::text::{clauses, grounding, information, summary_check};
-use crate::{EngineError, MemoryClient};
 
 /// Existing facts closer than this (cosine) to a new fact are shown to the reconciler; less
 /// related ones would only tempt a small model into odd deletions.
@@ -728,7 +730,7 @@ impl MemoryClient {
         report.llm_time += call.elapsed();
         let text = match answer {
             // The LLM's text is bounded by its answer only: cut to what a memory holds.
-            Ok(s) => crate::chat::stored_turn(s.summary.trim().to_owned()),
+            Ok(s) => mnemo_core::stored_turn(s.summary.trim().to_owned()),
             Err(e) => {
                 warn!(conversation = %conversation, "summary not updated: {e}");
                 return Ok(());
@@ -1070,7 +1072,7 @@ impl Inner {
     ) -> Result<Applied, EngineError> {
         let new_fact = |text: &str| {
             // A text the reconciler wrote is bounded by its answer only.
-            let text = crate::chat::stored_turn(text.to_owned());
+            let text = mnemo_core::stored_turn(text.to_owned());
             let mut record = MemoryRecord::new(conversation.clone(), Role::Memory, text);
             record.metadata = origin.metadata.clone();
             if let Some((id, message)) = &origin.source {

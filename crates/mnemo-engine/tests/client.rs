@@ -1,29 +1,16 @@
 //! `MemoryClient` over a real store, the real model and the real embedded index.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use mnemo_core::{Config, ConversationId};
 use mnemo_engine::{EngineError, MemoryClient, OpenOptions, SearchRequest};
 
 mod support;
-use support::CountingIndex;
-
-fn config(memory_path: &Path) -> Config {
-    Config {
-        memory_path: memory_path.to_owned(),
-        models_dir: PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../models"),
-        ..Config::default()
-    }
-}
+use support::{conv, store_config, CountingIndex};
 
 async fn open(memory_path: &Path) -> MemoryClient {
-    MemoryClient::open(config(memory_path), OpenOptions::default())
+    MemoryClient::open(store_config(memory_path), OpenOptions::default())
         .await
         .unwrap_or_else(|e| panic!("{e}"))
-}
-
-fn conv(id: &str) -> ConversationId {
-    ConversationId::new(id).unwrap()
 }
 
 async fn answers(client: &MemoryClient, query: &str) -> Vec<(String, String)> {
@@ -90,7 +77,7 @@ async fn a_lost_snapshot_only_costs_a_re_embed() {
         index: Some(index.clone()),
         ..OpenOptions::default()
     };
-    let client = MemoryClient::open(config(dir.path()), options)
+    let client = MemoryClient::open(store_config(dir.path()), options)
         .await
         .unwrap();
     assert_eq!(client.startup_sync().embedded, 1);
@@ -107,7 +94,7 @@ async fn a_lost_snapshot_only_costs_a_re_embed() {
 async fn one_process_owns_a_store_at_a_time() {
     let dir = tempfile::tempdir().unwrap();
     let _first = open(dir.path()).await;
-    let second = MemoryClient::open(config(dir.path()), OpenOptions::default()).await;
+    let second = MemoryClient::open(store_config(dir.path()), OpenOptions::default()).await;
     match second {
         Err(EngineError::Locked { path }) => assert_eq!(path, dir.path().canonicalize().unwrap()),
         Err(other) => panic!("expected a lock error, got {other}"),
@@ -122,7 +109,7 @@ async fn a_store_held_at_the_lock_s_old_place_is_not_opened() {
     std::fs::create_dir_all(dir.path().join("index")).unwrap();
     let old = std::fs::File::create(dir.path().join("index/.lock")).unwrap();
     old.try_lock().unwrap();
-    let opened = MemoryClient::open(config(dir.path()), OpenOptions::default()).await;
+    let opened = MemoryClient::open(store_config(dir.path()), OpenOptions::default()).await;
     assert!(
         matches!(opened, Err(EngineError::Locked { .. })),
         "opened beside an older mnemo"

@@ -5,14 +5,17 @@
 //! Without the Qdrant binary (`MNEMO_QDRANT_BIN`, or `../shared/qdrant/qdrant`) the tests
 //! say why and pass; under `CI=true` they fail instead (`mnemo_test_support::require`).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
-use mnemo_core::{Config, ConversationId};
+use mnemo_core::Config;
 use mnemo_engine::{IndexBackend, MemoryClient, OpenOptions, SearchRequest};
 use mnemo_scripted_llm::{add_every_fact, ChatRequest, Reply, ScriptedLlm};
 use mnemo_test_support::qdrant::{self, LocalQdrant};
 use serde_json::json;
+
+mod support;
+use support::{config_without_reranker, conv};
 
 /// The server for one test, or `None` when there is no binary (said on stderr; a failure
 /// under `CI=true`).
@@ -22,16 +25,12 @@ fn server(dir: &Path) -> Option<LocalQdrant> {
 }
 
 fn config(memory_path: &Path, index_url: &str) -> Config {
-    let mut config = Config {
-        memory_path: memory_path.to_owned(),
-        models_dir: PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../models"),
+    Config {
         index_url: Some(index_url.to_owned()),
         index_collection: "shared".into(),
         start_watcher: false,
-        ..Config::default()
-    };
-    config.retrieval.reranker = mnemo_core::RerankerMode::Off;
-    config
+        ..config_without_reranker(memory_path)
+    }
 }
 
 async fn open(config: Config, rebuild: bool) -> MemoryClient {
@@ -44,13 +43,9 @@ async fn open(config: Config, rebuild: bool) -> MemoryClient {
         .unwrap_or_else(|e| panic!("{e}"))
 }
 
-fn conv() -> ConversationId {
-    ConversationId::new("c1").unwrap()
-}
-
 async fn contents(client: &MemoryClient, query: &str) -> Vec<String> {
     client
-        .search(SearchRequest::new(query, conv()).top_k(10))
+        .search(SearchRequest::new(query, conv("c1")).top_k(10))
         .await
         .unwrap_or_else(|e| panic!("{e}"))
         .into_iter()
@@ -97,7 +92,7 @@ async fn a_lost_server_loses_nothing_on_disk_and_is_caught_up_when_it_returns() 
     let client = open(config, false).await;
     let _watcher = client.start_watcher().unwrap();
     let added = client
-        .add(vec!["Anne is my wife.".into()], &conv())
+        .add(vec!["Anne is my wife.".into()], &conv("c1"))
         .await
         .unwrap();
     let anne = added.added[0].record.id;
@@ -106,13 +101,13 @@ async fn a_lost_server_loses_nothing_on_disk_and_is_caught_up_when_it_returns() 
     qdrant.kill(0);
     // What needs the index fails, saying which server and that it is unavailable.
     let err = client
-        .add(vec!["My brother Tom lives in Denver.".into()], &conv())
+        .add(vec!["My brother Tom lives in Denver.".into()], &conv("c1"))
         .await
         .unwrap_err();
     assert!(err.is_index_unavailable(), "{err}");
     assert!(err.to_string().contains(&url), "{err}");
     let err = client
-        .search(SearchRequest::new("wife", conv()))
+        .search(SearchRequest::new("wife", conv("c1")))
         .await
         .unwrap_err();
     assert!(err.is_index_unavailable(), "{err}");
@@ -176,7 +171,7 @@ async fn a_lost_server_loses_nothing_on_disk_and_is_caught_up_when_it_returns() 
         .any(|c| c.contains("Anne")));
     // And writes work again.
     client
-        .add(vec!["My brother Tom lives in Denver.".into()], &conv())
+        .add(vec!["My brother Tom lives in Denver.".into()], &conv("c1"))
         .await
         .unwrap_or_else(|e| panic!("{e}"));
 }
@@ -197,7 +192,7 @@ async fn stores_share_a_collection_without_seeing_each_other() {
                 "My sister is a pilot.".into(),
                 "I play the cello.".into(),
             ],
-            &conv(),
+            &conv("c1"),
         )
         .await
         .unwrap();
@@ -212,7 +207,7 @@ async fn stores_share_a_collection_without_seeing_each_other() {
     other
         .add(
             vec!["I grow tomatoes.".into(), "My sister is a nurse.".into()],
-            &conv(),
+            &conv("c1"),
         )
         .await
         .unwrap();

@@ -4,16 +4,13 @@
 //! shares nothing with the examples in the extraction prompt (`prompts.rs`), so a fact found
 //! here was extracted, not copied.
 
-use std::path::PathBuf;
-
 use mnemo_core::{Config, ConversationId, LOCAL_LLM_ALIAS};
 use mnemo_engine::{MemoryClient, OpenOptions, SearchRequest};
 use mnemo_llm::{LocalLlm, LocalLlmOptions};
 use serde_json::json;
 
-fn models() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../models")
-}
+mod support;
+use support::models;
 
 /// One local LLM at a time: two would fight over the machine's cores and memory.
 static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());

@@ -2,36 +2,18 @@
 //! scopes, metadata filters, lexical search, neighbour-aware keys, the cross-encoder stage,
 //! recency, per-request knobs, and the optional query expansion (against a scripted LLM).
 
-use std::path::{Path, PathBuf};
-
 use chrono::{Duration, SubsecRound, Utc};
-use mnemo_core::{Config, ConversationId, MemoryRecord, Role};
+use mnemo_core::{Config, MemoryRecord, Role};
 use mnemo_engine::{MemoryClient, OpenOptions, SearchHit, SearchRequest};
 use serde_json::json;
 
-fn models() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../models")
-}
-
-fn config(memory_path: &Path) -> Config {
-    let mut config = Config {
-        memory_path: memory_path.to_owned(),
-        models_dir: models(),
-        ..Config::default()
-    };
-    // No cross-encoder unless a test asks for one.
-    config.retrieval.reranker = mnemo_core::RerankerMode::Off;
-    config
-}
+mod support;
+use support::{config_without_reranker, conv, models};
 
 async fn open_with(config: Config) -> MemoryClient {
     MemoryClient::open(config, OpenOptions::default())
         .await
         .unwrap_or_else(|e| panic!("{e}"))
-}
-
-fn conv(id: &str) -> ConversationId {
-    ConversationId::new(id).unwrap()
 }
 
 fn contents(hits: &[SearchHit]) -> Vec<&str> {
@@ -47,7 +29,7 @@ fn record(conversation: &str, role: Role, content: &str, minutes_ago: i64) -> Me
 #[tokio::test(flavor = "multi_thread")]
 async fn the_conversation_and_global_are_searched_never_others_or_summaries() {
     let dir = tempfile::tempdir().unwrap();
-    let client = open_with(config(dir.path())).await;
+    let client = open_with(config_without_reranker(dir.path())).await;
     client
         .add_records(vec![
             record("c1", Role::Memory, "My dog Biscuit loves the beach.", 5),
@@ -80,7 +62,7 @@ async fn the_conversation_and_global_are_searched_never_others_or_summaries() {
 #[tokio::test(flavor = "multi_thread")]
 async fn metadata_filters_apply_inside_the_index() {
     let dir = tempfile::tempdir().unwrap();
-    let client = open_with(config(dir.path())).await;
+    let client = open_with(config_without_reranker(dir.path())).await;
     let mut records = Vec::new();
     for (i, topic) in ["food", "food", "work", "food"].iter().enumerate() {
         let mut r = record(
@@ -137,7 +119,7 @@ async fn metadata_filters_apply_inside_the_index() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_rare_exact_word_is_found_lexically() {
     let dir = tempfile::tempdir().unwrap();
-    let client = open_with(config(dir.path())).await;
+    let client = open_with(config_without_reranker(dir.path())).await;
     let mut texts: Vec<String> = (0..30)
         .map(|i| format!("I bought a new gadget in week {i}."))
         .collect();
@@ -179,7 +161,7 @@ async fn a_question_naming_a_day_finds_what_was_said_of_that_day_in_other_words(
     };
     // Words alone cannot tell these apart; the date prefix is off so that only the tokens
     // carry dates.
-    let mut lexical_only = config(dir.path());
+    let mut lexical_only = config_without_reranker(dir.path());
     lexical_only.retrieval.dense = false;
     lexical_only.retrieval.lexical_date = false;
     let client = open_with(lexical_only).await;
@@ -205,7 +187,7 @@ async fn a_question_naming_a_day_finds_what_was_said_of_that_day_in_other_words(
 async fn another_embedding_model_re_embeds_every_memory_once() {
     let dir = tempfile::tempdir().unwrap();
     let store = dir.path().join("store");
-    let client = open_with(config(&store)).await;
+    let client = open_with(config_without_reranker(&store)).await;
     client
         .add(
             vec![
@@ -217,7 +199,7 @@ async fn another_embedding_model_re_embeds_every_memory_once() {
         .await
         .unwrap();
     drop(client);
-    let client = open_with(config(&store)).await;
+    let client = open_with(config_without_reranker(&store)).await;
     assert_eq!(
         client.startup_sync().embedded,
         0,
@@ -233,7 +215,7 @@ async fn another_embedding_model_re_embeds_every_memory_once() {
         let file = file.unwrap().path();
         std::fs::copy(&file, other.join(file.file_name().unwrap())).unwrap();
     }
-    let mut switched = config(&store);
+    let mut switched = config_without_reranker(&store);
     switched.embedding_model = other.to_string_lossy().into_owned();
     let client = open_with(switched.clone()).await;
     assert_eq!(
@@ -282,7 +264,7 @@ async fn vocabulary_expansion_adds_the_stores_words_nearest_the_query() {
     // Lexical only: the query shares no word with the memories; only the expansion can
     // (document expansion, which could too, is off).
     let with_words = |n: usize| {
-        let mut config = config(dir.path());
+        let mut config = config_without_reranker(dir.path());
         config.retrieval.dense = false;
         config.retrieval.document_expansion = 0;
         config.retrieval.vocabulary_expansion = n;
@@ -337,7 +319,7 @@ async fn document_expansion_puts_the_models_words_nearest_a_memory_in_its_key() 
     // Lexical only, without the query's expansion: only the memories' keys can bring in a
     // word the query uses.
     let with_words = |n: usize| {
-        let mut config = config(dir.path());
+        let mut config = config_without_reranker(dir.path());
         config.retrieval.dense = false;
         config.retrieval.vocabulary_expansion = 0;
         config.retrieval.document_expansion = n;
@@ -372,7 +354,7 @@ async fn document_expansion_puts_the_models_words_nearest_a_memory_in_its_key() 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_vocabularys_vectors_are_kept_between_runs() {
     let dir = tempfile::tempdir().unwrap();
-    let mut config = config(dir.path());
+    let mut config = config_without_reranker(dir.path());
     config.retrieval.dense = false;
     config.retrieval.vocabulary_expansion = 1;
     let file = dir.path().join("vocabulary.bin");
@@ -446,7 +428,7 @@ async fn query_expansion_adds_the_llms_words_and_never_fails_a_search() {
     .await;
     // Lexical only: the query shares no word with the memory; only the expansion does.
     let with_expansion = |on: bool, wait_ms: u64| {
-        let mut config = config(dir.path());
+        let mut config = config_without_reranker(dir.path());
         config.openai_base_url = Some(llm.base_url());
         config.retrieval.dense = false;
         config.retrieval.query_expansion = on;
@@ -521,7 +503,7 @@ fn turns(conversation: &str, texts: &[&str]) -> Vec<MemoryRecord> {
 #[tokio::test(flavor = "multi_thread")]
 async fn an_answer_is_found_through_the_question_before_it() {
     let dir = tempfile::tempdir().unwrap();
-    let client = open_with(config(dir.path())).await;
+    let client = open_with(config_without_reranker(dir.path())).await;
     client
         .add_records(turns(
             "c1",
@@ -587,7 +569,7 @@ async fn keys_follow_neighbour_edits_and_match_a_rebuild() {
     ];
     // Two turns on each side, so that the window's edge falls inside the exchange.
     let config = || {
-        let mut config = config(dir.path());
+        let mut config = config_without_reranker(dir.path());
         config.retrieval.lexical_neighbour_turns = 2;
         config
     };
@@ -638,7 +620,7 @@ async fn the_cross_encoder_decides_the_order_when_installed() {
         "{} is missing: run `scripts/setup test`",
         tiny.display()
     );
-    let mut cfg = config(dir.path());
+    let mut cfg = config_without_reranker(dir.path());
     cfg.retrieval.reranker = mnemo_core::RerankerMode::On;
     cfg.retrieval.reranker_model = tiny.to_string_lossy().into_owned();
     let client = open_with(cfg).await;
@@ -675,7 +657,7 @@ async fn the_cross_encoder_decides_the_order_when_installed() {
 #[tokio::test(flavor = "multi_thread")]
 async fn recency_speaks_only_for_questions_about_now() {
     let dir = tempfile::tempdir().unwrap();
-    let client = open_with(config(dir.path())).await;
+    let client = open_with(config_without_reranker(dir.path())).await;
     client
         .add_records(vec![
             record(
@@ -733,7 +715,7 @@ async fn recency_speaks_only_for_questions_about_now() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_threshold_drops_weak_matches_and_top_k_zero_retrieves_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let client = open_with(config(dir.path())).await;
+    let client = open_with(config_without_reranker(dir.path())).await;
     client
         .add(
             vec![
@@ -761,7 +743,7 @@ async fn a_threshold_drops_weak_matches_and_top_k_zero_retrieves_nothing() {
 async fn a_new_key_scheme_or_bm25_setting_rebuilds_every_lexical_vector() {
     let dir = tempfile::tempdir().unwrap();
     let lexical_only = |date: bool, k1: f64| {
-        let mut config = config(dir.path());
+        let mut config = config_without_reranker(dir.path());
         config.retrieval.dense = false;
         config.retrieval.lexical_date = date;
         config.retrieval.bm25_k1 = k1;
@@ -867,7 +849,7 @@ async fn turns_that_say_nothing_give_their_places_to_memories_that_do() {
     // Ranked like any memory, the refusal is among the three best: it shares the question's
     // words.
     let dir = tempfile::tempdir().unwrap();
-    let mut as_any = config(dir.path());
+    let mut as_any = config_without_reranker(dir.path());
     as_any.retrieval.low_information_last = false;
     let client = open_with(as_any).await;
     client.add_records(records.clone()).await.unwrap();
@@ -884,7 +866,7 @@ async fn turns_that_say_nothing_give_their_places_to_memories_that_do() {
     // By default it gives its place to what names the sister, and so does the assistant's
     // "Thanks, I'll keep that in mind!", which MMR would otherwise like for being unlike the rest.
     let dir = tempfile::tempdir().unwrap();
-    let client = open_with(config(dir.path())).await;
+    let client = open_with(config_without_reranker(dir.path())).await;
     client.add_records(records).await.unwrap();
     let hits = ask(&client).await;
     let found = contents(&hits);
@@ -912,7 +894,7 @@ async fn a_turn_is_found_by_the_facts_drawn_from_it_and_gives_them_its_place() {
     let dir = tempfile::tempdir().unwrap();
     // Only facts may bring "adopt" into the turn's key (document expansion would too).
     let lexical_only = |facts: bool| {
-        let mut config = config(dir.path());
+        let mut config = config_without_reranker(dir.path());
         config.retrieval.dense = false;
         config.retrieval.document_expansion = 0;
         config.retrieval.lexical_facts = facts;

@@ -2,30 +2,18 @@
 //! file-system notifications.
 
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
-use mnemo_core::{Config, ConversationId};
+use mnemo_core::ConversationId;
 use mnemo_engine::{MemoryClient, OpenOptions, SearchRequest, WatcherHandle};
 
 mod support;
-use support::CountingIndex;
-
-fn config(memory_path: &Path) -> Config {
-    Config {
-        memory_path: memory_path.to_owned(),
-        models_dir: PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../models"),
-        ..Config::default()
-    }
-}
-
-fn conv() -> ConversationId {
-    ConversationId::new("notes").unwrap()
-}
+use support::{conv, store_config, CountingIndex};
 
 async fn contents(client: &MemoryClient, query: &str) -> Vec<String> {
     client
-        .search(SearchRequest::new(query, conv()).top_k(50))
+        .search(SearchRequest::new(query, conv("notes")).top_k(50))
         .await
         .unwrap()
         .into_iter()
@@ -72,7 +60,7 @@ async fn assert_consistent(client: &MemoryClient) {
 /// A client on a fresh store with its watcher running.
 async fn watched_store() -> (tempfile::TempDir, MemoryClient, WatcherHandle) {
     let dir = tempfile::tempdir().unwrap();
-    let client = MemoryClient::open(config(dir.path()), OpenOptions::default())
+    let client = MemoryClient::open(store_config(dir.path()), OpenOptions::default())
         .await
         .unwrap();
     let watch = client.start_watcher().unwrap();
@@ -194,7 +182,7 @@ async fn bulk_changes_and_the_engine_s_own_writes() {
         index: Some(index.clone()),
         ..OpenOptions::default()
     };
-    let client = MemoryClient::open(config(dir.path()), options)
+    let client = MemoryClient::open(store_config(dir.path()), options)
         .await
         .unwrap();
     let _watch = client.start_watcher().unwrap();
@@ -208,7 +196,11 @@ async fn bulk_changes_and_the_engine_s_own_writes() {
         .into_iter()
         .enumerate()
     {
-        let added = client.add(vec![text.into()], &conv()).await.unwrap().added;
+        let added = client
+            .add(vec![text.into()], &conv("notes"))
+            .await
+            .unwrap()
+            .added;
         let marker = format!("Marker buoy number {i} is orange.");
         fs::write(facts.join(format!("marker-{i}.md")), &marker).unwrap();
         eventually(&client, &marker, "the marker", |got| got.contains(&marker)).await;
@@ -220,7 +212,7 @@ async fn bulk_changes_and_the_engine_s_own_writes() {
         fs::remove_file(facts.join(format!("marker-{i}.md"))).unwrap();
     }
     let added = client
-        .list(Some(conv()))
+        .list(Some(conv("notes")))
         .await
         .unwrap()
         .into_iter()
@@ -273,7 +265,10 @@ async fn hand_edits_the_watcher_saw_go_into_the_next_commit() {
     .await;
 
     client
-        .add(vec!["The user bakes bread on Sundays.".into()], &conv())
+        .add(
+            vec!["The user bakes bread on Sundays.".into()],
+            &conv("notes"),
+        )
         .await
         .unwrap();
     let head = git(dir.path(), &["show", "--name-only", "--format=%s", "HEAD"]);

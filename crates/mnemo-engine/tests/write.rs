@@ -1,7 +1,7 @@
 //! The write path against a scripted OpenAI-compatible server (real HTTP, deterministic
 //! answers, injected faults), a real store, the real embedding model, index and git.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -11,27 +11,22 @@ use mnemo_engine::{EngineError, MemoryClient, OpenOptions, SearchRequest};
 use mnemo_scripted_llm::{add_every_fact, ChatRequest, Reply, ScriptedLlm};
 use serde_json::{json, Value};
 
+mod support;
+use support::{config_without_reranker, conv};
+
 fn config(memory_path: &Path, llm: &ScriptedLlm) -> Config {
-    let mut config = Config {
-        memory_path: memory_path.to_owned(),
-        models_dir: PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../models"),
+    Config {
         openai_base_url: Some(llm.base_url()),
         llm_timeout_secs: 2,
         start_watcher: false,
-        ..Config::default()
-    };
-    config.retrieval.reranker = mnemo_core::RerankerMode::Off;
-    config
+        ..config_without_reranker(memory_path)
+    }
 }
 
 async fn open(memory_path: &Path, llm: &ScriptedLlm) -> MemoryClient {
     MemoryClient::open(config(memory_path, llm), OpenOptions::default())
         .await
         .unwrap_or_else(|e| panic!("{e}"))
-}
-
-fn conv(id: &str) -> ConversationId {
-    ConversationId::new(id).unwrap()
 }
 
 /// A model that extracts "The user's husband is X." from "my husband is X", answers questions with

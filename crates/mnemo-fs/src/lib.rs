@@ -11,12 +11,35 @@
 //!   a folder is opened (read, listed, created or written into), not once when a path is
 //!   made, so a link a `git pull` brings later is refused too.
 //!
+//! A path inside the store is named by its parts below the root ([`store_relative`]), one
+//! check for the store's files and for git alike.
+//!
 //! Every crate that reads the store (memories, sessions, context state) reads through here.
 
 use std::fs::File;
 use std::io::{self, Read};
 use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
+
+/// The parts of `path` below the store's `root`: `path` is absolute inside the store or
+/// relative to it; `.` parts are dropped. `None` for a path outside the store, one that
+/// climbs (`..`), or one that is not UTF-8. The one check of a store-relative path, for the
+/// store's files and for git alike.
+pub fn store_relative<'p>(root: &Path, path: &'p Path) -> Option<Vec<&'p str>> {
+    let relative = if path.is_absolute() {
+        path.strip_prefix(root).ok()?
+    } else {
+        path
+    };
+    relative
+        .components()
+        .filter(|c| *c != Component::CurDir)
+        .map(|c| match c {
+            Component::Normal(s) => s.to_str(),
+            _ => None,
+        })
+        .collect()
+}
 
 /// Why a file in the store was not read.
 #[derive(Debug, thiserror::Error)]
@@ -260,7 +283,7 @@ impl StoreDir {
         let mut current = self.root.clone();
         for component in relative.components() {
             match component {
-                std::path::Component::Normal(name) => current.push(name),
+                Component::Normal(name) => current.push(name),
                 _ => {
                     return Err(Refusal::Io(io::Error::new(
                         io::ErrorKind::InvalidInput,

@@ -4,7 +4,7 @@
 use std::collections::{BTreeSet, HashSet};
 use std::fs;
 use std::io;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use git2::{Commit, IndexAddOption, Repository, Signature, StatusOptions};
@@ -457,19 +457,7 @@ impl Versioning {
             path: path.to_owned(),
             root: self.root.clone(),
         };
-        let relative = if path.is_absolute() {
-            path.strip_prefix(&self.root).map_err(|_| outside())?
-        } else {
-            path
-        };
-        let mut parts = Vec::new();
-        for component in relative.components() {
-            match component {
-                Component::Normal(part) => parts.push(part.to_str().ok_or_else(outside)?),
-                Component::CurDir => {}
-                _ => return Err(outside()),
-            }
-        }
+        let parts = mnemo_fs::store_relative(&self.root, path).ok_or_else(outside)?;
         Ok(parts.join("/"))
     }
 }

@@ -41,7 +41,7 @@ mod request;
 mod server;
 
 pub use axum::http;
-pub use reply::{add_every_fact, echo, fail_first, sequence, Reply, StreamEnd};
+pub use reply::{add_every_fact, echo, fail_first, learns_nothing, sequence, Reply, StreamEnd};
 pub use request::{ChatRequest, RecordedRequest};
 pub use server::ScriptedLlm;
 

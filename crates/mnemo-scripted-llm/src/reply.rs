@@ -94,6 +94,16 @@ pub fn add_every_fact(request: &ChatRequest) -> Reply {
     Reply::Json(json!({ "operations": ops }))
 }
 
+/// The answer to mnemo's own write-path calls when a test is not about what is learnt: no
+/// facts from extraction, nothing to do for the other structured calls (reconciliation, the
+/// summary); `None` for any other call (a chat to answer), which the caller answers.
+pub fn learns_nothing(request: &ChatRequest) -> Option<Reply> {
+    match request.schema_name()? {
+        "facts" => Some(Reply::Json(json!({"facts": []}))),
+        _ => Some(Reply::Json(json!({"operations": [], "summary": ""}))),
+    }
+}
+
 /// A handler answering the n-th call (from when it was set) with `replies[n]`, and every call
 /// after the last with the last one.
 pub fn sequence(replies: Vec<Reply>) -> impl Fn(&ChatRequest) -> Reply + Send + Sync + 'static {

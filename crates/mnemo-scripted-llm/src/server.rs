@@ -123,6 +123,29 @@ impl ScriptedLlm {
             .clone()
     }
 
+    /// The bodies of the chat requests forwarded to it on an agent's behalf, oldest first:
+    /// every request but mnemo's own calls (structured answers, conversation summaries).
+    pub fn forwarded_chats(&self) -> Vec<serde_json::Value> {
+        self.requests()
+            .into_iter()
+            .filter_map(|r| r.body)
+            .filter(|b| {
+                b["messages"].is_array()
+                    && b["response_format"].is_null()
+                    && !b["messages"][0]["content"]
+                        .as_str()
+                        .is_some_and(|c| c.starts_with("You are a conversation summariser"))
+            })
+            .collect()
+    }
+
+    /// The last of [`forwarded_chats`](Self::forwarded_chats); panics when there is none.
+    pub fn last_forwarded_chat(&self) -> serde_json::Value {
+        self.forwarded_chats()
+            .pop()
+            .expect("a chat request forwarded upstream")
+    }
+
     /// How every streamed answer that has ended so far ended, in the order they ended.
     pub fn streams(&self) -> Vec<StreamEnd> {
         self.shared

@@ -5,7 +5,6 @@
 //!
 //! With bearer tokens, a token uses only the notes of the agents its `agents` list names.
 
-use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::Json;
 use mnemo_engine::answers::AgentMemory;
@@ -14,7 +13,7 @@ use serde::Deserialize;
 use utoipa::ToSchema;
 
 use crate::auth::Grant;
-use crate::body::read_typed;
+use crate::body::JsonBody;
 use crate::{ApiError, AppState, ErrorBody};
 
 /// Text to append.
@@ -76,10 +75,9 @@ pub(crate) async fn append(
     State(state): State<AppState>,
     grant: Grant,
     Path(agent): Path<String>,
-    body: Body,
+    JsonBody(request): JsonBody<AppendRequest>,
 ) -> Result<Json<AgentMemory>, ApiError> {
     grant.check_agent(&agent)?;
-    let request: AppendRequest = read_typed(body, state.options.max_body_bytes).await?;
     Ok(Json(
         state
             .client
@@ -107,10 +105,9 @@ pub(crate) async fn update(
     State(state): State<AppState>,
     grant: Grant,
     Path(agent): Path<String>,
-    body: Body,
+    JsonBody(request): JsonBody<UpdateRequest>,
 ) -> Result<Json<AgentMemory>, ApiError> {
     grant.check_agent(&agent)?;
-    let request: UpdateRequest = read_typed(body, state.options.max_body_bytes).await?;
     Ok(Json(
         state
             .client

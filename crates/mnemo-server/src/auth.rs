@@ -14,6 +14,9 @@
 //!   conversation or agent;
 //! - the client's `Authorization` header is mnemo's token, not the upstream's: the middleware
 //!   takes it off the request, so the pass-through can never forward it.
+//! - a browser on the web view carries a sign-in cookie, never a token: the web view's own
+//!   layer (`crate::web`), which runs first, admits it and marks the request
+//!   `AuthenticatedElsewhere`; this one knows no web page.
 //!
 //! Tokens are kept as SHA-256 digests and compared in constant time; they are never logged,
 //! and start-up errors name a token by its config entry, never by its value.
@@ -351,6 +354,12 @@ fn check_secret(entry: &str, secret: &str) -> Result<(), TokenConfigError> {
 pub(crate) struct Grant(Arc<Scope>);
 
 impl Grant {
+    /// A grant of `scope`, for a layer that found the caller another way (the web view's
+    /// sign-in cookie).
+    pub(crate) fn of(scope: Arc<Scope>) -> Self {
+        Self(scope)
+    }
+
     fn everything() -> Self {
         Self(Arc::new(Scope::everything()))
     }
@@ -423,13 +432,18 @@ fn presented(headers: &HeaderMap) -> Presented {
 }
 
 fn is_open(request: &Request) -> bool {
-    crate::web::is_open(request.method(), request.uri().path())
-        || matches!(*request.method(), Method::GET | Method::HEAD)
-            && request
-                .extensions()
-                .get::<MatchedPath>()
-                .is_some_and(|path| OPEN_ROUTES.contains(&path.as_str()))
+    matches!(*request.method(), Method::GET | Method::HEAD)
+        && request
+            .extensions()
+            .get::<MatchedPath>()
+            .is_some_and(|path| OPEN_ROUTES.contains(&path.as_str()))
 }
+
+/// Put in a request by a layer that runs before authentication and has already settled who
+/// may make it (the web view's sign-in sessions, `crate::web`): authentication lets it
+/// through as that layer left it, with the [`Grant`] it found or none on an open page.
+#[derive(Clone, Copy)]
+pub(crate) struct AuthenticatedElsewhere;
 
 /// Finds the request's token and puts its [`Grant`] in the request; a missing or unknown
 /// token is a 401, except on the open routes, which are then served without a grant.
@@ -443,16 +457,11 @@ pub(crate) async fn authenticate(
         request.extensions_mut().insert(Grant::everything());
         return next.run(request).await;
     }
-    let path = request.uri().path().to_owned();
-    if crate::web::is_web_path(&path) && !request.headers().contains_key(header::AUTHORIZATION) {
-        // A browser signed in to the web view carries a session cookie, never a token.
-        match state.web_sessions.find(request.headers()) {
-            Some(scope) => {
-                request.extensions_mut().insert(Grant(scope));
-            }
-            None if is_open(&request) => {}
-            None => return crate::web::sign_in_first(),
-        }
+    if request
+        .extensions()
+        .get::<AuthenticatedElsewhere>()
+        .is_some()
+    {
         return next.run(request).await;
     }
     let presented = presented(request.headers());

@@ -1,14 +1,17 @@
-//! Reading a request: a JSON body within the server's size limit, query parameters whose
-//! faults are 400s in mnemo's error shape.
+//! Reading a request: a JSON body within the server's size limit ([`JsonBody`],
+//! [`OptionalJsonBody`]) and query parameters ([`QueryParams`]), as extractors whose faults
+//! are 400s (413 past the limit) in mnemo's error shape. A body is read and checked before
+//! the handler runs, so before the handler's scope checks: a malformed body is a 400 whoever
+//! sends it, and neither answer tells anything of a memory.
 
 use axum::body::{Body, Bytes};
-use axum::extract::{FromRequestParts, Query};
+use axum::extract::{FromRequest, FromRequestParts, Query, Request};
 use axum::http::request::Parts;
 use axum::http::StatusCode;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::ApiError;
+use crate::{ApiError, AppState};
 
 /// Reads a body of at most `limit` bytes (413 past it).
 pub(crate) async fn read_bytes(body: Body, limit: usize) -> Result<Bytes, ApiError> {
@@ -37,29 +40,32 @@ fn typed<T: DeserializeOwned>(value: Value) -> Result<T, ApiError> {
     serde_json::from_value(value).map_err(|e| ApiError::invalid(format!("invalid request: {e}")))
 }
 
-/// Reads a JSON body of at most `limit` bytes.
-pub(crate) async fn read_json(body: Body, limit: usize) -> Result<Value, ApiError> {
-    parse_json(&read_bytes(body, limit).await?)
-}
+/// A JSON body of at most the server's `max_body_bytes`, as a `T` (a `serde_json::Value`
+/// takes any JSON); a field that does not fit says so.
+pub(crate) struct JsonBody<T>(pub T);
 
-/// Reads a JSON body of at most `limit` bytes as a `T`; a field that does not fit says so.
-pub(crate) async fn read_typed<T: DeserializeOwned>(
-    body: Body,
-    limit: usize,
-) -> Result<T, ApiError> {
-    typed(read_json(body, limit).await?)
-}
+impl<T: DeserializeOwned> FromRequest<AppState> for JsonBody<T> {
+    type Rejection = ApiError;
 
-/// Like [`read_typed`], but an empty body is `T::default()`.
-pub(crate) async fn read_optional<T: DeserializeOwned + Default>(
-    body: Body,
-    limit: usize,
-) -> Result<T, ApiError> {
-    let bytes = read_bytes(body, limit).await?;
-    if bytes.iter().all(u8::is_ascii_whitespace) {
-        return Ok(T::default());
+    async fn from_request(request: Request, state: &AppState) -> Result<Self, ApiError> {
+        let bytes = read_bytes(request.into_body(), state.options.max_body_bytes).await?;
+        typed(parse_json(&bytes)?).map(JsonBody)
     }
-    typed(parse_json(&bytes)?)
+}
+
+/// Like [`JsonBody`], but an empty body is `T::default()`.
+pub(crate) struct OptionalJsonBody<T>(pub T);
+
+impl<T: DeserializeOwned + Default> FromRequest<AppState> for OptionalJsonBody<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &AppState) -> Result<Self, ApiError> {
+        let bytes = read_bytes(request.into_body(), state.options.max_body_bytes).await?;
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return Ok(OptionalJsonBody(T::default()));
+        }
+        typed(parse_json(&bytes)?).map(OptionalJsonBody)
+    }
 }
 
 /// Query parameters as a `T`; a parameter that does not fit is a 400 that names it.

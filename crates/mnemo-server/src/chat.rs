@@ -9,9 +9,10 @@ use axum::Json;
 use mnemo_engine::chat::context_json;
 use mnemo_engine::EngineError;
 use mnemo_llm::LlmError;
+use serde_json::Value;
 
 use crate::auth::Grant;
-use crate::body::read_json;
+use crate::body::JsonBody;
 use crate::openapi::ChatRequest;
 use crate::{ApiError, AppState, ErrorBody};
 
@@ -48,9 +49,8 @@ use crate::{ApiError, AppState, ErrorBody};
 pub(crate) async fn chat_completions(
     State(state): State<AppState>,
     grant: Grant,
-    body: Body,
+    JsonBody(request): JsonBody<Value>,
 ) -> Result<Response, ApiError> {
-    let request = read_json(body, state.options.max_body_bytes).await?;
     let stream = request["stream"].as_bool().unwrap_or(false);
     // The engine asks the scope once it knows the conversation and agent: a session decides
     // them, under its lock, so no check made here could be sure of them.

@@ -6,16 +6,16 @@
 //!
 //! Reading needs a token that may read the conversation; changing it, one that may write it.
 
-use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::Json;
 use mnemo_core::ConversationId;
 use mnemo_engine::{Access as _, HistoryScope, Strategy};
 use serde::Serialize;
+use serde_json::Value;
 use utoipa::ToSchema;
 
 use crate::auth::Grant;
-use crate::body::{read_json, QueryParams};
+use crate::body::{JsonBody, QueryParams};
 use crate::sessions::OutputQuery;
 use crate::{ApiError, AppState, ErrorBody};
 
@@ -83,11 +83,10 @@ pub(crate) async fn patch_strategy(
     State(state): State<AppState>,
     grant: Grant,
     Path(id): Path<String>,
-    body: Body,
+    JsonBody(patch): JsonBody<Value>,
 ) -> Result<Json<ConversationMemory>, ApiError> {
     let conversation_id = conversation(&id)?;
     grant.check_write(conversation_id.as_str())?;
-    let patch = read_json(body, state.options.max_body_bytes).await?;
     let strategy = state
         .client
         .patch_conversation_strategy(&conversation_id, patch)

@@ -153,12 +153,16 @@ pub fn router(client: MemoryClient, options: ServerOptions) -> Router {
         web_sessions: Arc::default(),
     };
     // The last layer added runs first: the web view's headers, metrics, then the guard,
-    // then authentication.
+    // the web view's sign-in sessions, then authentication.
     web::mount(mcp::mount(routes, &state), &state)
         .fallback(passthrough::forward)
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             auth::authenticate,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            web::sign_in_by_session,
         ))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),

@@ -3,7 +3,6 @@
 //! Each call checks its token's scope: the conversation named (add, search, list), or, for a
 //! call by memory id, the conversation the memory belongs to, looked up first.
 
-use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -15,7 +14,7 @@ use serde::Deserialize;
 use utoipa::{IntoParams, ToSchema};
 
 use crate::auth::Grant;
-use crate::body::{read_typed, QueryParams};
+use crate::body::{JsonBody, QueryParams};
 use crate::{ApiError, AppState, ErrorBody};
 
 fn memory_id(raw: &str) -> Result<MemoryId, ApiError> {
@@ -62,9 +61,8 @@ pub struct AddRequest {
 pub(crate) async fn add(
     State(state): State<AppState>,
     grant: Grant,
-    body: Body,
+    JsonBody(request): JsonBody<AddRequest>,
 ) -> Result<Response, ApiError> {
-    let request: AddRequest = read_typed(body, state.options.max_body_bytes).await?;
     let conversation = request.conversation_id.unwrap_or_default();
     let mut texts = request.texts;
     texts.extend(request.content);
@@ -92,9 +90,8 @@ pub(crate) async fn add(
 pub(crate) async fn search(
     State(state): State<AppState>,
     grant: Grant,
-    body: Body,
+    JsonBody(request): JsonBody<SearchRequest>,
 ) -> Result<Json<SearchResult>, ApiError> {
-    let request: SearchRequest = read_typed(body, state.options.max_body_bytes).await?;
     Ok(Json(state.client.search_as(grant.access(), request).await?))
 }
 

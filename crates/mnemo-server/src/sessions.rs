@@ -8,7 +8,6 @@
 //! context, outputs, history) needs a token that may read that conversation; changing it
 //! (delete, fork, compact), one that may write it. Listings show only what the token may read.
 
-use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -23,7 +22,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use crate::auth::Grant;
-use crate::body::{read_optional, QueryParams};
+use crate::body::{OptionalJsonBody, QueryParams};
 use crate::{ApiError, AppState, ErrorBody};
 
 fn session_id(raw: &str) -> Result<SessionId, ApiError> {
@@ -259,12 +258,11 @@ pub(crate) async fn fork(
     State(state): State<AppState>,
     grant: Grant,
     Path(id): Path<String>,
-    body: Body,
+    OptionalJsonBody(request): OptionalJsonBody<ForkRequest>,
 ) -> Result<Response, ApiError> {
     let id = session_id(&id)?;
     // The fork is a new session of the same conversation: writing it.
     check_session(&state, &grant, &id, SessionUse::Write).await?;
-    let request: ForkRequest = read_optional(body, state.options.max_body_bytes).await?;
     let new_id = request.id.as_deref().map(session_id).transpose()?;
     let (new_id, meta) = state.client.fork_session(&id, new_id).await?;
     let forked = Forked {
@@ -303,11 +301,10 @@ pub(crate) async fn compact(
     State(state): State<AppState>,
     grant: Grant,
     Path(id): Path<String>,
-    body: Body,
+    OptionalJsonBody(request): OptionalJsonBody<CompactRequest>,
 ) -> Result<Json<CompactReport>, ApiError> {
     let id = session_id(&id)?;
     check_session(&state, &grant, &id, SessionUse::Write).await?;
-    let request: CompactRequest = read_optional(body, state.options.max_body_bytes).await?;
     Ok(Json(
         state.client.compact_session(&id, request.focus).await?,
     ))

@@ -23,7 +23,7 @@ use axum::routing::get;
 use axum::{Form, Router};
 use serde::Deserialize;
 
-use crate::auth::{Grant, Scope};
+use crate::auth::{AuthenticatedElsewhere, Grant, Scope};
 use crate::AppState;
 
 /// The sign-in page.
@@ -116,14 +116,39 @@ pub(crate) fn is_web_path(path: &str) -> bool {
 
 /// The web view's pages served without a token: `/`, which only redirects, the sign-in
 /// page, and the stylesheet.
-pub(crate) fn is_open(method: &Method, path: &str) -> bool {
+fn is_open(method: &Method, path: &str) -> bool {
     let get = matches!(*method, Method::GET | Method::HEAD);
     (get && matches!(path, "/" | "/ui/style.css")) || path == LOGIN_PATH
 }
 
-/// The response that sends a browser without a valid token to the sign-in page.
-pub(crate) fn sign_in_first() -> Response {
-    Redirect::to(LOGIN_PATH).into_response()
+/// Signs a browser in by its session cookie, in front of authentication: a request for the
+/// web view (or `/`) that carries no `Authorization` header gets the scope of the session
+/// its cookie names, is served without one when the page is open, and is otherwise sent to
+/// the sign-in page. A request with a header is left to authentication, as is every other
+/// path: the cookie opens the web view and nothing else.
+pub(crate) async fn sign_in_by_session(
+    State(state): State<AppState>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    let (method, path) = (request.method(), request.uri().path());
+    let open = is_open(method, path);
+    let ours = is_web_path(path) || open;
+    if !state.options.auth.is_required()
+        || !ours
+        || request.headers().contains_key(header::AUTHORIZATION)
+    {
+        return next.run(request).await;
+    }
+    match state.web_sessions.find(request.headers()) {
+        Some(scope) => {
+            request.extensions_mut().insert(Grant::of(scope));
+        }
+        None if open => {}
+        None => return Redirect::to(LOGIN_PATH).into_response(),
+    }
+    request.extensions_mut().insert(AuthenticatedElsewhere);
+    next.run(request).await
 }
 
 /// The value of cookie `name` in the request, if it sends one.

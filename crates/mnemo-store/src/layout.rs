@@ -23,7 +23,7 @@
 //! `entries/`, the strategies and agents' notes are the user's and versioned; everything else
 //! is rebuilt, transient or an append-only record and stays out of git ([`unversioned`]).
 
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, NaiveDateTime, Utc};
 use mnemo_core::{ConversationId, MemoryId, Role};
@@ -134,13 +134,10 @@ impl Location {
     /// Parses a path relative to `<memory_path>`; `None` for anything that is not a memory
     /// file's place (other folders, hidden or temporary names, non-Markdown files).
     pub fn parse(relative: &Path) -> Option<Location> {
-        let parts: Vec<&str> = relative
-            .components()
-            .map(|c| match c {
-                Component::Normal(s) => s.to_str(),
-                _ => None,
-            })
-            .collect::<Option<_>>()?;
+        if relative.is_absolute() {
+            return None;
+        }
+        let parts = mnemo_fs::store_relative(Path::new(""), relative)?;
         let [entries, conversation, rest @ ..] = parts.as_slice() else {
             return None;
         };

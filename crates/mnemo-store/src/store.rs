@@ -340,13 +340,10 @@ impl FileStore {
             path: path.to_owned(),
             root: self.root.clone(),
         };
-        let relative = if path.is_absolute() {
-            path.strip_prefix(&self.root).map_err(|_| outside())?
-        } else {
-            path
-        };
-        let location = Location::parse(relative).ok_or_else(outside)?;
-        Ok((location, relative.to_owned()))
+        let parts = mnemo_fs::store_relative(&self.root, path).ok_or_else(outside)?;
+        let relative: PathBuf = parts.iter().collect();
+        let location = Location::parse(&relative).ok_or_else(outside)?;
+        Ok((location, relative))
     }
 
     /// All live (not deleted) memories of every conversation. Two files claiming one id

@@ -52,9 +52,9 @@ use mnemo_index::{
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::error::EngineError;
 use crate::timeline::Timeline;
 use crate::vocabulary::Vocabulary;
-use crate::EngineError;
 use rank::{Candidate, Retriever};
 
 /// One search, as every front end asks for it: what to look for, where, and how to rank.

@@ -1,16 +1,44 @@
-//! Shared by the engine's test files: an index that counts what it is asked to write.
+//! Shared by the engine's test files: a store's configuration with the checkout's models,
+//! conversation ids, and an index that counts what it is asked to write.
 
 // Each test file uses a part of this module.
 #![allow(dead_code)]
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use mnemo_core::MemoryId;
+use mnemo_core::{Config, ConversationId, MemoryId};
 use mnemo_index::{
     EdgeIndex, EdgeIndexOptions, Filter, Hit, IndexError, Point, Query, SparseVector, VectorIndex,
 };
+
+/// The checkout's `models/` folder, which `scripts/setup` fills.
+pub fn models() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../models")
+}
+
+/// A store at `memory_path` with the checkout's models and every other setting at its
+/// default, as a user gets it.
+pub fn store_config(memory_path: &Path) -> Config {
+    Config {
+        memory_path: memory_path.to_owned(),
+        models_dir: models(),
+        ..Config::default()
+    }
+}
+
+/// [`store_config`] with the cross-encoder off, for tests of the other stages.
+pub fn config_without_reranker(memory_path: &Path) -> Config {
+    let mut config = store_config(memory_path);
+    config.retrieval.reranker = mnemo_core::RerankerMode::Off;
+    config
+}
+
+/// The conversation `id`, which the tests write valid.
+pub fn conv(id: &str) -> ConversationId {
+    ConversationId::new(id).expect("a valid conversation id")
+}
 
 /// The real embedded index of a store, counting the upserts of each point.
 pub struct CountingIndex {

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use mnemo_core::Config;
 use mnemo_engine::{MemoryClient, OpenOptions};
-use mnemo_scripted_llm::{ChatRequest, Reply, ScriptedLlm};
+use mnemo_scripted_llm::{learns_nothing, ChatRequest, Reply, ScriptedLlm};
 use mnemo_server::ServerOptions;
 use serde_json::{json, Value};
 use tokio::sync::oneshot;
@@ -108,15 +108,14 @@ pub async fn post(url: &str, body: Value) -> (u16, Value) {
     (status, response.json().await.unwrap_or(Value::Null))
 }
 
+/// An upstream that learns nothing and answers a chat with "You said: " and its message.
 pub fn model(request: &ChatRequest) -> Reply {
-    match request.schema_name() {
-        Some("facts") => Reply::Json(json!({"facts": []})),
-        Some(_) => Reply::Json(json!({"operations": [], "summary": ""})),
-        None => Reply::text(format!(
+    learns_nothing(request).unwrap_or_else(|| {
+        Reply::text(format!(
             "You said: {}",
             request.last_user_message().unwrap_or_default()
-        )),
-    }
+        ))
+    })
 }
 
 pub fn chat(text: &str) -> Value {
@@ -148,17 +147,7 @@ pub fn tool_history(turns: usize, size: usize) -> Vec<Value> {
 
 /// The last chat request the upstream got that was not one of mnemo's own calls.
 pub fn last_forwarded(llm: &ScriptedLlm) -> Value {
-    llm.requests()
-        .into_iter()
-        .filter_map(|r| r.body)
-        .filter(|b| {
-            b["response_format"].is_null()
-                && !b["messages"][0]["content"]
-                    .as_str()
-                    .is_some_and(|c| c.starts_with("You are a conversation summariser"))
-        })
-        .last()
-        .expect("a forwarded chat request")
+    llm.last_forwarded_chat()
 }
 
 pub fn tool_outputs(body: &Value) -> Vec<String> {
