@@ -189,17 +189,7 @@ async fn run(quick: bool, vocabulary_expansion: Option<usize>) -> (Value, tempfi
     client.wait_idle().await;
 
     // Proof that the write path ran: mnemo's own calls, by kind.
-    let calls = |schema: &str| {
-        upstream
-            .requests()
-            .iter()
-            .filter(|r| {
-                r.body.as_ref().is_some_and(|b| {
-                    b["response_format"]["json_schema"]["name"].as_str() == Some(schema)
-                })
-            })
-            .count()
-    };
+    let calls = |schema: &str| upstream.structured_calls(schema).len();
     let mut report = json!({
         "memories": MEMORIES,
         "vocabulary_expansion": expansion_words,

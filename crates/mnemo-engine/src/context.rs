@@ -231,9 +231,7 @@ impl MemoryClient {
         };
         if plan.model == LOCAL_LLM_ALIAS {
             let owned: Vec<Value> = kept.iter().map(|m| (*m).clone()).collect();
-            if let Some(llm) = self.inner.llm.as_ref() {
-                self.inner.context.count_on_the_server(llm, &owned).await;
-            }
+            self.count_locally(&plan.model, &owned).await;
         }
         let counter = plan.counter.as_ref();
         let prompt = kept
@@ -289,11 +287,7 @@ impl MemoryClient {
             Value::Array(messages) => messages,
             _ => Vec::new(),
         };
-        if model == LOCAL_LLM_ALIAS {
-            if let Some(llm) = self.inner.llm.as_ref() {
-                self.inner.context.count_on_the_server(llm, &messages).await;
-            }
-        }
+        self.count_locally(model, &messages).await;
         let (outputs, summaries, guard_key) = match session {
             Some(id) => {
                 let sessions = &self.inner.sessions.store;
@@ -342,6 +336,14 @@ impl MemoryClient {
         );
         body["messages"] = Value::Array(governed.messages);
         Ok(governed.report)
+    }
+
+    /// Counts `messages` by the local LLM's own tokenizer when `model` is the local model
+    /// (and an upstream serves it); other models' counters need no server.
+    async fn count_locally(&self, model: &str, messages: &[Value]) {
+        if let (LOCAL_LLM_ALIAS, Some(llm)) = (model, self.inner.llm.as_ref()) {
+            self.inner.context.count_on_the_server(llm, messages).await;
+        }
     }
 
     /// `conversations/<id>/`, checked at every level whenever it is used.

@@ -796,10 +796,7 @@ async fn with_git_and_summaries_off_the_pass_writes_facts_only() {
     assert!(files(dir.path(), "family", "summaries").is_empty());
     assert!(!dir.path().join(".git").exists(), "no repository is made");
     assert!(
-        llm.requests().iter().all(|r| r
-            .body
-            .as_ref()
-            .is_none_or(|b| { b["response_format"]["json_schema"]["name"] != "summary" })),
+        llm.structured_calls("summary").is_empty(),
         "no summary is asked for"
     );
     let id = report.added[0].record.id;
@@ -1343,11 +1340,9 @@ async fn a_short_answer_is_read_with_the_exchange_it_answers() {
 
 /// What the last extraction call showed the model as the user's message.
 fn extraction_shown(llm: &ScriptedLlm) -> String {
-    let requests = llm.requests();
-    let extraction = requests
-        .iter()
-        .filter_map(|r| r.body.as_ref())
-        .rfind(|body| body["response_format"]["json_schema"]["name"] == "facts")
+    let extraction = llm
+        .structured_calls("facts")
+        .pop()
         .expect("an extraction call");
     let messages = extraction["messages"].as_array().unwrap();
     messages.last().unwrap()["content"]
@@ -1467,11 +1462,7 @@ fn relocating_model(request: &ChatRequest) -> Reply {
 }
 
 fn replaces_questions(llm: &ScriptedLlm) -> usize {
-    llm.requests()
-        .iter()
-        .filter_map(|r| r.body.as_ref())
-        .filter(|body| body["response_format"]["json_schema"]["name"] == "replaces")
-        .count()
+    llm.structured_calls("replaces").len()
 }
 
 #[tokio::test(flavor = "multi_thread")]

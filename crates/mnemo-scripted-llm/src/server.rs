@@ -123,6 +123,16 @@ impl ScriptedLlm {
             .clone()
     }
 
+    /// The bodies of mnemo's structured calls answered under the JSON schema named `schema`
+    /// (`facts`, `memory_operations`, `summary`, `replaces`, ...), oldest first.
+    pub fn structured_calls(&self, schema: &str) -> Vec<serde_json::Value> {
+        self.requests()
+            .into_iter()
+            .filter_map(|r| r.body)
+            .filter(|b| b["response_format"]["json_schema"]["name"] == schema)
+            .collect()
+    }
+
     /// The bodies of the chat requests forwarded to it on an agent's behalf, oldest first:
     /// every request but mnemo's own calls (structured answers, conversation summaries).
     pub fn forwarded_chats(&self) -> Vec<serde_json::Value> {

@@ -9,7 +9,7 @@ use axum::extract::{FromRequest, FromRequestParts, Query, Request};
 use axum::http::request::Parts;
 use axum::http::StatusCode;
 use serde::de::DeserializeOwned;
-use serde_json::Value;
+use serde_json::error::Category;
 
 use crate::{ApiError, AppState};
 
@@ -31,13 +31,13 @@ pub(crate) async fn read_bytes(body: Body, limit: usize) -> Result<Bytes, ApiErr
     })
 }
 
-fn parse_json(bytes: &[u8]) -> Result<Value, ApiError> {
-    serde_json::from_slice(bytes)
-        .map_err(|e| ApiError::invalid(format!("the request body is not valid JSON: {e}")))
-}
-
-fn typed<T: DeserializeOwned>(value: Value) -> Result<T, ApiError> {
-    serde_json::from_value(value).map_err(|e| ApiError::invalid(format!("invalid request: {e}")))
+/// The body as a `T`, parsed once: a body that is not JSON says so, and one whose fields do
+/// not fit names the field.
+fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    serde_json::from_slice(bytes).map_err(|e| match e.classify() {
+        Category::Data => ApiError::invalid(format!("invalid request: {e}")),
+        _ => ApiError::invalid(format!("the request body is not valid JSON: {e}")),
+    })
 }
 
 /// A JSON body of at most the server's `max_body_bytes`, as a `T` (a `serde_json::Value`
@@ -49,7 +49,7 @@ impl<T: DeserializeOwned> FromRequest<AppState> for JsonBody<T> {
 
     async fn from_request(request: Request, state: &AppState) -> Result<Self, ApiError> {
         let bytes = read_bytes(request.into_body(), state.options.max_body_bytes).await?;
-        typed(parse_json(&bytes)?).map(JsonBody)
+        parse(&bytes).map(JsonBody)
     }
 }
 
@@ -64,7 +64,7 @@ impl<T: DeserializeOwned + Default> FromRequest<AppState> for OptionalJsonBody<T
         if bytes.iter().all(u8::is_ascii_whitespace) {
             return Ok(OptionalJsonBody(T::default()));
         }
-        typed(parse_json(&bytes)?).map(OptionalJsonBody)
+        parse(&bytes).map(OptionalJsonBody)
     }
 }
 

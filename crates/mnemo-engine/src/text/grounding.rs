@@ -277,14 +277,15 @@ fn refusal(
             .iter()
             .position(|w| PERSON_NOUNS.contains(&w.base()))
             .unwrap_or(fact_words.len());
-        let of_the_user = &fact_words[..turns_to];
-        if let Some(word) = checked
+        if let Some(word) = fact_words[..turns_to]
             .iter()
-            .filter(|w| !w.is_name() && of_the_user.iter().any(|u| std::ptr::eq(u, **w)))
+            .filter(|w| w.is_content() && !w.is_name())
             .find(|w| {
-                said.get(&w.stem())
-                    .iter()
-                    .all(|(person, _, _)| *person == Person::Someone)
+                let found = said.get(&w.stem());
+                !found.is_empty()
+                    && found
+                        .iter()
+                        .all(|(person, _, _)| *person == Person::Someone)
             })
         {
             return Some(format!(
