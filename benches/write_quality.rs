@@ -45,7 +45,7 @@ mod support;
 
 use judge::{Claim, People, Verdict};
 use mnemo_core::{Config, ConversationId, MemoryRecord, Role, LOCAL_LLM_ALIAS};
-use mnemo_engine::{MemoryClient, OpenOptions, SearchRequest, Unrestricted};
+use mnemo_engine::{MemoryClient, OpenOptions, SearchRequest};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
@@ -290,7 +290,8 @@ async fn play(client: &MemoryClient, dialogue: &Dialogue) -> Outcome {
         .map(|m| m.record.content)
         .collect();
     let summary = client
-        .summary_as(&Unrestricted, &conversation)
+        .as_caller(std::sync::Arc::new(mnemo_engine::Unrestricted))
+        .summary(&conversation)
         .await
         .unwrap_or_default();
     judge_dialogue(dialogue, &facts, &summary, &mut outcome);

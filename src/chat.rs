@@ -1,7 +1,7 @@
 //! `mnemo chat`: a terminal chat on the memory engine, with the local LLM by default (or the
 //! configured upstream).
 //!
-//! Every message goes through the same path as the proxy's (`MemoryClient::chat_stream`) in
+//! Every message goes through the same path as the proxy's (`MemoryClient::chat`, streamed) in
 //! a session with server-side history: long-term memories and the session's governed history
 //! both feed each turn, and the answer is printed as it streams. Lines starting with `/` are
 //! commands (`/help`). Ctrl-C during an answer stops it (the part received is logged, marked
@@ -14,7 +14,7 @@ use anyhow::anyhow;
 use clap::Args;
 use futures_util::StreamExt;
 use mnemo_core::ConversationId;
-use mnemo_engine::{HistoryScope, MemoryClient, SessionId};
+use mnemo_engine::{ChatReply, HistoryScope, MemoryClient, SessionId};
 use mnemo_llm::{SseEvent, SseParser};
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
@@ -207,7 +207,9 @@ impl Chat {
         if let Some(agent) = &self.agent {
             body["memory_agent"] = json!(agent);
         }
-        let reply = self.client.chat_stream(body).await?;
+        let ChatReply::Stream(reply) = self.client.chat(body).await? else {
+            return Err(anyhow!("a streamed chat came back whole").into());
+        };
         if reply.status != 200 {
             let mut bytes = Vec::new();
             let mut stream = reply.body;

@@ -1,12 +1,15 @@
 //! Who may touch what, and the calls that check it before they touch anything.
 //!
 //! A front end that serves several callers (the HTTP API and MCP over HTTP, with bearer
-//! tokens) hands each call an [`Access`]: which conversations it may read and write, whether
-//! it sees `global`, and which agents' notes it may use. The `_as` methods below check it,
-//! looking up first the conversation of a memory or session named only by its id, and answer
-//! with the types of [`crate::answers`]. REST and MCP both call them, so they refuse the same
-//! calls with the same messages. [`Unrestricted`] is the library's, the CLI's and `mnemo mcp`
-//! over stdio: whoever runs the process owns the store.
+//! tokens) has an [`Access`] for each: which conversations it may read and write, whether it
+//! sees `global`, and which agents' notes it may use. `client.as_caller(access)` gives a
+//! [`ScopedClient`], the engine as that caller may use it: each of its methods checks the
+//! access (looking up first the conversation of a memory or session named only by its id)
+//! and answers with the types of [`crate::answers`]. REST, MCP and the web view all call it,
+//! so they refuse the same calls with the same messages. [`Unrestricted`] is the library's,
+//! the CLI's and `mnemo mcp` over stdio: whoever runs the process owns the store.
+
+use std::sync::Arc;
 
 use mnemo_core::{ConversationId, MemoryId, Metadata, Role};
 use mnemo_git::FileVersion;
@@ -128,7 +131,7 @@ pub enum SessionUse {
     Write,
 }
 
-/// Which memories [`MemoryClient::list_as`] lists.
+/// Which memories [`ScopedClient::list`] lists.
 #[derive(Debug, Clone, Default)]
 pub struct MemoryListing {
     /// Only this conversation; unset, every conversation the caller may read.
@@ -177,24 +180,40 @@ impl HistoryScope {
     }
 }
 
+/// The engine as one caller may use it: every call checked against its [`Access`]. Cheap to
+/// make and to clone (a client and an `Arc`), and `'static`, so a call can outlive the
+/// request that made it (a chat finished after its client left).
+#[derive(Clone)]
+pub struct ScopedClient {
+    pub(crate) client: MemoryClient,
+    pub(crate) access: Arc<dyn Access>,
+}
+
+impl MemoryClient {
+    /// This engine as the caller with `access` may use it.
+    pub fn as_caller(&self, access: Arc<dyn Access>) -> ScopedClient {
+        ScopedClient {
+            client: self.clone(),
+            access,
+        }
+    }
+}
+
 /// Refused unless `access` may write the conversation of `memory`.
 fn writable(access: &dyn Access, memory: &StoredMemory) -> Result<(), EngineError> {
     access.check_write(memory.record.conversation_id.as_str())
 }
 
-impl MemoryClient {
-    /// [`search`](Self::search) for `access`: the conversation must be readable, and
-    /// `global` is left out unless `access` reads it. Paths are made relative to the store.
-    pub async fn search_as(
-        &self,
-        access: &dyn Access,
-        mut request: SearchRequest,
-    ) -> Result<SearchResult, EngineError> {
-        access.check_read(request.conversation_id.as_str())?;
-        request.without_global |= !access.reads_global();
+impl ScopedClient {
+    /// [`search`](MemoryClient::search) for this caller: the conversation must be readable, and
+    /// `global` is left out unless this caller reads it. Paths are made relative to the store.
+    pub async fn search(&self, mut request: SearchRequest) -> Result<SearchResult, EngineError> {
+        self.access.check_read(request.conversation_id.as_str())?;
+        request.without_global |= !self.access.reads_global();
         let conversation_id = request.conversation_id.clone();
-        let store = self.store();
+        let store = self.client.store();
         let hits = self
+            .client
             .search(request)
             .await?
             .into_iter()
@@ -209,46 +228,43 @@ impl MemoryClient {
         })
     }
 
-    /// [`add_with_metadata`](Self::add_with_metadata) for `access`, which must be allowed
+    /// [`add_with_metadata`](MemoryClient::add_with_metadata) for this caller, which must be allowed
     /// to write `conversation`.
-    pub async fn add_as(
+    pub async fn add(
         &self,
-        access: &dyn Access,
         texts: Vec<String>,
         conversation: &ConversationId,
         metadata: Metadata,
     ) -> Result<AddResult, EngineError> {
-        access.check_write(conversation.as_str())?;
+        self.access.check_write(conversation.as_str())?;
         if texts.is_empty() {
             return Err(EngineError::InvalidInput(
                 "give the memory as \"content\" or \"texts\"".into(),
             ));
         }
         let report = self
+            .client
             .add_with_metadata(texts, conversation, metadata)
             .await?;
-        Ok(AddResult::of(report, self.store()))
+        Ok(AddResult::of(report, self.client.store()))
     }
 
-    /// A page of the live memories `listing` names that `access` may read, oldest first.
-    pub async fn list_as(
-        &self,
-        access: &dyn Access,
-        listing: MemoryListing,
-    ) -> Result<MemoryPage, EngineError> {
+    /// A page of the live memories `listing` names that this caller may read, oldest first.
+    pub async fn list(&self, listing: MemoryListing) -> Result<MemoryPage, EngineError> {
         if let Some(conversation) = &listing.conversation {
-            access.check_read(conversation.as_str())?;
+            self.access.check_read(conversation.as_str())?;
         }
         let limit = mnemo_core::page_size(listing.limit, DEFAULT_PAGE, "limit")
             .map_err(EngineError::InvalidInput)?;
         let memories: Vec<_> = self
+            .client
             .list(listing.conversation)
             .await?
             .into_iter()
             .filter(|m| listing.role.is_none_or(|r| m.record.role == r))
-            .filter(|m| access.can_read(m.record.conversation_id.as_str()))
+            .filter(|m| self.access.can_read(m.record.conversation_id.as_str()))
             .collect();
-        let store = self.store();
+        let store = self.client.store();
         let items = memories
             .iter()
             .skip(listing.offset)
@@ -263,94 +279,82 @@ impl MemoryClient {
         })
     }
 
-    /// The live memory `id`, when `access` may read its conversation.
-    pub async fn get_as(&self, access: &dyn Access, id: MemoryId) -> Result<Memory, EngineError> {
-        let memory = self.get(id).await?.ok_or_else(|| no_memory(id))?;
-        access.check_read(memory.record.conversation_id.as_str())?;
-        Ok(Memory::of(&memory, self.store()))
+    /// The live memory `id`, when this caller may read its conversation.
+    pub async fn get(&self, id: MemoryId) -> Result<Memory, EngineError> {
+        let memory = self.client.get(id).await?.ok_or_else(|| no_memory(id))?;
+        self.access
+            .check_read(memory.record.conversation_id.as_str())?;
+        Ok(Memory::of(&memory, self.client.store()))
     }
 
-    /// Soft-deletes memory `id`, when `access` may write its conversation.
-    pub async fn delete_as(
-        &self,
-        access: &dyn Access,
-        id: MemoryId,
-    ) -> Result<Deleted, EngineError> {
+    /// Soft-deletes memory `id`, when this caller may write its conversation.
+    pub async fn delete(&self, id: MemoryId) -> Result<Deleted, EngineError> {
         let tombstone = self
-            .delete_checked(id, &|m| writable(access, m))
+            .client
+            .delete_checked(id, &|m| writable(&*self.access, m))
             .await?
             .ok_or_else(|| no_memory(id))?;
         Ok(Deleted {
             deleted: id,
-            tombstone: self.store().relative(&tombstone).as_ref().into(),
+            tombstone: self.client.store().relative(&tombstone).as_ref().into(),
         })
     }
 
-    /// Replaces the text of memory `id` ([`edit`](Self::edit)), when `access` may write its
+    /// Replaces the text of memory `id` ([`edit`](MemoryClient::edit)), when this caller may write its
     /// conversation.
-    pub async fn edit_as(
-        &self,
-        access: &dyn Access,
-        id: MemoryId,
-        content: String,
-    ) -> Result<Memory, EngineError> {
+    pub async fn edit(&self, id: MemoryId, content: String) -> Result<Memory, EngineError> {
         let edited = self
-            .edit_checked(id, content, &|m| writable(access, m))
+            .client
+            .edit_checked(id, content, &|m| writable(&*self.access, m))
             .await?
             .ok_or_else(|| no_memory(id))?;
-        Ok(Memory::of(&edited, self.store()))
+        Ok(Memory::of(&edited, self.client.store()))
     }
 
     /// Up to `limit` versions of memory `id` (newest first; [`DEFAULT_PAGE`] when unset)
-    /// that `access` may read; a deleted memory's are found in git.
-    pub async fn history_as(
+    /// that this caller may read; a deleted memory's are found in git.
+    pub async fn history(
         &self,
-        access: &dyn Access,
         id: MemoryId,
         limit: Option<usize>,
     ) -> Result<History, EngineError> {
         let limit = mnemo_core::page_size(limit, DEFAULT_PAGE, "limit")
             .map_err(EngineError::InvalidInput)?;
         // A live memory is checked before git is walked for it.
-        if !access.is_unrestricted() {
-            if let Some(memory) = self.get(id).await? {
-                access.check_read(memory.record.conversation_id.as_str())?;
+        if !self.access.is_unrestricted() {
+            if let Some(memory) = self.client.get(id).await? {
+                self.access
+                    .check_read(memory.record.conversation_id.as_str())?;
             }
         }
-        let mut versions = self.history(id, limit).await?;
-        if !access.is_unrestricted() {
-            versions = readable_versions(access, versions)?;
+        let mut versions = self.client.history(id, limit).await?;
+        if !self.access.is_unrestricted() {
+            versions = readable_versions(&*self.access, versions)?;
         }
         if versions.is_empty() {
-            return Err(EngineError::NotFound(self.no_history(id)));
+            return Err(EngineError::NotFound(self.client.no_history(id)));
         }
         Ok(History { id, versions })
     }
 
-    /// Refused unless `access` may use session `id` as `how` says (the session's
+    /// Refused unless this caller may use session `id` as `how` says (the session's
     /// conversation is looked up only for a restricted caller). An unknown session is not
     /// found either way.
-    pub async fn check_session_as(
-        &self,
-        access: &dyn Access,
-        id: &SessionId,
-        how: SessionUse,
-    ) -> Result<(), EngineError> {
-        if access.is_unrestricted() {
+    pub async fn check_session(&self, id: &SessionId, how: SessionUse) -> Result<(), EngineError> {
+        if self.access.is_unrestricted() {
             return Ok(());
         }
-        let conversation = self.session(id).await?.meta.conversation;
+        let conversation = self.client.session(id).await?.meta.conversation;
         match how {
-            SessionUse::Read => access.check_read(&conversation),
-            SessionUse::Write => access.check_write(&conversation),
+            SessionUse::Read => self.access.check_read(&conversation),
+            SessionUse::Write => self.access.check_write(&conversation),
         }
     }
 
-    /// [`search_history`](Self::search_history) for `access`, with at most `limit`
+    /// [`search_history`](MemoryClient::search_history) for this caller, with at most `limit`
     /// excerpts (1 to [`MAX_EXCERPTS`], all of them when unset).
-    pub async fn search_history_as(
+    pub async fn search_history(
         &self,
-        access: &dyn Access,
         scope: HistoryScope,
         query: &str,
         limit: Option<usize>,
@@ -362,21 +366,18 @@ impl MemoryClient {
             )));
         }
         match &scope {
-            HistoryScope::Session(id) => {
-                self.check_session_as(access, id, SessionUse::Read).await?
-            }
-            HistoryScope::Conversation(c) => access.check_read(c.as_str())?,
+            HistoryScope::Session(id) => self.check_session(id, SessionUse::Read).await?,
+            HistoryScope::Conversation(c) => self.access.check_read(c.as_str())?,
         }
-        let excerpts = self.search_history(scope, query, limit).await?;
+        let excerpts = self.client.search_history(scope, query, limit).await?;
         Ok(HistoryResults { excerpts })
     }
 
     /// A slice of a tool output governance offloaded in `scope` (a session, or a
-    /// conversation outside any session), for `access`; `limit` as [`output_read_limit`]
+    /// conversation outside any session), for this caller; `limit` as [`output_read_limit`]
     /// takes it.
-    pub async fn tool_output_as(
+    pub async fn tool_output(
         &self,
-        access: &dyn Access,
         scope: &HistoryScope,
         call_id: &str,
         offset: usize,
@@ -385,64 +386,59 @@ impl MemoryClient {
         let limit = output_read_limit(limit)?;
         match scope {
             HistoryScope::Session(id) => {
-                self.check_session_as(access, id, SessionUse::Read).await?;
-                self.session_tool_output(id, call_id, offset, limit).await
+                self.check_session(id, SessionUse::Read).await?;
+                self.client
+                    .session_tool_output(id, call_id, offset, limit)
+                    .await
             }
             HistoryScope::Conversation(conversation) => {
-                access.check_read(conversation.as_str())?;
-                self.conversation_tool_output(conversation, call_id, offset, limit)
+                self.access.check_read(conversation.as_str())?;
+                self.client
+                    .conversation_tool_output(conversation, call_id, offset, limit)
                     .await
             }
         }
     }
 
-    /// `agent`'s notes, when `access` may use them.
-    pub async fn agent_memory_as(
-        &self,
-        access: &dyn Access,
-        agent: &str,
-    ) -> Result<AgentMemory, EngineError> {
-        access.check_agent(agent)?;
-        let content = self.agent_memory(agent).await?;
+    /// `agent`'s notes, when this caller may use them.
+    pub async fn agent_memory(&self, agent: &str) -> Result<AgentMemory, EngineError> {
+        self.access.check_agent(agent)?;
+        let content = self.client.agent_memory(agent).await?;
         Ok(agent_answer(agent, content))
     }
 
-    /// [`append_agent_memory`](Self::append_agent_memory) for `access`.
-    pub async fn append_agent_memory_as(
+    /// [`append_agent_memory`](MemoryClient::append_agent_memory) for this caller.
+    pub async fn append_agent_memory(
         &self,
-        access: &dyn Access,
         agent: &str,
         text: &str,
     ) -> Result<AgentMemory, EngineError> {
-        access.check_agent(agent)?;
-        let content = self.append_agent_memory(agent, text).await?;
+        self.access.check_agent(agent)?;
+        let content = self.client.append_agent_memory(agent, text).await?;
         Ok(agent_answer(agent, content))
     }
 
-    /// [`update_agent_memory`](Self::update_agent_memory) for `access`.
-    pub async fn update_agent_memory_as(
+    /// [`update_agent_memory`](MemoryClient::update_agent_memory) for this caller.
+    pub async fn update_agent_memory(
         &self,
-        access: &dyn Access,
         agent: &str,
         old: &str,
         new: &str,
     ) -> Result<AgentMemory, EngineError> {
-        access.check_agent(agent)?;
-        let content = self.update_agent_memory(agent, old, new).await?;
+        self.access.check_agent(agent)?;
+        let content = self.client.update_agent_memory(agent, old, new).await?;
         Ok(agent_answer(agent, content))
     }
-}
 
-impl MemoryClient {
-    /// The conversations that have a rolling summary and that `access` may read, sorted.
-    pub fn summarised_conversations(&self, access: &dyn Access) -> Vec<ConversationId> {
+    /// The conversations that have a rolling summary and that this caller may read, sorted.
+    pub fn summarised_conversations(&self) -> Vec<ConversationId> {
         let mut conversations: Vec<ConversationId> = {
-            let snapshot = self.inner.snapshot.lock();
+            let snapshot = self.client.inner.snapshot.lock();
             snapshot
                 .files
                 .values()
                 .filter(|entry| entry.role == Role::Summary)
-                .filter(|entry| access.can_read(entry.conversation_id.as_str()))
+                .filter(|entry| self.access.can_read(entry.conversation_id.as_str()))
                 .map(|entry| entry.conversation_id.clone())
                 .collect()
         };
@@ -451,15 +447,11 @@ impl MemoryClient {
         conversations
     }
 
-    /// `conversation`'s rolling summary, when `access` may read it; not found when it has
+    /// `conversation`'s rolling summary, when this caller may read it; not found when it has
     /// none yet.
-    pub async fn summary_as(
-        &self,
-        access: &dyn Access,
-        conversation: &ConversationId,
-    ) -> Result<String, EngineError> {
-        access.check_read(conversation.as_str())?;
-        let inner = self.inner.clone();
+    pub async fn summary(&self, conversation: &ConversationId) -> Result<String, EngineError> {
+        self.access.check_read(conversation.as_str())?;
+        let inner = self.client.inner.clone();
         let conv = conversation.clone();
         crate::blocking::blocking(move || Ok(inner.summary(&conv)))
             .await?
@@ -470,11 +462,11 @@ impl MemoryClient {
             })
     }
 
-    /// The agents with notes whose notes `access` may use, sorted.
-    pub fn agents_with_notes(&self, access: &dyn Access) -> Vec<String> {
-        mnemo_session::AgentNotes::agents(self.store().root())
+    /// The agents with notes whose notes this caller may use, sorted.
+    pub fn agents_with_notes(&self) -> Vec<String> {
+        mnemo_session::AgentNotes::agents(self.client.store().root())
             .into_iter()
-            .filter(|agent| access.can_use_agent(agent))
+            .filter(|agent| self.access.can_use_agent(agent))
             .collect()
     }
 }

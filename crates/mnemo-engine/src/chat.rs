@@ -27,15 +27,15 @@
 //! part of the answer received so far is stored as the assistant's turn, marked
 //! `incomplete: true`, and the write path still runs for the user's message.
 //!
-//! A front end that checks who may touch what (the HTTP server with bearer tokens) passes a
-//! [`Access`]: it is asked once the request's conversation and agent are known — after
+//! There is one way in, [`ScopedClient::chat`] (and [`MemoryClient::chat`], the same for the
+//! store's owner), whose reply is whole or streamed as the request's `stream` asks. A front
+//! end that checks who may touch what (the HTTP server with bearer tokens) calls it on
+//! `client.as_caller(access)`: the [`Access`] is asked once the request's conversation and agent are known — after
 //! step 1, since a session decides both — and before anything is searched, logged or
 //! written, or anything is said about the session (that it was deleted, or is another
 //! conversation's).
 
 use std::path::PathBuf;
-
-use crate::access::{Access, Unrestricted};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -48,6 +48,7 @@ use mnemo_store::StoredMemory;
 use serde_json::{json, Map, Value};
 use tracing::{debug, warn};
 
+use crate::access::{Access, ScopedClient, Unrestricted};
 use crate::client::MemoryClient;
 use crate::context::StrategyChoice;
 use crate::error::EngineError;
@@ -280,16 +281,95 @@ pub struct ChatStreamReply {
     pub body: ByteStream,
 }
 
-impl MemoryClient {
-    /// Steps 1-4: memory fields out, memories in, the request governed, the user's turn
-    /// written.
-    pub async fn prepare_chat(&self, body: Value) -> Result<PreparedChat, EngineError> {
-        self.prepare_chat_as(body, &Unrestricted).await
+/// A chat's reply, as the request's `stream` asked.
+pub enum ChatReply {
+    /// The whole answer at once.
+    Answer(ChatAnswer),
+    /// The answer as the upstream streams it.
+    Stream(ChatStreamReply),
+}
+
+/// A whole (non-streamed) answer.
+#[derive(Debug)]
+pub struct ChatAnswer {
+    /// The upstream's answer as it was, plus `memory_hits` (the memories that were injected)
+    /// and `memory_context` (what governance did).
+    pub body: Value,
+    /// What context governance did to the request (for metrics).
+    pub context: ContextReport,
+}
+
+impl std::fmt::Debug for ChatReply {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Answer(answer) => f.debug_tuple("Answer").field(answer).finish(),
+            Self::Stream(stream) => f
+                .debug_struct("Stream")
+                .field("status", &stream.status)
+                .finish_non_exhaustive(),
+        }
+    }
+}
+
+impl ChatReply {
+    /// What context governance did to the request.
+    pub fn context(&self) -> &ContextReport {
+        match self {
+            Self::Answer(answer) => &answer.context,
+            Self::Stream(stream) => &stream.context,
+        }
     }
 
-    /// [`prepare_chat`](Self::prepare_chat) for a caller whose `access` is checked once the
-    /// request's conversation and agent are known.
-    pub async fn prepare_chat_as(
+    /// The whole answer's body; `None` for a streamed reply, which is read as a stream.
+    pub fn into_json(self) -> Option<Value> {
+        match self {
+            Self::Answer(answer) => Some(answer.body),
+            Self::Stream(_) => None,
+        }
+    }
+}
+
+impl MemoryClient {
+    /// A chat completion through memory for the store's owner: [`ScopedClient::chat`] with
+    /// nothing out of reach.
+    pub async fn chat(&self, body: Value) -> Result<ChatReply, EngineError> {
+        self.as_caller(Arc::new(Unrestricted)).chat(body).await
+    }
+}
+
+impl ScopedClient {
+    /// A chat completion through memory, the one way in: memory fields out, memories in, the
+    /// request governed, the user's turn written, the request forwarded upstream, and the
+    /// answer stored and learnt from in the background. The caller's access is checked once
+    /// the request's conversation and agent are known (a session decides them). The reply is
+    /// whole or streamed as the body's `stream` asks.
+    ///
+    /// A whole answer is awaited in a task of its own, which the engine waits for at
+    /// shutdown: the turn is finished — the answer stored, logged in its session, the write
+    /// path run — even when the caller stops waiting (an HTTP client that went away). A
+    /// streamed turn is finished when its stream ends or is dropped.
+    pub async fn chat(&self, body: Value) -> Result<ChatReply, EngineError> {
+        if body["stream"].as_bool().unwrap_or(false) {
+            let reply = self.client.answer_streamed(body, &*self.access).await?;
+            return Ok(ChatReply::Stream(reply));
+        }
+        let (client, access) = (self.client.clone(), self.access.clone());
+        let answer = self
+            .client
+            .inner
+            .detached_chats
+            .spawn(async move { client.answer_whole(body, &*access).await })
+            .await
+            .map_err(|e| EngineError::Task(e.to_string()))??;
+        Ok(ChatReply::Answer(answer))
+    }
+}
+
+impl MemoryClient {
+    /// Steps 1-4 of a chat: memory fields out, memories in, the request governed, the
+    /// user's turn written; `access` checked once the request's conversation and agent are
+    /// known.
+    async fn prepare_chat(
         &self,
         body: Value,
         access: &dyn Access,
@@ -427,44 +507,13 @@ impl MemoryClient {
         })
     }
 
-    /// A non-streamed chat completion through memory. The upstream's answer comes back as it
-    /// was, plus `memory_hits` (the memories that were injected) and `memory_context` (what
-    /// governance did).
-    pub async fn chat(&self, body: Value) -> Result<Value, EngineError> {
-        self.chat_governed(body).await.map(|(answer, _)| answer)
-    }
-
-    /// [`chat_governed`](Self::chat_governed) in a task of its own, which the engine waits
-    /// for at shutdown: the turn is finished — the answer stored, logged in its session, the
-    /// write path run — even when the caller stops waiting (an HTTP client that went away).
-    ///
-    /// `access` is checked as in [`prepare_chat_as`](Self::prepare_chat_as).
-    pub async fn chat_to_the_end(
-        &self,
-        body: Value,
-        access: Arc<dyn Access>,
-    ) -> Result<(Value, ContextReport), EngineError> {
-        let client = self.clone();
-        self.inner
-            .detached_chats
-            .spawn(async move { client.chat_governed_as(body, &*access).await })
-            .await
-            .map_err(|e| EngineError::Task(e.to_string()))?
-    }
-
-    /// [`chat`](Self::chat), also returning what governance did (for metrics).
-    pub async fn chat_governed(&self, body: Value) -> Result<(Value, ContextReport), EngineError> {
-        self.chat_governed_as(body, &Unrestricted).await
-    }
-
-    /// [`chat_governed`](Self::chat_governed) for a caller whose `access` is checked as in
-    /// [`prepare_chat_as`](Self::prepare_chat_as).
-    pub async fn chat_governed_as(
+    /// A whole answer: the chat prepared, sent upstream, logged, and its turn finished.
+    async fn answer_whole(
         &self,
         body: Value,
         access: &dyn Access,
-    ) -> Result<(Value, ContextReport), EngineError> {
-        let prepared = self.prepare_chat_as(body, access).await?;
+    ) -> Result<ChatAnswer, EngineError> {
+        let prepared = self.prepare_chat(body, access).await?;
         let llm = self.inner.llm.as_ref().ok_or(EngineError::NoUpstream)?;
         let mut answer = llm.chat(&prepared.body).await?;
         let text = answer["choices"][0]["message"]["content"]
@@ -481,22 +530,20 @@ impl MemoryClient {
             map.insert("memory_context".into(), context_json(&prepared.context));
         }
         self.finish_turn(prepared.conversation, prepared.user_turn, text, false);
-        Ok((answer, prepared.context))
+        Ok(ChatAnswer {
+            body: answer,
+            context: prepared.context,
+        })
     }
 
-    /// A streamed chat completion through memory.
-    pub async fn chat_stream(&self, body: Value) -> Result<ChatStreamReply, EngineError> {
-        self.chat_stream_as(body, &Unrestricted).await
-    }
-
-    /// [`chat_stream`](Self::chat_stream) for a caller whose `access` is checked as in
-    /// [`prepare_chat_as`](Self::prepare_chat_as).
-    pub async fn chat_stream_as(
+    /// A streamed answer: the chat prepared and sent upstream; the turn is finished as the
+    /// stream ends.
+    async fn answer_streamed(
         &self,
         body: Value,
         access: &dyn Access,
     ) -> Result<ChatStreamReply, EngineError> {
-        let prepared = self.prepare_chat_as(body, access).await?;
+        let prepared = self.prepare_chat(body, access).await?;
         let llm = self.inner.llm.as_ref().ok_or(EngineError::NoUpstream)?;
         let upstream = llm.chat_stream(&prepared.body).await?;
         let recorder = RecordingStream {

@@ -61,7 +61,8 @@ pub mod watcher;
 mod word_rules;
 pub mod write;
 
-pub use access::{Access, MemoryListing, SessionUse, Unrestricted};
+pub use access::{Access, MemoryListing, ScopedClient, SessionUse, Unrestricted};
+pub use chat::{ChatAnswer, ChatReply};
 pub use client::{Consistency, IndexBackend, MemoryClient, OpenOptions};
 pub use context::StrategyChoice;
 pub use error::EngineError;

@@ -66,6 +66,8 @@ async fn a_chat_turn_becomes_turns_facts_a_summary_and_a_commit() {
             "messages": [{"role": "user", "content": "My brother Tomasz works as a pilot, and I am allergic to cats."}]
         }))
         .await
+        .unwrap()
+        .into_json()
         .unwrap();
     assert!(
         answer["choices"][0]["message"]["content"].is_string(),
@@ -178,7 +180,12 @@ async fn a_long_history_is_summarised_by_the_local_llm_and_the_summary_reused() 
         "messages": messages,
     });
 
-    let answer = client.chat(request.clone()).await.unwrap();
+    let answer = client
+        .chat(request.clone())
+        .await
+        .unwrap()
+        .into_json()
+        .unwrap();
     let context = &answer["memory_context"];
     assert_eq!(context["summary"], "new", "{context}");
     assert_eq!(context["summarised_messages"], 10, "{context}");
@@ -206,7 +213,7 @@ async fn a_long_history_is_summarised_by_the_local_llm_and_the_summary_reused() 
     assert_eq!(stored["messages"], 10);
     assert!(!summary.is_empty() && summary.len() < 2000, "{summary}");
 
-    let again = client.chat(request).await.unwrap();
+    let again = client.chat(request).await.unwrap().into_json().unwrap();
     assert_eq!(again["memory_context"]["summary"], "reused");
     client.wait_idle().await;
     llm.stop().await;

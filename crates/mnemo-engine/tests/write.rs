@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use mnemo_core::{Config, ConversationId};
-use mnemo_engine::{EngineError, MemoryClient, OpenOptions, SearchRequest};
+use mnemo_engine::{ChatReply, EngineError, MemoryClient, OpenOptions, SearchRequest};
 use mnemo_scripted_llm::{add_every_fact, ChatRequest, Reply, ScriptedLlm};
 use serde_json::{json, Value};
 
@@ -108,6 +108,8 @@ async fn a_new_husband_replaces_the_old_fact_and_keeps_a_tombstone() {
     let first = client
         .chat(user("My husband is Tobias.", "family"))
         .await
+        .unwrap()
+        .into_json()
         .unwrap();
     assert_eq!(first["choices"][0]["message"]["content"], "Noted.");
     client
@@ -355,7 +357,7 @@ async fn memories_are_injected_and_reported_and_memory_fields_stripped() {
     let mut request = user("Who is my husband?", "family");
     request["memory_top_k"] = json!(3);
     request["temperature"] = json!(0.3);
-    let answer = client.chat(request).await.unwrap();
+    let answer = client.chat(request).await.unwrap().into_json().unwrap();
     let hits = answer["memory_hits"].as_array().unwrap();
     assert_eq!(hits[0]["content"], "The user's husband is Aurelio.");
 
@@ -562,7 +564,9 @@ async fn a_stream_is_passed_through_and_its_turn_stored_even_when_cut() {
     let client = open(dir.path(), &llm).await;
     let mut request = user("Say hello.", "c1");
     request["stream"] = json!(true);
-    let reply = client.chat_stream(request.clone()).await.unwrap();
+    let ChatReply::Stream(reply) = client.chat(request.clone()).await.unwrap() else {
+        panic!("asked for a stream")
+    };
     assert_eq!(reply.status, 200);
     let chunks: Vec<_> = reply.body.collect().await;
     assert!(chunks.len() >= 3, "passed on chunk by chunk");
@@ -580,7 +584,9 @@ async fn a_stream_is_passed_through_and_its_turn_stored_even_when_cut() {
         ]),
     });
     request["messages"][0]["content"] = json!("Say more.");
-    let mut reply = client.chat_stream(request).await.unwrap();
+    let ChatReply::Stream(mut reply) = client.chat(request).await.unwrap() else {
+        panic!("asked for a stream")
+    };
     let mut got = String::new();
     while !got.contains("Partial") {
         let chunk = reply.body.next().await.unwrap().unwrap();
@@ -1182,7 +1188,8 @@ async fn what_the_user_says_stopped_is_deleted_even_when_the_model_does_not() {
         "{tombstones:?}"
     );
     let summary = client
-        .summary_as(&mnemo_engine::Unrestricted, &conversation)
+        .as_caller(std::sync::Arc::new(mnemo_engine::Unrestricted))
+        .summary(&conversation)
         .await
         .unwrap_or_default();
     assert!(!summary.contains("2 km"), "{summary}");

@@ -12,7 +12,7 @@
 //! - resources ([`resources`]): each conversation's rolling summary and each agent's
 //!   `MEMORY.md`.
 //!
-//! Every call goes through the engine's access-checked `_as` methods, so a refused call has
+//! Every call goes through the caller's `ScopedClient` (the engine's access-checked methods), so a refused call has
 //! the REST API's message; it comes back as an MCP tool error (`isError: true`) the model can
 //! act on. Two transports:
 //! - [`serve_stdio`] (`mnemo mcp`): the process's owner owns the store, nothing is
@@ -27,7 +27,7 @@ pub mod tools;
 
 use std::sync::Arc;
 
-use mnemo_engine::{Access, MemoryClient, Unrestricted};
+use mnemo_engine::{Access, MemoryClient, ScopedClient, Unrestricted};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::model::{
     Extensions, Implementation, ListResourceTemplatesResult, ListResourcesResult,
@@ -87,16 +87,17 @@ impl MemoryTools {
         }
     }
 
-    /// What the call whose context holds `extensions` may touch.
-    fn access(&self, extensions: &Extensions) -> Result<Arc<dyn Access>, String> {
-        match self.callers {
-            Callers::Owner => Ok(Arc::new(Unrestricted)),
+    /// The engine as the call whose context holds `extensions` may use it.
+    fn caller(&self, extensions: &Extensions) -> Result<ScopedClient, String> {
+        let access: Arc<dyn Access> = match self.callers {
+            Callers::Owner => Arc::new(Unrestricted),
             Callers::Authenticated => extensions
                 .get::<http::request::Parts>()
                 .and_then(|parts| parts.extensions.get::<Caller>())
                 .map(|caller| caller.0.clone())
-                .ok_or_else(|| "this MCP endpoint serves authenticated requests only".to_owned()),
-        }
+                .ok_or_else(|| "this MCP endpoint serves authenticated requests only".to_owned())?,
+        };
+        Ok(self.client.as_caller(access))
     }
 }
 
@@ -119,12 +120,11 @@ impl ServerHandler for MemoryTools {
         _: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
-        let access = self
-            .access(&context.extensions)
+        let caller = self
+            .caller(&context.extensions)
             .map_err(|e| ErrorData::invalid_request(e, None))?;
         Ok(ListResourcesResult::with_all_items(resources::list(
-            &self.client,
-            &*access,
+            &caller,
         )))
     }
 
@@ -143,10 +143,10 @@ impl ServerHandler for MemoryTools {
         request: ReadResourceRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResult, ErrorData> {
-        let access = self
-            .access(&context.extensions)
+        let caller = self
+            .caller(&context.extensions)
             .map_err(|e| ErrorData::invalid_request(e, None))?;
-        resources::read(&self.client, &*access, &request.uri).await
+        resources::read(&caller, &request.uri).await
     }
 }
 

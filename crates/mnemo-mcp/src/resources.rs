@@ -8,7 +8,7 @@
 //! holds the ones that exist and that the caller may read; the templates let a host ask for
 //! any other by name.
 
-use mnemo_engine::{Access, EngineError, MemoryClient};
+use mnemo_engine::{EngineError, ScopedClient};
 use rmcp::model::{
     AnnotateAble, RawResource, RawResourceTemplate, ReadResourceResult, Resource, ResourceContents,
     ResourceTemplate,
@@ -50,10 +50,10 @@ fn parse(uri: &str) -> Option<Named<'_>> {
         .map(Named::AgentNotes)
 }
 
-/// The summaries and notes that exist and that `access` may read.
-pub(crate) fn list(client: &MemoryClient, access: &dyn Access) -> Vec<Resource> {
-    let summaries = client
-        .summarised_conversations(access)
+/// The summaries and notes that exist and that `caller` may read.
+pub(crate) fn list(caller: &ScopedClient) -> Vec<Resource> {
+    let summaries = caller
+        .summarised_conversations()
         .into_iter()
         .map(|conversation| {
             RawResource::new(
@@ -66,7 +66,7 @@ pub(crate) fn list(client: &MemoryClient, access: &dyn Access) -> Vec<Resource> 
             .with_mime_type(MARKDOWN)
             .no_annotation()
         });
-    let notes = client.agents_with_notes(access).into_iter().map(|agent| {
+    let notes = caller.agents_with_notes().into_iter().map(|agent| {
         RawResource::new(agent_notes_uri(&agent), format!("{agent} notes"))
             .with_description(format!("Agent {agent:?}'s own notes (MEMORY.md)."))
             .with_mime_type(MARKDOWN)
@@ -89,22 +89,20 @@ pub(crate) fn templates() -> Vec<ResourceTemplate> {
     ]
 }
 
-/// The resource `uri` names, when `access` may read it.
+/// The resource `uri` names, when `caller` may read it.
 pub(crate) async fn read(
-    client: &MemoryClient,
-    access: &dyn Access,
+    caller: &ScopedClient,
     uri: &str,
 ) -> Result<ReadResourceResult, ErrorData> {
     let text = match parse(uri) {
         Some(Named::Summary(conversation)) => {
             let conversation =
                 conversation_id(conversation).map_err(|e| ErrorData::invalid_params(e, None))?;
-            client.summary_as(access, &conversation).await
+            caller.summary(&conversation).await
         }
-        Some(Named::AgentNotes(agent)) => client
-            .agent_memory_as(access, agent)
-            .await
-            .map(|notes| notes.content),
+        Some(Named::AgentNotes(agent)) => {
+            caller.agent_memory(agent).await.map(|notes| notes.content)
+        }
         None => {
             return Err(ErrorData::invalid_params(
                 format!(

@@ -1,5 +1,5 @@
 //! The tools: each parses what a client sent as the REST API does, then calls the engine's
-//! access-checked `_as` method and answers with the same type the REST API returns.
+//! access-checked method on the caller's `ScopedClient` and answers with the same type the REST API returns.
 
 use mnemo_core::{ConversationId, MemoryId, Role};
 use mnemo_engine::answers::{
@@ -34,7 +34,7 @@ impl MemoryTools {
         Parameters(params): Parameters<SearchParams>,
         extensions: Extensions,
     ) -> Result<Json<SearchResult>, ToolError> {
-        let access = self.access(&extensions)?;
+        let caller = self.caller(&extensions)?;
         let request = SearchRequest {
             query: params.query,
             conversation_id: conversation_or_default(params.conversation.as_deref())?,
@@ -43,7 +43,7 @@ impl MemoryTools {
             filter: params.filter,
             ..SearchRequest::default()
         };
-        answer(self.client.search_as(&*access, request).await)
+        answer(caller.search(request).await)
     }
 
     #[tool(
@@ -54,12 +54,12 @@ impl MemoryTools {
         Parameters(params): Parameters<AddParams>,
         extensions: Extensions,
     ) -> Result<Json<AddResult>, ToolError> {
-        let access = self.access(&extensions)?;
+        let caller = self.caller(&extensions)?;
         let conversation = conversation_or_default(params.conversation.as_deref())?;
         let metadata = params.metadata.unwrap_or_default();
         answer(
-            self.client
-                .add_as(&*access, vec![params.content], &conversation, metadata)
+            caller
+                .add(vec![params.content], &conversation, metadata)
                 .await,
         )
     }
@@ -72,7 +72,7 @@ impl MemoryTools {
         Parameters(params): Parameters<ListParams>,
         extensions: Extensions,
     ) -> Result<Json<MemoryPage>, ToolError> {
-        let access = self.access(&extensions)?;
+        let caller = self.caller(&extensions)?;
         let listing = MemoryListing {
             conversation: params
                 .conversation
@@ -87,7 +87,7 @@ impl MemoryTools {
             offset: params.offset.unwrap_or(0),
             limit: params.limit,
         };
-        answer(self.client.list_as(&*access, listing).await)
+        answer(caller.list(listing).await)
     }
 
     #[tool(description = "Read one live memory by its id.")]
@@ -96,9 +96,9 @@ impl MemoryTools {
         Parameters(params): Parameters<MemoryIdParams>,
         extensions: Extensions,
     ) -> Result<Json<Memory>, ToolError> {
-        let access = self.access(&extensions)?;
+        let caller = self.caller(&extensions)?;
         let id = memory_id(&params.id)?;
-        answer(self.client.get_as(&*access, id).await)
+        answer(caller.get(id).await)
     }
 
     #[tool(
@@ -109,9 +109,9 @@ impl MemoryTools {
         Parameters(params): Parameters<MemoryIdParams>,
         extensions: Extensions,
     ) -> Result<Json<Deleted>, ToolError> {
-        let access = self.access(&extensions)?;
+        let caller = self.caller(&extensions)?;
         let id = memory_id(&params.id)?;
-        answer(self.client.delete_as(&*access, id).await)
+        answer(caller.delete(id).await)
     }
 
     #[tool(
@@ -122,9 +122,9 @@ impl MemoryTools {
         Parameters(params): Parameters<HistoryParams>,
         extensions: Extensions,
     ) -> Result<Json<History>, ToolError> {
-        let access = self.access(&extensions)?;
+        let caller = self.caller(&extensions)?;
         let id = memory_id(&params.id)?;
-        answer(self.client.history_as(&*access, id, params.limit).await)
+        answer(caller.history(id, params.limit).await)
     }
 
     #[tool(
@@ -135,12 +135,12 @@ impl MemoryTools {
         Parameters(params): Parameters<ArchiveSearchParams>,
         extensions: Extensions,
     ) -> Result<Json<HistoryResults>, ToolError> {
-        let access = self.access(&extensions)?;
+        let caller = self.caller(&extensions)?;
         let scope = HistoryScope::named(params.session.as_deref(), params.conversation.as_deref())
             .map_err(engine_error)?;
         answer(
-            self.client
-                .search_history_as(&*access, scope, &params.query, params.limit)
+            caller
+                .search_history(scope, &params.query, params.limit)
                 .await,
         )
     }
@@ -153,8 +153,8 @@ impl MemoryTools {
         Parameters(params): Parameters<AgentParams>,
         extensions: Extensions,
     ) -> Result<Json<AgentMemory>, ToolError> {
-        let access = self.access(&extensions)?;
-        answer(self.client.agent_memory_as(&*access, &params.agent).await)
+        let caller = self.caller(&extensions)?;
+        answer(caller.agent_memory(&params.agent).await)
     }
 
     #[tool(
@@ -165,10 +165,10 @@ impl MemoryTools {
         Parameters(params): Parameters<AgentWriteParams>,
         extensions: Extensions,
     ) -> Result<Json<AgentMemory>, ToolError> {
-        let access = self.access(&extensions)?;
+        let caller = self.caller(&extensions)?;
         answer(
-            self.client
-                .append_agent_memory_as(&*access, &params.agent, &params.text)
+            caller
+                .append_agent_memory(&params.agent, &params.text)
                 .await,
         )
     }
@@ -181,10 +181,10 @@ impl MemoryTools {
         Parameters(params): Parameters<AgentUpdateParams>,
         extensions: Extensions,
     ) -> Result<Json<AgentMemory>, ToolError> {
-        let access = self.access(&extensions)?;
+        let caller = self.caller(&extensions)?;
         answer(
-            self.client
-                .update_agent_memory_as(&*access, &params.agent, &params.old_text, &params.new_text)
+            caller
+                .update_agent_memory(&params.agent, &params.old_text, &params.new_text)
                 .await,
         )
     }
@@ -197,13 +197,11 @@ impl MemoryTools {
         Parameters(params): Parameters<OutputParams>,
         extensions: Extensions,
     ) -> Result<Json<ToolOutputSlice>, ToolError> {
-        let access = self.access(&extensions)?;
+        let caller = self.caller(&extensions)?;
         let scope = HistoryScope::named(params.session.as_deref(), params.conversation.as_deref())
             .map_err(engine_error)?;
-        let slice = self
-            .client
-            .tool_output_as(
-                &*access,
+        let slice = caller
+            .tool_output(
                 &scope,
                 &params.call_id,
                 params.offset.unwrap_or(0),

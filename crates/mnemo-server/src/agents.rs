@@ -53,7 +53,11 @@ pub(crate) async fn read(
     Path(agent): Path<String>,
 ) -> Result<Json<AgentMemory>, ApiError> {
     Ok(Json(
-        state.client.agent_memory_as(grant.access(), &agent).await?,
+        state
+            .client
+            .as_caller(grant.access())
+            .agent_memory(&agent)
+            .await?,
     ))
 }
 
@@ -81,7 +85,8 @@ pub(crate) async fn append(
     Ok(Json(
         state
             .client
-            .append_agent_memory_as(grant.access(), &agent, &request.text)
+            .as_caller(grant.access())
+            .append_agent_memory(&agent, &request.text)
             .await?,
     ))
 }
@@ -111,7 +116,8 @@ pub(crate) async fn update(
     Ok(Json(
         state
             .client
-            .update_agent_memory_as(grant.access(), &agent, &request.old_text, &request.new_text)
+            .as_caller(grant.access())
+            .update_agent_memory(&agent, &request.old_text, &request.new_text)
             .await?,
     ))
 }

@@ -369,9 +369,9 @@ impl Grant {
         self.0.clone()
     }
 
-    /// The scope, as the engine's `_as` calls take it.
-    pub(crate) fn access(&self) -> &dyn Access {
-        &*self.0
+    /// The scope, as `MemoryClient::as_caller` takes it.
+    pub(crate) fn access(&self) -> Arc<dyn Access> {
+        self.0.clone()
     }
 }
 

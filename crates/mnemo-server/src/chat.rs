@@ -7,7 +7,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 
 use mnemo_engine::chat::context_json;
-use mnemo_engine::EngineError;
+use mnemo_engine::{ChatReply, EngineError};
 use mnemo_llm::LlmError;
 use serde_json::Value;
 
@@ -51,26 +51,20 @@ pub(crate) async fn chat_completions(
     grant: Grant,
     JsonBody(request): JsonBody<Value>,
 ) -> Result<Response, ApiError> {
-    let stream = request["stream"].as_bool().unwrap_or(false);
     // The engine asks the scope once it knows the conversation and agent: a session decides
-    // them, under its lock, so no check made here could be sure of them.
-    let scope = grant.scope();
-    if !stream {
-        // To the end even if the client leaves: the answer and the turn's facts are kept.
-        let (answer, context) = state
-            .client
-            .chat_to_the_end(request, scope)
-            .await
-            .map_err(|e| count_upstream_error(&state, e))?;
-        state.metrics.record_context(&context);
-        return Ok(Json(answer).into_response());
-    }
+    // them, under its lock, so no check made here could be sure of them. A whole answer is
+    // finished even if the client leaves: the answer and the turn's facts are kept.
     let reply = state
         .client
-        .chat_stream_as(request, &*scope)
+        .as_caller(grant.access())
+        .chat(request)
         .await
         .map_err(|e| count_upstream_error(&state, e))?;
-    state.metrics.record_context(&reply.context);
+    state.metrics.record_context(reply.context());
+    let reply = match reply {
+        ChatReply::Answer(answer) => return Ok(Json(answer.body).into_response()),
+        ChatReply::Stream(stream) => stream,
+    };
     let mut response = Response::new(Body::from_stream(reply.body));
     *response.status_mut() = StatusCode::from_u16(reply.status).unwrap_or(StatusCode::OK);
     let headers = response.headers_mut();

@@ -124,8 +124,8 @@ pub(crate) async fn tool_output(
     let conversation_id = conversation(&id)?;
     let slice = state
         .client
-        .tool_output_as(
-            grant.access(),
+        .as_caller(grant.access())
+        .tool_output(
             &HistoryScope::Conversation(conversation_id),
             &call_id,
             query.offset,

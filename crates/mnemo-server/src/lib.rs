@@ -1,7 +1,7 @@
 //! mnemo's HTTP API: an OpenAI-compatible memory proxy plus a REST API for memories.
 //!
-//! - `POST /v1/chat/completions` ([`chat`]) goes through [`MemoryClient::chat`] (or
-//!   `chat_stream`): memories injected, turns stored, the answer passed back (streamed chunk by
+//! - `POST /v1/chat/completions` ([`chat`]) goes through the caller's
+//!   `ScopedClient::chat` (`client.as_caller(access)`): memories injected, turns stored, the answer passed back (streamed chunk by
 //!   chunk when asked), with `memory_hits` on non-streamed answers.
 //! - `/v1/memories...` ([`memories`]): add, search, list (paged), get, delete, history.
 //! - `/v1/conversations/{id}/memory` ([`conversations`]): a conversation's stored context

@@ -68,7 +68,8 @@ pub(crate) async fn add(
     texts.extend(request.content);
     let result = state
         .client
-        .add_as(grant.access(), texts, &conversation, request.metadata)
+        .as_caller(grant.access())
+        .add(texts, &conversation, request.metadata)
         .await?;
     Ok((StatusCode::CREATED, Json(result)).into_response())
 }
@@ -92,7 +93,13 @@ pub(crate) async fn search(
     grant: Grant,
     JsonBody(request): JsonBody<SearchRequest>,
 ) -> Result<Json<SearchResult>, ApiError> {
-    Ok(Json(state.client.search_as(grant.access(), request).await?))
+    Ok(Json(
+        state
+            .client
+            .as_caller(grant.access())
+            .search(request)
+            .await?,
+    ))
 }
 
 /// Which memories to list.
@@ -144,7 +151,9 @@ pub(crate) async fn list(
         offset: query.offset,
         limit: query.limit,
     };
-    Ok(Json(state.client.list_as(grant.access(), listing).await?))
+    Ok(Json(
+        state.client.as_caller(grant.access()).list(listing).await?,
+    ))
 }
 
 /// One live memory.
@@ -166,7 +175,7 @@ pub(crate) async fn get_one(
     Path(id): Path<String>,
 ) -> Result<Json<Memory>, ApiError> {
     let id = memory_id(&id)?;
-    Ok(Json(state.client.get_as(grant.access(), id).await?))
+    Ok(Json(state.client.as_caller(grant.access()).get(id).await?))
 }
 
 /// Soft-delete a memory: its file moves under `deleted/`, and a commit records it.
@@ -188,7 +197,9 @@ pub(crate) async fn delete(
     Path(id): Path<String>,
 ) -> Result<Json<Deleted>, ApiError> {
     let id = memory_id(&id)?;
-    Ok(Json(state.client.delete_as(grant.access(), id).await?))
+    Ok(Json(
+        state.client.as_caller(grant.access()).delete(id).await?,
+    ))
 }
 
 /// How much history to show.
@@ -227,7 +238,8 @@ pub(crate) async fn history(
     Ok(Json(
         state
             .client
-            .history_as(grant.access(), id, query.limit)
+            .as_caller(grant.access())
+            .history(id, query.limit)
             .await?,
     ))
 }

@@ -38,7 +38,8 @@ async fn check_session(
 ) -> Result<(), ApiError> {
     Ok(state
         .client
-        .check_session_as(grant.access(), id, how)
+        .as_caller(grant.access())
+        .check_session(id, how)
         .await?)
 }
 
@@ -370,7 +371,8 @@ pub(crate) async fn tool_output(
     let scope = HistoryScope::Session(session_id(&id)?);
     let slice = state
         .client
-        .tool_output_as(grant.access(), &scope, &call_id, q.offset, q.limit)
+        .as_caller(grant.access())
+        .tool_output(&scope, &call_id, q.offset, q.limit)
         .await?;
     Ok(Json(slice))
 }
@@ -414,7 +416,8 @@ pub(crate) async fn search_history(
     Ok(Json(
         state
             .client
-            .search_history_as(grant.access(), scope, &q.q, q.limit)
+            .as_caller(grant.access())
+            .search_history(scope, &q.q, q.limit)
             .await?,
     ))
 }

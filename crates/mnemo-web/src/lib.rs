@@ -16,7 +16,7 @@
 //!
 //! The router is mounted by the server, which authenticates the request first and hands
 //! this crate the caller's scope as a [`Viewer`]. Every page checks that scope before it
-//! reads, with the engine's `_as` methods or the same [`Access`] checks before it lists a
+//! reads, through the engine's `ScopedClient` (`client.as_caller(access)`) or the same [`Access`] checks before it lists a
 //! conversation's files, so a token sees here exactly what it sees over REST. Conversation
 //! pages list files by name and read only those they show
 //! ([`mnemo_store::FileStore::listed_files`]): a page of a conversation of 10k facts reads

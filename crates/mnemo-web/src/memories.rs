@@ -28,13 +28,14 @@ pub async fn one(
 ) -> Result<Response, WebError> {
     let id = memory_id(&id)?;
     let client = &state.client;
-    let live = match client.get_as(viewer.0.as_ref(), id).await {
+    let live = match client.as_caller(viewer.0.clone()).get(id).await {
         Ok(memory) => Some(memory),
         Err(e) if e.is_not_found() => None,
         Err(e) => return Err(e.into()),
     };
     let (versions, no_history) = match client
-        .history_as(viewer.0.as_ref(), id, Some(VERSIONS))
+        .as_caller(viewer.0.clone())
+        .history(id, Some(VERSIONS))
         .await
     {
         Ok(history) => (history.versions, None),
@@ -188,7 +189,8 @@ pub async fn old_version(
     let history = state
         .client
         // The versions the memory's page links to, no more.
-        .history_as(viewer.0.as_ref(), id, Some(VERSIONS))
+        .as_caller(viewer.0.clone())
+        .history(id, Some(VERSIONS))
         .await?;
     let version = history
         .versions
@@ -231,7 +233,11 @@ pub async fn edit(
     state.check_form_token(&form.form_token)?;
     // Browsers send CR LF line ends from a text area; the file keeps the user's lines.
     let content = form.content.replace("\r\n", "\n");
-    state.client.edit_as(viewer.0.as_ref(), id, content).await?;
+    state
+        .client
+        .as_caller(viewer.0.clone())
+        .edit(id, content)
+        .await?;
     Ok(Redirect::to(&format!("/ui/memories/{id}")).into_response())
 }
 
@@ -251,8 +257,8 @@ pub async fn delete(
     let id = memory_id(&id)?;
     let Form(form) = form.map_err(|e| WebError::bad_request(e.body_text()))?;
     state.check_form_token(&form.form_token)?;
-    let memory = state.client.get_as(viewer.0.as_ref(), id).await?;
-    state.client.delete_as(viewer.0.as_ref(), id).await?;
+    let memory = state.client.as_caller(viewer.0.clone()).get(id).await?;
+    state.client.as_caller(viewer.0.clone()).delete(id).await?;
     Ok(Redirect::to(&format!(
         "/ui/conversations/{}?show=deleted",
         memory.conversation_id.as_str()

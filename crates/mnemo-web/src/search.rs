@@ -45,7 +45,8 @@ pub async fn page(
         Some(
             state
                 .client
-                .search_as(viewer.0.as_ref(), request)
+                .as_caller(viewer.0.clone())
+                .search(request)
                 .await?
                 .hits,
         )

@@ -67,7 +67,8 @@ pub async fn one(
     let id = SessionId::new(&id).map_err(|e| WebError::bad_request(format!("session: {e}")))?;
     let client = &state.client;
     client
-        .check_session_as(viewer.0.as_ref(), &id, SessionUse::Read)
+        .as_caller(viewer.0.clone())
+        .check_session(&id, SessionUse::Read)
         .await?;
     let info = client.session(&id).await?;
     let context = client.session_context(&id).await?;
