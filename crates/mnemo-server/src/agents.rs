@@ -14,6 +14,7 @@ use utoipa::ToSchema;
 
 use crate::auth::Grant;
 use crate::body::JsonBody;
+use crate::error::shared_answers::{BodyTooLarge, InvalidRequest, MayNotUseAgent};
 use crate::{ApiError, AppState, ErrorBody};
 
 /// Text to append.
@@ -43,7 +44,7 @@ pub struct UpdateRequest {
     responses(
         (status = 200, description = "The notes", body = AgentMemory),
         (status = 400, description = "Not an agent name", body = ErrorBody),
-        (status = 403, description = "The token may not use this agent's notes", body = ErrorBody),
+        MayNotUseAgent,
         (status = 500, description = "The file cannot be read; the message says why", body = ErrorBody),
     )
 )]
@@ -70,9 +71,9 @@ pub(crate) async fn read(
     request_body = AppendRequest,
     responses(
         (status = 200, description = "The notes after the change", body = AgentMemory),
-        (status = 400, description = "Invalid request", body = ErrorBody),
-        (status = 403, description = "The token may not use this agent's notes", body = ErrorBody),
-        (status = 413, description = "Request body too large", body = ErrorBody),
+        InvalidRequest,
+        MayNotUseAgent,
+        BodyTooLarge,
     )
 )]
 pub(crate) async fn append(
@@ -102,8 +103,8 @@ pub(crate) async fn append(
     responses(
         (status = 200, description = "The notes after the change", body = AgentMemory),
         (status = 400, description = "The passage is absent or ambiguous, or an invalid request", body = ErrorBody),
-        (status = 403, description = "The token may not use this agent's notes", body = ErrorBody),
-        (status = 413, description = "Request body too large", body = ErrorBody),
+        MayNotUseAgent,
+        BodyTooLarge,
     )
 )]
 pub(crate) async fn update(

@@ -13,6 +13,7 @@ use serde_json::Value;
 
 use crate::auth::Grant;
 use crate::body::JsonBody;
+use crate::error::shared_answers::BodyTooLarge;
 use crate::openapi::ChatRequest;
 use crate::{ApiError, AppState, ErrorBody};
 
@@ -40,7 +41,7 @@ use crate::{ApiError, AppState, ErrorBody};
         (status = 200, description = "The upstream's answer (JSON, or text/event-stream when streaming), plus memory_hits and memory_context"),
         (status = 400, description = "Invalid request, or context_length_exceeded", body = ErrorBody),
         (status = 403, description = "The token may not write the conversation or use the agent", body = ErrorBody),
-        (status = 413, description = "Request body too large", body = ErrorBody),
+        BodyTooLarge,
         (status = 502, description = "The upstream LLM failed", body = ErrorBody),
         (status = 503, description = "No upstream LLM", body = ErrorBody),
         (status = 504, description = "The upstream LLM timed out", body = ErrorBody),

@@ -16,6 +16,9 @@ use utoipa::ToSchema;
 
 use crate::auth::Grant;
 use crate::body::{JsonBody, QueryParams};
+use crate::error::shared_answers::{
+    BodyTooLarge, InvalidRequest, MayNotReadConversation, MayNotWriteConversation,
+};
 use crate::sessions::OutputQuery;
 use crate::{ApiError, AppState, ErrorBody};
 
@@ -42,7 +45,7 @@ fn conversation(id: &str) -> Result<ConversationId, ApiError> {
     responses(
         (status = 200, description = "The stored strategy (empty when none is stored)", body = ConversationMemory),
         (status = 400, description = "Not a conversation id", body = ErrorBody),
-        (status = 403, description = "The token may not read this conversation", body = ErrorBody),
+        MayNotReadConversation,
         (status = 500, description = "The stored file cannot be used; the message says why", body = ErrorBody),
     )
 )]
@@ -75,8 +78,8 @@ pub(crate) async fn get_strategy(
     responses(
         (status = 200, description = "The stored strategy after the change", body = ConversationMemory),
         (status = 400, description = "Invalid id or strategy", body = ErrorBody),
-        (status = 403, description = "The token may not write this conversation", body = ErrorBody),
-        (status = 413, description = "Request body too large", body = ErrorBody),
+        MayNotWriteConversation,
+        BodyTooLarge,
     )
 )]
 pub(crate) async fn patch_strategy(
@@ -110,8 +113,8 @@ pub(crate) async fn patch_strategy(
     ),
     responses(
         (status = 200, description = "The characters read and the output's length", body = mnemo_engine::sessions::ToolOutputSlice),
-        (status = 400, description = "Invalid request", body = ErrorBody),
-        (status = 403, description = "The token may not read this conversation", body = ErrorBody),
+        InvalidRequest,
+        MayNotReadConversation,
         (status = 404, description = "No such output", body = ErrorBody),
     )
 )]

@@ -40,6 +40,72 @@ pub enum ErrorCode {
     Name(&'static str),
 }
 
+/// The error answers several routes share, declared once for the OpenAPI document: a
+/// route's `#[utoipa::path(responses(...))]` names them beside its own rows. Each is the
+/// [`ErrorBody`] with the status and description it declares; the handlers never build
+/// them (their errors are [`ApiError`]s), hence the `dead_code` allowance.
+#[allow(dead_code)]
+pub(crate) mod shared_answers {
+    use super::ErrorBody;
+    use utoipa::IntoResponses;
+
+    #[derive(IntoResponses)]
+    #[response(status = 400, description = "Invalid request")]
+    pub(crate) struct InvalidRequest(ErrorBody);
+
+    #[derive(IntoResponses)]
+    #[response(status = 413, description = "Request body too large")]
+    pub(crate) struct BodyTooLarge(ErrorBody);
+
+    #[derive(IntoResponses)]
+    #[response(status = 404, description = "No such session")]
+    pub(crate) struct NoSuchSession(ErrorBody);
+
+    #[derive(IntoResponses)]
+    #[response(status = 404, description = "No such memory")]
+    pub(crate) struct NoSuchMemory(ErrorBody);
+
+    #[derive(IntoResponses)]
+    #[response(status = 400, description = "Not a memory id")]
+    pub(crate) struct NotAMemoryId(ErrorBody);
+
+    #[derive(IntoResponses)]
+    #[response(status = 403, description = "The token may not read this conversation")]
+    pub(crate) struct MayNotReadConversation(ErrorBody);
+
+    #[derive(IntoResponses)]
+    #[response(
+        status = 403,
+        description = "The token may not write this conversation"
+    )]
+    pub(crate) struct MayNotWriteConversation(ErrorBody);
+
+    #[derive(IntoResponses)]
+    #[response(
+        status = 403,
+        description = "The token may not read the session's conversation"
+    )]
+    pub(crate) struct MayNotReadSession(ErrorBody);
+
+    #[derive(IntoResponses)]
+    #[response(
+        status = 403,
+        description = "The token may not write the session's conversation"
+    )]
+    pub(crate) struct MayNotWriteSession(ErrorBody);
+
+    #[derive(IntoResponses)]
+    #[response(
+        status = 403,
+        description = "The token may not read the memory's conversation"
+    )]
+    pub(crate) struct MayNotReadMemory(ErrorBody);
+
+    #[derive(IntoResponses)]
+    #[response(status = 403, description = "The token may not use this agent's notes")]
+    pub(crate) struct MayNotUseAgent(ErrorBody);
+}
+
 /// An error as clients see it: a status and an OpenAI-shaped JSON body.
 #[derive(Debug)]
 pub struct ApiError {

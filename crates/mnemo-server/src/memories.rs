@@ -15,6 +15,10 @@ use utoipa::{IntoParams, ToSchema};
 
 use crate::auth::Grant;
 use crate::body::{JsonBody, QueryParams};
+use crate::error::shared_answers::{
+    BodyTooLarge, InvalidRequest, MayNotReadConversation, MayNotReadMemory,
+    MayNotWriteConversation, NoSuchMemory, NotAMemoryId,
+};
 use crate::{ApiError, AppState, ErrorBody};
 
 fn memory_id(raw: &str) -> Result<MemoryId, ApiError> {
@@ -53,9 +57,9 @@ pub struct AddRequest {
     request_body = AddRequest,
     responses(
         (status = 201, description = "What changed", body = AddResult),
-        (status = 400, description = "Invalid request", body = ErrorBody),
-        (status = 403, description = "The token may not write this conversation", body = ErrorBody),
-        (status = 413, description = "Request body too large", body = ErrorBody),
+        InvalidRequest,
+        MayNotWriteConversation,
+        BodyTooLarge,
     )
 )]
 pub(crate) async fn add(
@@ -83,9 +87,9 @@ pub(crate) async fn add(
     request_body = SearchRequest,
     responses(
         (status = 200, description = "Results, best first, with each stage's scores", body = SearchResult),
-        (status = 400, description = "Invalid request", body = ErrorBody),
-        (status = 403, description = "The token may not read this conversation", body = ErrorBody),
-        (status = 413, description = "Request body too large", body = ErrorBody),
+        InvalidRequest,
+        MayNotReadConversation,
+        BodyTooLarge,
     )
 )]
 pub(crate) async fn search(
@@ -128,8 +132,8 @@ pub struct ListQuery {
     params(ListQuery),
     responses(
         (status = 200, description = "A page of memories", body = MemoryPage),
-        (status = 400, description = "Invalid request", body = ErrorBody),
-        (status = 403, description = "The token may not read this conversation", body = ErrorBody),
+        InvalidRequest,
+        MayNotReadConversation,
     )
 )]
 pub(crate) async fn list(
@@ -164,9 +168,9 @@ pub(crate) async fn list(
     params(("id" = String, Path, description = "The memory's id (a UUID)", format = Uuid)),
     responses(
         (status = 200, description = "The memory", body = Memory),
-        (status = 400, description = "Not a memory id", body = ErrorBody),
-        (status = 403, description = "The token may not read the memory's conversation", body = ErrorBody),
-        (status = 404, description = "No such memory", body = ErrorBody),
+        NotAMemoryId,
+        MayNotReadMemory,
+        NoSuchMemory,
     )
 )]
 pub(crate) async fn get_one(
@@ -186,9 +190,9 @@ pub(crate) async fn get_one(
     params(("id" = String, Path, description = "The memory's id (a UUID)", format = Uuid)),
     responses(
         (status = 200, description = "Deleted", body = Deleted),
-        (status = 400, description = "Not a memory id", body = ErrorBody),
+        NotAMemoryId,
         (status = 403, description = "The token may not write the memory's conversation", body = ErrorBody),
-        (status = 404, description = "No such memory", body = ErrorBody),
+        NoSuchMemory,
     )
 )]
 pub(crate) async fn delete(
@@ -223,8 +227,8 @@ pub struct HistoryQuery {
     ),
     responses(
         (status = 200, description = "Versions", body = History),
-        (status = 400, description = "Not a memory id", body = ErrorBody),
-        (status = 403, description = "The token may not read the memory's conversation", body = ErrorBody),
+        NotAMemoryId,
+        MayNotReadMemory,
         (status = 404, description = "No history", body = ErrorBody),
     )
 )]

@@ -23,6 +23,9 @@ use utoipa::{IntoParams, ToSchema};
 
 use crate::auth::Grant;
 use crate::body::{OptionalJsonBody, QueryParams};
+use crate::error::shared_answers::{
+    InvalidRequest, MayNotReadConversation, MayNotReadSession, MayNotWriteSession, NoSuchSession,
+};
 use crate::{ApiError, AppState, ErrorBody};
 
 fn session_id(raw: &str) -> Result<SessionId, ApiError> {
@@ -83,8 +86,8 @@ pub struct ListQuery {
     params(ListQuery),
     responses(
         (status = 200, description = "The sessions, newest first", body = SessionList),
-        (status = 400, description = "Invalid request", body = ErrorBody),
-        (status = 403, description = "The token may not read this conversation", body = ErrorBody),
+        InvalidRequest,
+        MayNotReadConversation,
     )
 )]
 pub(crate) async fn list(
@@ -125,8 +128,8 @@ pub(crate) async fn list(
     responses(
         (status = 200, description = "The session", body = SessionInfo),
         (status = 400, description = "Not a session id", body = ErrorBody),
-        (status = 403, description = "The token may not read the session's conversation", body = ErrorBody),
-        (status = 404, description = "No such session", body = ErrorBody),
+        MayNotReadSession,
+        NoSuchSession,
     )
 )]
 pub(crate) async fn get_one(
@@ -157,8 +160,8 @@ pub struct Deleted {
     params(("id" = String, Path, description = "The session id")),
     responses(
         (status = 200, description = "Marked deleted", body = Deleted),
-        (status = 403, description = "The token may not write the session's conversation", body = ErrorBody),
-        (status = 404, description = "No such session", body = ErrorBody),
+        MayNotWriteSession,
+        NoSuchSession,
         (status = 409, description = "Deleted already", body = ErrorBody),
     )
 )]
@@ -200,9 +203,9 @@ pub struct MessagesQuery {
     params(("id" = String, Path, description = "The session id"), MessagesQuery),
     responses(
         (status = 200, description = "A page of messages", body = MessagePage),
-        (status = 400, description = "Invalid request", body = ErrorBody),
-        (status = 403, description = "The token may not read the session's conversation", body = ErrorBody),
-        (status = 404, description = "No such session", body = ErrorBody),
+        InvalidRequest,
+        MayNotReadSession,
+        NoSuchSession,
     )
 )]
 pub(crate) async fn messages(
@@ -249,9 +252,9 @@ pub struct Forked {
     request_body(content = ForkRequest, description = "Optional: the new id"),
     responses(
         (status = 201, description = "The new session", body = Forked),
-        (status = 400, description = "Invalid request", body = ErrorBody),
-        (status = 403, description = "The token may not write the session's conversation", body = ErrorBody),
-        (status = 404, description = "No such session", body = ErrorBody),
+        InvalidRequest,
+        MayNotWriteSession,
+        NoSuchSession,
         (status = 409, description = "The session is deleted, or the new id is taken", body = ErrorBody),
     )
 )]
@@ -292,8 +295,8 @@ pub struct CompactRequest {
     responses(
         (status = 200, description = "What the compaction did", body = CompactReport),
         (status = 400, description = "Nothing to compact, or an invalid request", body = ErrorBody),
-        (status = 403, description = "The token may not write the session's conversation", body = ErrorBody),
-        (status = 404, description = "No such session", body = ErrorBody),
+        MayNotWriteSession,
+        NoSuchSession,
         (status = 409, description = "The session is deleted", body = ErrorBody),
         (status = 502, description = "The LLM could not write the summary; nothing changed", body = ErrorBody),
     )
@@ -320,8 +323,8 @@ pub(crate) async fn compact(
     params(("id" = String, Path, description = "The session id")),
     responses(
         (status = 200, description = "The session's context usage", body = SessionContext),
-        (status = 403, description = "The token may not read the session's conversation", body = ErrorBody),
-        (status = 404, description = "No such session", body = ErrorBody),
+        MayNotReadSession,
+        NoSuchSession,
     )
 )]
 pub(crate) async fn context(
@@ -358,7 +361,7 @@ pub struct OutputQuery {
     ),
     responses(
         (status = 200, description = "The characters read and the output's length", body = ToolOutputSlice),
-        (status = 403, description = "The token may not read the session's conversation", body = ErrorBody),
+        MayNotReadSession,
         (status = 404, description = "No such session or output", body = ErrorBody),
     )
 )]
@@ -402,9 +405,9 @@ pub struct HistoryQuery {
     params(HistoryQuery),
     responses(
         (status = 200, description = "Excerpts, best first", body = HistoryResults),
-        (status = 400, description = "Invalid request", body = ErrorBody),
+        InvalidRequest,
         (status = 403, description = "The token may not read the conversation searched (or the session's)", body = ErrorBody),
-        (status = 404, description = "No such session", body = ErrorBody),
+        NoSuchSession,
     )
 )]
 pub(crate) async fn search_history(
