@@ -121,6 +121,14 @@ fn arg(args: &[String], name: &str) -> Option<String> {
 }
 
 fn main() {
+    // The engine's own account of each pass (what was replaced, refused, repaired), on
+    // stderr, when RUST_LOG asks for it.
+    if std::env::var_os("RUST_LOG").is_some() {
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_writer(std::io::stderr)
+            .init();
+    }
     let args: Vec<String> = std::env::args().collect();
     let json_out = args.iter().any(|a| a == "--json");
     let verbose = args.iter().any(|a| a == "--verbose");

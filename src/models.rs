@@ -16,7 +16,7 @@ use mnemo_embed::{Reranker, RerankerConfig};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-use mnemo_engine::model_words::WORDS_FILE;
+use mnemo_engine::index::model_words::WORDS_FILE;
 use mnemo_engine::EngineError;
 
 use crate::commands::{self, CommandResult, Failure, GlobalArgs};
@@ -111,7 +111,7 @@ pub async fn models(global: &GlobalArgs, args: ModelsArgs) -> CommandResult {
             );
         }
         let (words, file) =
-            mnemo_engine::model_words::prepare(&config).map_err(EngineError::from)?;
+            mnemo_engine::index::model_words::prepare(&config).map_err(EngineError::from)?;
         eprintln!(
             "{words} model words for document expansion kept in {}",
             file.display()

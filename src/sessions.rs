@@ -4,7 +4,7 @@
 use anyhow::anyhow;
 use clap::{Args, Subcommand};
 use mnemo_core::ConversationId;
-use mnemo_engine::sessions::{SessionContext, SessionInfo};
+use mnemo_engine::chat::sessions::{SessionContext, SessionInfo};
 use mnemo_engine::{Excerpt, HistoryScope, MemoryClient, SessionId};
 use serde::Serialize;
 

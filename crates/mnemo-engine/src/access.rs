@@ -5,7 +5,7 @@
 //! sees `global`, and which agents' notes it may use. `client.as_caller(access)` gives a
 //! [`ScopedClient`], the engine as that caller may use it: each of its methods checks the
 //! access (looking up first the conversation of a memory or session named only by its id)
-//! and answers with the types of [`crate::answers`]. REST, MCP and the web view all call it,
+//! and answers with the types of [`crate::api_types`]. REST, MCP and the web view all call it,
 //! so they refuse the same calls with the same messages. [`Unrestricted`] is the library's,
 //! the CLI's and `mnemo mcp` over stdio: whoever runs the process owns the store.
 
@@ -16,14 +16,14 @@ use mnemo_git::FileVersion;
 use mnemo_session::SessionId;
 use mnemo_store::StoredMemory;
 
-use crate::answers::{
+use crate::api_types::{
     AddResult, AgentMemory, Deleted, History, HistoryResults, Memory, MemoryPage, SearchResult,
 };
-use crate::client::MemoryClient;
+use crate::chat::sessions::{HistoryScope, ToolOutputSlice, MAX_OUTPUT_READ};
+use crate::engine::MemoryClient;
 use crate::error::EngineError;
 use crate::retrieval::SearchHit;
 use crate::retrieval::SearchRequest;
-use crate::sessions::{HistoryScope, ToolOutputSlice, MAX_OUTPUT_READ};
 
 /// A page's size when a call does not say.
 pub const DEFAULT_PAGE: usize = 50;

@@ -62,7 +62,7 @@ pub enum EngineError {
     },
     /// The embedding model's words (document expansion) could not be had.
     #[error(transparent)]
-    ModelWords(#[from] crate::model_words::ModelWordsError),
+    ModelWords(#[from] crate::index::model_words::ModelWordsError),
     /// A chat session or an agent's notes could not be used.
     #[error(transparent)]
     Session(#[from] mnemo_session::SessionError),
@@ -122,7 +122,7 @@ impl EngineError {
 
     /// True when set-up has not installed a model or library.
     pub fn is_missing_setup(&self) -> bool {
-        use crate::model_words::ModelWordsError;
+        use crate::index::model_words::ModelWordsError;
         matches!(
             self,
             EngineError::Embed(mnemo_embed::EmbedError::Missing { .. })

@@ -1,75 +1,66 @@
 //! The memory engine: what `mnemo` does with the store, the embedder, the index and the LLM
 //! together.
 //!
-//! [`MemoryClient`] is the library entry point. Opening one loads the embedding model (and the
-//! cross-encoder when installed), opens the vector index under `<memory_path>/index/` and runs
-//! a [`sync`] pass that brings the index in step with the Markdown files, which are the source
-//! of truth; [`watcher`] keeps it in step with hand edits afterwards.
+//! [`MemoryClient`] is the library entry point, a handle to the assembled engine (`engine`).
+//! Opening one loads the embedding model (and the cross-encoder when installed), opens the
+//! vector index under `<memory_path>/index/` and runs a sync pass that brings the index in
+//! step with the Markdown files, which are the source of truth; a watcher keeps it in step
+//! with hand edits afterwards. A front end serving several callers works through
+//! `client.as_caller(access)` ([`access`]), which checks each call.
 //!
-//! - Read path ([`retrieval`]): dense and BM25 candidates from the conversation and `global`
-//!   ([`keys`] builds what each memory is indexed under, [`timeline`] finds its neighbouring
-//!   turns, [`filter`] turns metadata filters into index filters, [`vocabulary`] offers the
-//!   store's words nearest a query to add to its terms, their vectors kept between runs by
-//!   [`vocabulary_file`]; [`model_words`] offers the model's words nearest a memory to add
-//!   to its key), fused, reranked, blended
-//!   with recency and diversified with MMR; turns that say nothing of their own
-//!   ([`text::information`]) come last.
-//! - Chat ([`chat`]): a chat request with memories injected ([`inject`]), its outgoing copy
-//!   governed to fit the model's window ([`context`], over the `mnemo-context` crate),
-//!   forwarded to the upstream LLM, its turns stored.
-//! - Sessions ([`sessions`], over the `mnemo-session` crate): a chat request with
-//!   `memory_session` is logged in full and continues the session's history; agents' notes
-//!   (`MEMORY.md`) go into their requests' system prompts.
-//! - Write path (`write`, through `MemoryClient::add` and after every chat turn): fact
-//!   extraction (none from a message that says nothing), kept only where the user's words
-//!   support it, said of the same person and in the same way ([`text::grounding`]);
-//!   ADD/UPDATE/DELETE reconciliation ([`prompts`]), mended or asked again when its answer
-//!   cannot be used; what the user takes back retracted, and an old value replaced by a new
-//!   one, by rule ([`text::changes`], [`text::subjects`]); the rolling summary, checked
-//!   sentence by sentence ([`text::summary_check`]); eviction and one git commit per pass.
-//!   The rules of English these rely on live in [`text`].
+//! The engine is four wings over one floor of rules:
+//! - [`chat`]: a chat request with memories injected ([`chat::inject`]), its outgoing copy
+//!   governed to fit the model's window ([`chat::governance`], over the `mnemo-context`
+//!   crate), logged in its session with agents' notes in its system prompt
+//!   ([`chat::sessions`], over the `mnemo-session` crate), forwarded to the upstream LLM,
+//!   its turns stored.
+//! - [`write`](mod@write): after every chat turn and on `MemoryClient::add`, fact extraction (none from
+//!   a message that says nothing), kept only where the user's words support it
+//!   ([`text::grounding`]); ADD/UPDATE/DELETE reconciliation ([`write::prompts`]), mended or
+//!   asked again when its answer cannot be used; what the user takes back retracted, and an
+//!   old value replaced by a new one ([`text::changes`], [`text::subjects`]); the rolling
+//!   summary, checked sentence by sentence ([`text::summary_check`]); eviction and one git
+//!   commit per pass. Passes are queued and journaled ([`write::queue`]).
+//! - [`retrieval`]: dense and BM25 candidates from the conversation and `global`, fused,
+//!   reranked, blended with recency and diversified with MMR; turns that say nothing of
+//!   their own ([`text::low_information`]) come last; optional query expansion by the LLM.
+//! - [`index`]: what each memory is indexed under ([`index::keys`]), its neighbouring turns
+//!   ([`index::timeline`]), the sync pass and the watcher that keep the index in step with
+//!   the files, the store's and the model's words that widen a query or a key.
+//! - [`text`]: the rules of English the wings rely on, with no model (dates included).
+//!
+//! Beside them, state the engine owns and the wings share, in modules that never name
+//! `MemoryClient`: governance's windows and counters (`governance_state`), the write
+//! pass queue (`pass_queue`), sessions' cached logs (`session_cache`), per-key locks
+//! (`locks`). [`api_types`] holds the answers of the API that REST and MCP return.
+
+#![deny(missing_docs)]
 
 pub mod access;
-pub mod answers;
+pub mod api_types;
 mod blocking;
 pub mod chat;
-mod client;
-pub mod context;
-mod context_state;
-pub mod dates;
+mod engine;
 mod error;
-mod files;
-pub mod filter;
-pub mod inject;
-pub mod keys;
+mod governance_state;
+pub mod index;
+mod indexed_writes;
 mod locks;
-pub mod model_words;
 mod pass_queue;
-pub mod prompts;
-pub mod queue;
-mod recovery;
 pub mod retrieval;
 mod session_cache;
-pub mod sessions;
-pub mod snapshot;
-pub mod sync;
 pub mod text;
-pub mod timeline;
-pub mod vocabulary;
-pub mod vocabulary_file;
-pub mod watcher;
-mod word_rules;
 pub mod write;
 
 pub use access::{Access, MemoryListing, ScopedClient, SessionUse, Unrestricted};
+pub use chat::governance::StrategyChoice;
+pub use chat::sessions::HistoryScope;
 pub use chat::{ChatAnswer, ChatReply};
-pub use client::{Consistency, IndexBackend, MemoryClient, OpenOptions};
-pub use context::StrategyChoice;
+pub use engine::{Consistency, IndexBackend, MemoryClient, OpenOptions};
 pub use error::EngineError;
+pub use index::sync::{SyncProgress, SyncReport};
+pub use index::watcher::WatcherHandle;
 pub use mnemo_context::{ContextReport, Strategy};
 pub use mnemo_session::{Excerpt, HistoryStyle, SessionId, SessionMeta};
 pub use retrieval::{SearchHit, SearchRequest, StageScores};
-pub use sessions::HistoryScope;
-pub use sync::{SyncProgress, SyncReport};
-pub use watcher::WatcherHandle;
 pub use write::{WriteReport, MAX_TEXTS_PER_ADD};

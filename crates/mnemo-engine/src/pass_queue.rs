@@ -1,6 +1,6 @@
 //! The write path's queue as state: the journal of passes in `<memory_path>/pending/`, the
 //! slots for passes' LLM work, and each conversation's waiting passes. How passes are queued,
-//! run and resumed is in [`crate::queue`].
+//! run and resumed is in [`crate::write::queue`].
 
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};

@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 
 use mnemo_core::Config;
 use mnemo_embed::{Embedder, EmbedderConfig};
-use mnemo_engine::model_words::{ModelWords, WORDS_FILE};
-use mnemo_engine::vocabulary_file::VocabularyFile;
+use mnemo_engine::index::model_words::{ModelWords, WORDS_FILE};
+use mnemo_engine::index::vocabulary_file::VocabularyFile;
 use mnemo_index::{LexicalEncoder, LexicalOptions, SparseVector};
 
 const MODEL: &str = "all-MiniLM-L6-v2 (384 dimensions)";

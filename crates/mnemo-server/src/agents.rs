@@ -7,7 +7,7 @@
 
 use axum::extract::{Path, State};
 use axum::Json;
-use mnemo_engine::answers::AgentMemory;
+use mnemo_engine::api_types::AgentMemory;
 use mnemo_engine::Access as _;
 use serde::Deserialize;
 use utoipa::ToSchema;

@@ -13,8 +13,8 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use chrono::{DateTime, Utc};
-use mnemo_engine::answers::HistoryResults;
-use mnemo_engine::sessions::{
+use mnemo_engine::api_types::HistoryResults;
+use mnemo_engine::chat::sessions::{
     CompactReport, MessagePage, SessionContext, SessionInfo, ToolOutputSlice,
 };
 use mnemo_engine::{Access as _, HistoryScope, SessionId, SessionMeta, SessionUse};

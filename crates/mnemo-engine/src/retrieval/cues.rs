@@ -26,7 +26,7 @@ const PRESENT_CUES: [&str; 13] = [
 pub fn asks_about_now(query: &str) -> bool {
     let words = words(query);
     PRESENT_CUES.iter().any(|cue| contains_phrase(&words, cue))
-        && !crate::dates::names_a_date(query)
+        && !crate::text::dates::names_a_date(query)
 }
 
 /// The lower-case words of `text` (runs of letters and digits).

@@ -14,11 +14,11 @@
 //!    the question; and when the query names exactly one speaker, that speaker's turns are
 //!    lifted (`rank::boost_speaker`).
 //!    With query expansion on (`[retrieval] query_expansion`, off by default), the engine
-//!    first asks the upstream LLM for words an answer would use ([`crate::prompts`]); the
+//!    first asks the upstream LLM for words an answer would use (`answer_words`); the
 //!    query followed by them goes through stages 1-2 as well, and the two rankings are
 //!    merged by reciprocal rank (`rank::merge_by_rank`). Vocabulary expansion
 //!    (`[retrieval] vocabulary_expansion`, on by default) adds the store's own words nearest
-//!    the query's embedding ([`crate::vocabulary`]) to the lexical terms, each at a fraction
+//!    the query's embedding ([`crate::index::vocabulary`]) to the lexical terms, each at a fraction
 //!    of a query word's weight; no LLM, and no second search.
 //! 3. **Rerank.** With a cross-encoder installed, the best candidates are rescored by it;
 //!    its logits are squashed into 0..1 and normalised over the pool.
@@ -28,7 +28,7 @@
 //! 5. **MMR** (`rank::mmr`) picks the final `top_k` from the best candidates, trading
 //!    relevance (rescaled to 0..1 over that pool) for diversity (cosine of the embeddings).
 //!    A chat turn that says nothing of its own ("Thanks!", an assistant's "I don't have that
-//!    information": [`crate::text::information`]) is picked only for places left after every candidate
+//!    information": [`crate::text::low_information`]) is picked only for places left after every candidate
 //!    that says something: to MMR it looks diverse, not useless. A turn and the facts drawn
 //!    from it take one place (`rank::facts_stand_for_turns`): the turn's key holds the facts'
 //!    words, so they rank together. A turn's one fact stands for it; a turn that gave
@@ -36,6 +36,7 @@
 //!
 //! docs/retrieval.md has the measurements behind each stage.
 
+pub(crate) mod answer_words;
 pub mod cues;
 pub(crate) mod rank;
 
@@ -53,8 +54,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::error::EngineError;
-use crate::timeline::Timeline;
-use crate::vocabulary::Vocabulary;
+use crate::index::timeline::Timeline;
+use crate::index::vocabulary::Vocabulary;
 use rank::{Candidate, Retriever};
 
 /// One search, as every front end asks for it: what to look for, where, and how to rank.
@@ -85,7 +86,7 @@ pub struct SearchRequest {
     #[serde(default)]
     #[schema(minimum = 0, maximum = 1)]
     pub score_threshold: Option<f32>,
-    /// A metadata filter (see [`crate::filter`]).
+    /// A metadata filter (see [`crate::index::filter`]).
     #[serde(default)]
     #[schema(value_type = Option<Object>)]
     pub filter: Option<Value>,
@@ -119,7 +120,7 @@ impl SearchRequest {
     pub fn validate(&self) -> Result<(), EngineError> {
         self.check_knobs()?;
         if let Some(filter) = &self.filter {
-            crate::filter::compile(filter)?;
+            crate::index::filter::compile(filter)?;
         }
         Ok(())
     }
@@ -158,7 +159,7 @@ impl SearchRequest {
             mmr_lambda: self.mmr_lambda.unwrap_or(config.mmr_lambda),
             score_threshold: self.score_threshold.or(config.score_threshold),
             filter: match &self.filter {
-                Some(filter) => crate::filter::compile(filter)?,
+                Some(filter) => crate::index::filter::compile(filter)?,
                 None => Filter::all(),
             },
             now: self.now.unwrap_or_else(Utc::now),
@@ -199,7 +200,7 @@ pub struct StageScores {
     /// Relevance blended with recency: what MMR ranked by.
     pub combined: f32,
     /// The turn says nothing that is not filler or in the turn it answers
-    /// ([`crate::text::information`]); with `[retrieval] low_information_last` (the default) it comes
+    /// ([`crate::text::low_information`]); with `[retrieval] low_information_last` (the default) it comes
     /// after every result that says something.
     pub low_information: bool,
 }
@@ -313,10 +314,10 @@ impl ReadPath<'_> {
     }
 
     /// The lexical terms of `query`: its words, and its dates resolved as canonical tokens
-    /// ([`crate::dates`]).
+    /// ([`crate::text::dates`]).
     fn query_terms(&self, query: &str, settings: &ResolvedSearch) -> SparseVector {
         if self.config.retrieval.lexical_date_tokens {
-            let dates = crate::dates::date_tokens(query, settings.now.date_naive());
+            let dates = crate::text::dates::date_tokens(query, settings.now.date_naive());
             self.lexical.query(&format!("{query}\n{dates}"))
         } else {
             self.lexical.query(query)
@@ -370,7 +371,7 @@ impl ReadPath<'_> {
         Ok(candidates)
     }
 
-    /// The lexical terms of the store's words closest to the query ([`crate::vocabulary`]),
+    /// The lexical terms of the store's words closest to the query ([`crate::index::vocabulary`]),
     /// leaving out words the query's `lexical` terms have; none when vocabulary expansion is
     /// off or finds nothing.
     fn related_terms(&self, lexical: &SparseVector, dense: &[f32]) -> SparseVector {
@@ -405,7 +406,7 @@ impl ReadPath<'_> {
     }
 
     /// Marks the turns among the best `judged` candidates that say nothing of their own
-    /// ([`crate::text::information::says_something`]); the turns they answer are read from the index.
+    /// ([`crate::text::low_information::says_something`]); the turns they answer are read from the index.
     fn judge_information(
         &self,
         candidates: &mut [Candidate],
@@ -437,7 +438,7 @@ impl ReadPath<'_> {
             }
             let before = answered.and_then(|id| texts.get(&id)).map(String::as_str);
             candidate.scores.low_information =
-                !crate::text::information::says_something(candidate.content(), before);
+                !crate::text::low_information::says_something(candidate.content(), before);
         }
         Ok(())
     }

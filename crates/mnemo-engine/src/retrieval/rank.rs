@@ -11,8 +11,8 @@ use mnemo_index::Hit;
 
 use super::cues::{contains_phrase, words};
 use super::StageScores;
-use crate::keys::SPEAKER_FIELD;
-use crate::timeline::Neighbours;
+use crate::index::keys::SPEAKER_FIELD;
+use crate::index::timeline::Neighbours;
 
 /// A memory found by either retriever, before ranking.
 #[derive(Debug, Clone)]

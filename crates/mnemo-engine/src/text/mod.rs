@@ -11,12 +11,15 @@
 //! - [`changes`]: what a message says stopped or corrects, and which facts that retracts.
 //! - [`summary_check`]: the sentences of a rewritten summary that still say what was
 //!   retracted, or give someone else's trait to the user.
-//! - [`information`]: whether a turn says anything of its own.
+//! - [`low_information`]: whether a turn says anything of its own.
+//! - [`dates`]: the dates a text names ("last Friday", "in March"), resolved against the day
+//!   it was said.
 
 pub mod changes;
 pub mod clauses;
+pub mod dates;
 pub mod grounding;
-pub mod information;
+pub mod low_information;
 pub mod subjects;
 pub mod summary_check;
 pub mod words;

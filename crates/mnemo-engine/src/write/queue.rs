@@ -22,7 +22,7 @@ use mnemo_core::ConversationId;
 use tracing::{info, warn};
 
 use crate::blocking::blocking;
-use crate::client::MemoryClient;
+use crate::engine::MemoryClient;
 use crate::pass_queue::{read_entry, PendingPass, QueuedPass};
 pub use crate::pass_queue::{MAX_RUNNING_PASSES, PENDING_DIR};
 

@@ -8,14 +8,14 @@
 //!   the words of the exchange a turn belongs to (a question is often answered one turn later,
 //!   in words that only the question shares). Neighbours are the chat turns of the same
 //!   session up to [`KeyScheme::neighbour_turns`] away on each side (see
-//!   [`crate::timeline`]), without their speaker names, which would only dilute the match on
+//!   [`crate::index::timeline`]), without their speaker names, which would only dilute the match on
 //!   the speaker's own name; a neighbour's words count `decay^distance` (a word of the turn
 //!   next door counts half, one two turns away a quarter). Then the facts the write path
 //!   drew from the turn (facts whose `source_id` names it): "Researching adoption agencies"
 //!   is found by "Caroline wants to adopt children" too. A last line holds canonical date
-//!   tokens: the memory's day and every date its text mentions, resolved ([`crate::dates`]).
+//!   tokens: the memory's day and every date its text mentions, resolved ([`crate::text::dates`]).
 //!   Last, at a weight of their own, the embedding model's words nearest the memory's dense
-//!   key (document expansion, [`crate::model_words`]): "I'm reading Dune" also holds *novel*.
+//!   key (document expansion, [`crate::index::model_words`]): "I'm reading Dune" also holds *novel*.
 //!
 //! On LoCoMo these keys lift BM25's evidence recall at 10 from 0.64 (the turn's own words) to
 //! 0.78 (docs/retrieval.md).
@@ -24,7 +24,7 @@
 
 use mnemo_core::MemoryRecord;
 
-use crate::dates;
+use crate::text::dates;
 
 /// Metadata field naming who said a turn (from the OpenAI message's `name`, or set by hand).
 pub const SPEAKER_FIELD: &str = "speaker";
@@ -39,7 +39,7 @@ pub struct KeyScheme {
     /// The weight of a neighbour's words: this to the power of its distance.
     pub neighbour_decay: f32,
     /// Add canonical date tokens: the memory's day and the dates its text mentions
-    /// ([`crate::dates`]).
+    /// ([`crate::text::dates`]).
     pub date_tokens: bool,
     /// Add the texts of the facts drawn from a turn to the turn's key.
     pub facts: bool,

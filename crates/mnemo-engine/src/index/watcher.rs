@@ -3,7 +3,7 @@
 //! Events under `entries/` are collected until the tree has been quiet for [`DEBOUNCE`] (or
 //! for at most [`MAX_BATCH_WAIT`] during a long burst, such as a `git checkout` touching
 //! hundreds of files), then handed over as one [`FileChanges`] batch. The engine syncs each
-//! path on its own ([`crate::sync::Indexer::sync_path`]); events on folders, or a notice that
+//! path on its own ([`crate::index::sync::Indexer::sync_path`]); events on folders, or a notice that
 //! the kernel dropped events, ask for a full sync instead, which is cheap when little changed.
 //! Temporary, hidden and `deleted/` files are ignored by the store's layout rules; the
 //! engine's own writes are already in the snapshot with the same hash, so they are not

@@ -16,7 +16,7 @@
 //! reads every memory's text from the index on a thread of its own and merges what it built
 //! with what was indexed meanwhile; searches until then expand with what the vocabulary holds
 //! so far. Embedding is what a build costs (about 1,000 new words a second on 2 cores), so
-//! the vectors are kept between runs in `vocabulary.bin` ([`crate::vocabulary_file`]) and a
+//! the vectors are kept between runs in `vocabulary.bin` ([`crate::index::vocabulary_file`]) and a
 //! build embeds only words the last one did not write; counting the memories' words again
 //! is quick. Counts are never decreased while the engine runs: a word whose memories were all
 //! deleted stays a candidate and simply matches nothing, until the next start.
@@ -32,9 +32,9 @@ use mnemo_index::{LexicalEncoder, SparseVector, VectorIndex};
 use tracing::{info, warn};
 
 use crate::error::EngineError;
-use crate::vocabulary_file::{StoredWords, VocabularyFile};
-pub use crate::word_rules::MAX_WORDS;
-use crate::word_rules::{candidate_words, dot};
+use crate::index::vocabulary_file::{StoredWords, VocabularyFile};
+pub use crate::index::word_rules::MAX_WORDS;
+use crate::index::word_rules::{candidate_words, dot};
 
 /// Memories whose texts are read from the index at a time, to build the vocabulary.
 const READ_BATCH: usize = 128;

@@ -16,6 +16,9 @@ use serde::Deserialize;
 pub const MAX_FACTS: usize = 3;
 /// Longer "facts" are not facts; they are cut here.
 const MAX_FACT_CHARS: usize = 400;
+/// Characters of the user's message shown with the question whether a fact replaces
+/// another: enough for the sentence that says what changed, not a pasted document.
+const MESSAGE_SHOWN: usize = 1000;
 
 const EXTRACTION_PROMPT: &str = r#"You extract durable facts about the user from the user's latest message, for a long-term memory.
 
@@ -54,11 +57,13 @@ Example. EXISTING memories: 0: The user drives a red hatchback. 1: The user's br
 
 const SUMMARY_PROMPT: &str = r#"You keep a short running summary of what is known about a user and what their conversation is about. You get the PREVIOUS summary (possibly empty), NEW facts, and facts that are NO LONGER TRUE. Rewrite the summary so it includes the new facts and states nothing that is no longer true: where a new fact corrects an old one, rewrite that sentence with the new fact instead of keeping both. Keep what is said of other people with those people: never give the user someone else's job, habit or trait. Add nothing that the summary or the new facts do not say. Stay under 120 words, in plain sentences. If nothing changes, return the previous summary unchanged. Return JSON: {"summary": "<text>"}"#;
 
-const REPLACES_PROMPT: &str = r#"You keep a long-term memory about a user. The user just said something that gave a NEW fact. Say whether an OLD memory is no longer true because of it: "replaces" is true when the NEW fact corrects the OLD memory or says it changed or ended (another value for the same thing, a correction, a stop), false when both can be true at once (two different things, or more detail on the same thing). Return JSON: {"replaces": true | false}
+const REPLACES_PROMPT: &str = r#"You keep a long-term memory about a user. The user just sent a MESSAGE, and a NEW fact was drawn from it. Say whether an OLD memory is no longer true after that message: "replaces" is true when the message corrects the OLD memory, or says that what it states changed, moved or ended (another home, job, name, number, day or habit in place of the old one), false when both can be true at once (two different things, or more detail on the same thing). Return JSON: {"replaces": true | false}
 
 Examples:
-OLD: "The user's locker is on the second floor." NEW: "The user's locker is on the fifth floor now." -> {"replaces": true}
-OLD: "The user plays chess on Sundays." NEW: "The user plays the flute." -> {"replaces": false}"#;
+MESSAGE: "They gave me a bigger locker, number 212." OLD: "The user's locker is number 48." NEW: "The user's locker is number 212." -> {"replaces": true}
+MESSAGE: "We left the flat on Elm Road, we're renting a cottage by the river." OLD: "The user lives on Elm Road." NEW: "The user rents a cottage by the river." -> {"replaces": true}
+MESSAGE: "I picked up the flute this spring." OLD: "The user plays chess on Sundays." NEW: "The user plays the flute." -> {"replaces": false}
+MESSAGE: "My locker is next to the showers." OLD: "The user's locker is number 48." NEW: "The user's locker is next to the showers." -> {"replaces": false}"#;
 
 /// The JSON schema of `T`, named `name`, as an LLM call asks for it: every subschema
 /// inlined (small models and grammar-constrained servers handle no `$ref`), and none of what
@@ -177,16 +182,27 @@ pub fn reconciliation(existing: &[&str], new_facts: &[String]) -> (Vec<ChatMessa
     )
 }
 
-/// The question whether `new` replaces `old`, asked when a message signals a change that no
-/// rule and no reconciler answer applied.
-pub fn replaces(old: &str, new: &str) -> (Vec<ChatMessage>, JsonSchema) {
+/// The question whether `new`, drawn from the user's `message`, replaces `old`: asked for
+/// a fact no rule and no reconciler answer let replace anything. The message is shown
+/// because it, not the fact, says that something changed ("we left", "no longer").
+pub fn replaces(message: &str, old: &str, new: &str) -> (Vec<ChatMessage>, JsonSchema) {
     (
         vec![
             ChatMessage::system(REPLACES_PROMPT),
-            ChatMessage::user(format!("OLD: {old:?}\nNEW: {new:?}")),
+            ChatMessage::user(format!(
+                "MESSAGE: {:?}\nOLD: {old:?}\nNEW: {new:?}",
+                excerpt(message, MESSAGE_SHOWN)
+            )),
         ],
         schema_of::<Replaces>("replaces"),
     )
+}
+
+/// The first `chars` characters of `text`.
+fn excerpt(text: &str, chars: usize) -> &str {
+    text.char_indices()
+        .nth(chars)
+        .map_or(text, |(i, _)| &text[..i])
 }
 
 /// The answer to [`replaces`].
@@ -364,34 +380,6 @@ pub struct Summary {
     pub summary: String,
 }
 
-const QUERY_EXPANSION_PROMPT: &str = "List 8 to 12 words or short phrases, comma-separated, that messages answering this question would likely contain: synonyms, related activities, kinds of things. Do not answer the question. No commentary.";
-
-/// Longest expansion kept: a few dozen words; a rambling reply is cut here.
-const MAX_EXPANSION_CHARS: usize = 300;
-
-/// The messages asking for words an answer to `query` would use: the optional query
-/// expansion of the read path (`[retrieval] query_expansion`). The reply is plain text, not
-/// JSON: it is only ever added to a search's words.
-pub fn query_expansion(query: &str) -> Vec<ChatMessage> {
-    vec![
-        ChatMessage::system(QUERY_EXPANSION_PROMPT),
-        ChatMessage::user(query),
-    ]
-}
-
-/// The words of an expansion reply, on one line and cut to a bounded length; `None` when
-/// nothing is left.
-pub fn expansion_words(reply: &str) -> Option<String> {
-    let words: String = reply
-        .split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ")
-        .chars()
-        .take(MAX_EXPANSION_CHARS)
-        .collect();
-    (!words.is_empty()).then_some(words)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -549,19 +537,5 @@ mod tests {
         assert!(messages[1].content.contains("0: The user's kite is red."));
         assert!(messages[1].content.contains("- The user's kite is blue."));
         assert_eq!(schema.name, "memory_operations");
-    }
-
-    #[test]
-    fn an_expansion_reply_is_one_bounded_line() {
-        assert_eq!(
-            expansion_words("books, novel,\n  author ").as_deref(),
-            Some("books, novel, author")
-        );
-        assert_eq!(expansion_words(" \n "), None);
-        let long = "word ".repeat(200);
-        assert_eq!(
-            expansion_words(&long).map(|w| w.chars().count()),
-            Some(MAX_EXPANSION_CHARS)
-        );
     }
 }

@@ -4,7 +4,7 @@
 //! the file, so the watcher, which takes the same lock, finds the file already indexed with
 //! the same hash and does not index it a second time. The write path ([`crate::write`]) and
 //! the chat turns ([`crate::chat`]) write through here; hand edits come in through
-//! [`Inner::apply_file_changes`], which the watcher calls.
+//! [`Engine::apply_file_changes`], which the watcher calls.
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -14,14 +14,14 @@ use mnemo_core::{MemoryId, MemoryRecord};
 use mnemo_store::StoredMemory;
 use tracing::{info, warn};
 
-use crate::client::Inner;
+use crate::engine::Engine;
 use crate::error::EngineError;
-use crate::snapshot::Snapshot;
-use crate::sync::{read_file, FileRead, Indexer, PathChange, SyncReport};
-use crate::timeline::Timeline;
-use crate::watcher::FileChanges;
+use crate::index::snapshot::Snapshot;
+use crate::index::sync::{read_file, FileRead, Indexer, PathChange, SyncReport};
+use crate::index::timeline::Timeline;
+use crate::index::watcher::FileChanges;
 
-impl Inner {
+impl Engine {
     /// Writes fully formed records and indexes them before returning.
     pub(crate) fn add_records(
         &self,
@@ -186,7 +186,7 @@ impl Inner {
         result
     }
 
-    /// Indexes files written earlier by [`Inner::write_unindexed`]; a failure is logged, as
+    /// Indexes files written earlier by [`Engine::write_unindexed`]; a failure is logged, as
     /// the next start-up sync indexes them anyway.
     pub(crate) fn index_later(&self, paths: BTreeSet<PathBuf>) {
         let changes = FileChanges {

@@ -2,10 +2,10 @@
 //! memory's lexical key.
 //!
 //! A turn such as "I'm reading Dune by Frank Herbert" answers "What books has John read?"
-//! without a word in common. Vocabulary expansion ([`crate::vocabulary`]) adds *novels* to
+//! without a word in common. Vocabulary expansion ([`crate::index::vocabulary`]) adds *novels* to
 //! the query; document expansion adds to the turn's key the few words whose embedding lies
 //! closest to the turn's own (`novel`, `sci`, ...), each at a fraction of a word of the turn's
-//! ([`crate::keys`]). On LoCoMo it helps only together with the query side, where the two meet
+//! ([`crate::index::keys`]). On LoCoMo it helps only together with the query side, where the two meet
 //! on kind-words (docs/retrieval.md).
 //!
 //! The candidates are the whole words of the model's tokenizer: lower-case, alphabetic, 3 to 24
@@ -13,7 +13,7 @@
 //! they depend on the model alone, so a memory's key never depends on what else the store held
 //! when it was indexed, and an index rebuilt from the files matches one kept up to date.
 //! Embedding them takes about 13 s on 2 cores, once per model folder: the vectors are kept in
-//! [`WORDS_FILE`] beside the model, in [`crate::vocabulary_file`]'s format and checked like it
+//! [`WORDS_FILE`] beside the model, in [`crate::index::vocabulary_file`]'s format and checked like it
 //! (a damaged file, or one whose words are not the tokenizer's, is embedded again and
 //! rewritten). A process loads them once for every store it opens.
 
@@ -25,8 +25,8 @@ use mnemo_embed::{Embedder, EmbedderConfig};
 use mnemo_index::{LexicalEncoder, LexicalOptions, SparseVector};
 use tracing::{info, warn};
 
-use crate::vocabulary_file::VocabularyFile;
-use crate::word_rules::{dot, is_candidate_word, MAX_WORDS};
+use crate::index::vocabulary_file::VocabularyFile;
+use crate::index::word_rules::{dot, is_candidate_word, MAX_WORDS};
 
 /// The file, in the embedding model's folder, that keeps the words' vectors.
 pub const WORDS_FILE: &str = "mnemo-words.bin";

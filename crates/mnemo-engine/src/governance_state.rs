@@ -1,6 +1,6 @@
 //! Governance state that lives as long as the engine: model windows, token counters and
 //! their caches (the local model's counts asked of its own server), and each conversation's
-//! and session's inflation guard. The governance steps themselves are in [`crate::context`].
+//! and session's inflation guard. The governance steps themselves are in [`crate::chat::governance`].
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

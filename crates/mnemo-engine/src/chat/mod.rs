@@ -2,16 +2,16 @@
 //!
 //! 1. The `memory_*` fields are taken out of the request ([`take_memory_fields`]); everything
 //!    else goes upstream untouched. With `memory_session`, the messages are matched against
-//!    the session's log ([`crate::sessions`]): the session's history goes upstream, and the
+//!    the session's log ([`crate::chat::sessions`]): the session's history goes upstream, and the
 //!    agent's notes (`memory_agent`) join the system prompt.
 //!    The request is then planned before any work: `max_tokens` must be a whole number
 //!    that leaves room in the window, and what no governance can shrink (the instructions
 //!    and the latest user message; everything with mode `none`) must fit, or it is refused
 //!    now, before anything is searched.
 //! 2. The memories of the conversation (and `global`) that answer the latest user message are
-//!    retrieved and injected with the rolling summary ([`crate::inject`]); retrieval reads
+//!    retrieved and injected with the rolling summary ([`crate::chat::inject`]); retrieval reads
 //!    the message's first [`MAX_QUERY_BYTES`](mnemo_core::MAX_QUERY_BYTES).
-//! 3. The outgoing copy is governed ([`crate::context`]): repaired, tool outputs offloaded,
+//! 3. The outgoing copy is governed ([`crate::chat::governance`]): repaired, tool outputs offloaded,
 //!    compacted or trimmed, the middle summarised, checked against the model's window. A
 //!    request that cannot fit is refused here, before any upstream call and before its turn
 //!    is stored (the client will send it again in another form).
@@ -35,6 +35,13 @@
 //! written, or anything is said about the session (that it was deleted, or is another
 //! conversation's).
 
+//!
+//! The parts: [`governance`] fits a request to the model's window, [`inject`] puts the
+//! memories and the summary into it, [`sessions`] keeps sessions' logs and agents' notes.
+
+pub mod governance;
+pub mod inject;
+pub mod sessions;
 use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -49,13 +56,12 @@ use serde_json::{json, Map, Value};
 use tracing::{debug, warn};
 
 use crate::access::{Access, ScopedClient, Unrestricted};
-use crate::client::MemoryClient;
-use crate::context::StrategyChoice;
+use crate::chat::governance::StrategyChoice;
+use crate::chat::sessions::{answer_message, SessionTurn};
+use crate::engine::MemoryClient;
 use crate::error::EngineError;
-use crate::inject;
 use crate::retrieval::SearchHit;
 use crate::retrieval::SearchRequest;
-use crate::sessions::{answer_message, SessionTurn};
 use mnemo_context::ContextReport;
 use mnemo_session::{HistoryStyle, SessionId};
 
@@ -485,7 +491,7 @@ impl MemoryClient {
                 if let Some(name) = last_user_name(&body) {
                     record
                         .metadata
-                        .insert(crate::keys::SPEAKER_FIELD.into(), name.into());
+                        .insert(crate::index::keys::SPEAKER_FIELD.into(), name.into());
                 }
                 Some(self.write_then_index(record).await?)
             }
@@ -566,7 +572,7 @@ impl MemoryClient {
     }
 
     /// Step 5, in the background: the assistant's turn, then the write path, queued and
-    /// journaled ([`crate::queue`]).
+    /// journaled ([`crate::write::queue`]).
     fn finish_turn(
         &self,
         conversation: ConversationId,

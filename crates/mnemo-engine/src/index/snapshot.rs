@@ -3,7 +3,7 @@
 //! The snapshot maps each memory file (relative path) to the sha256 of its bytes and the point
 //! id it was indexed under. It is rewritten atomically after the index flush that made its
 //! entries durable, so it never claims more than the index holds ([`SnapshotCell`]). The
-//! start-up sync ([`crate::sync::Indexer::sync`]) trusts an entry only when the index also
+//! start-up sync ([`crate::index::sync::Indexer::sync`]) trusts an entry only when the index also
 //! holds its point; a missing or unreadable snapshot costs a full re-embed.
 
 use std::collections::BTreeMap;
@@ -85,7 +85,7 @@ pub struct Snapshot {
     /// The format's version (`SNAPSHOT_VERSION` when written by this mnemo).
     pub version: u32,
     /// How the lexical keys were built
-    /// ([`KeyScheme::describe`](crate::keys::KeyScheme::describe)); a change rebuilds them all.
+    /// ([`KeyScheme::describe`](crate::index::keys::KeyScheme::describe)); a change rebuilds them all.
     #[serde(default)]
     pub key_scheme: String,
     /// Which embedding model made the dense vectors (its name and dimension); a change
@@ -165,7 +165,7 @@ impl Snapshot {
 /// [`FLUSH_INTERVAL`], [`crate::MemoryClient::wait_idle`], and closing the client. The index
 /// is flushed first, so the file never claims more than the index durably holds. A crash
 /// loses at most the index writes of the last interval, never a memory file: the next
-/// start-up sync ([`Indexer::sync`](crate::sync::Indexer::sync), which checks the index's own
+/// start-up sync ([`Indexer::sync`](crate::index::sync::Indexer::sync), which checks the index's own
 /// point ids) re-indexes them.
 pub struct SnapshotCell {
     /// Where the snapshot is written (`memory_index.json`).

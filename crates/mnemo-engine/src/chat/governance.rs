@@ -39,7 +39,7 @@ use mnemo_store::layout;
 use serde_json::{json, Value};
 use tracing::debug;
 
-use crate::client::MemoryClient;
+use crate::engine::MemoryClient;
 use crate::error::EngineError;
 
 /// The largest strategy file read; anything larger is refused, not parsed.
@@ -321,7 +321,7 @@ impl MemoryClient {
             outputs: Some(&outputs),
             guard: Some(&guard),
             callbacks: None,
-            summary_chunk_tokens: crate::context_state::summary_chunk_tokens(window.tokens),
+            summary_chunk_tokens: crate::governance_state::summary_chunk_tokens(window.tokens),
             reserve_output: *reserve,
             margin: config.margin_tokens,
         };

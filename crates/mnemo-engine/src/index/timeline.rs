@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use chrono::{DateTime, Duration, Utc};
 use mnemo_core::{MemoryId, Role};
 
-use crate::snapshot::Snapshot;
+use crate::index::snapshot::Snapshot;
 
 /// Turns further apart than this belong to different sessions and are not neighbours.
 pub const SESSION_GAP: Duration = Duration::hours(6);
@@ -141,7 +141,7 @@ impl Timeline {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::snapshot::SnapshotEntry;
+    use crate::index::snapshot::SnapshotEntry;
     use mnemo_core::ConversationId;
 
     fn entry(conversation: &str, role: Role, minute: u32) -> SnapshotEntry {

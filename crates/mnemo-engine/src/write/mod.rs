@@ -8,7 +8,7 @@
 //!    user, of the same person, and not only denied or supposed.
 //! 3. **Reconcile** the new facts with the nearest existing facts about the same people: the
 //!    LLM answers ADD / UPDATE / DELETE / NONE per memory, existing memories numbered 0.. so
-//!    it cannot invent ids ([`crate::prompts`]). UPDATE writes the new fact under a new id and
+//!    it cannot invent ids ([`crate::write::prompts`]). UPDATE writes the new fact under a new id and
 //!    tombstones the old file with `replaced_by`; DELETE tombstones. An answer is mended where
 //!    it can be and asked for again where it cannot be read; only then are the facts added as
 //!    they are.
@@ -25,6 +25,9 @@
 //! Nothing here can lose an acknowledged memory: turns are on disk before this runs, new
 //! facts are written before old ones are tombstoned, and tombstones keep every word.
 
+pub mod prompts;
+pub mod queue;
+
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -33,16 +36,16 @@ use mnemo_core::{ConversationId, MemoryId, MemoryRecord, Metadata, Role, MAX_MEM
 use mnemo_index::{Condition, Filter, PointPayload, Query, QueryVector};
 use mnemo_llm::LlmClient;
 use mnemo_store::StoredMemory;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use crate::blocking::blocking;
-use crate::client::Inner;
-use crate::client::MemoryClient;
+use crate::engine::Engine;
+use crate::engine::MemoryClient;
 use crate::error::EngineError;
-use crate::prompts::{self, Earlier, Operation};
 use crate::text::changes::{self, Retraction};
 use crate::text::subjects::{gives_a_new_value, subject_of};
-use crate::text::{clauses, grounding, information, summary_check};
+use crate::text::{clauses, grounding, low_information, summary_check};
+use prompts::{Earlier, Operation};
 
 /// Existing facts closer than this (cosine) to a new fact are shown to the reconciler; less
 /// related ones would only tempt a small model into odd deletions.
@@ -339,13 +342,13 @@ impl MemoryClient {
         Ok(())
     }
 
-    /// When the message signals a change ([`changes::signals_a_change`]: a repair, "now",
-    /// "moved", a stop) and the pass replaced nothing, asks the LLM whether a new fact
-    /// replaces the live fact about the same person closest to it ([`prompts::replaces`];
-    /// the [`CHANGE_QUESTIONS`] closest pairs at cosine [`CHANGE_CANDIDATE`] or more), and
+    /// Asks the LLM, for each fact this pass added that replaced nothing, whether it
+    /// replaces the live fact about the same person closest to it ([`prompts::replaces`]; at
+    /// cosine [`CHANGE_CANDIDATE`] or more, the [`CHANGE_QUESTIONS`] closest pairs), and
     /// tombstones each it says is replaced, with `replaced_by` the new fact. "Things changed,
     /// the bike lives in my hallway now" replaces "The user keeps a bike in a garage." in
-    /// words no rule can match.
+    /// words no rule can match, and so does a change said with no cue word at all ("The
+    /// bike lives in my hallway."): the question does not wait for a word list to fire.
     async fn ask_what_the_change_replaces(
         &self,
         conversation: &ConversationId,
@@ -355,31 +358,38 @@ impl MemoryClient {
         let Some(llm) = &self.inner.llm else {
             return Ok(());
         };
-        let replaced_something = !report.updated.is_empty() || !report.deleted.is_empty();
-        if replaced_something || report.added.is_empty() || !changes::signals_a_change(message) {
-            return Ok(());
-        }
-        let this_pass: std::collections::HashSet<MemoryId> =
-            report.added.iter().map(|m| m.record.id).collect();
+        let this_pass: std::collections::HashSet<MemoryId> = report
+            .added
+            .iter()
+            .map(|m| m.record.id)
+            .chain(report.updated.iter().flat_map(|(old, new)| [*old, *new]))
+            .chain(report.deleted.iter().copied())
+            .collect();
+        let replacing: std::collections::HashSet<MemoryId> =
+            report.updated.iter().map(|(_, new)| *new).collect();
         let mut pairs: Vec<(ExistingFact, MemoryId, String)> = Vec::new();
-        for new in &report.added {
+        for new in report
+            .added
+            .iter()
+            .filter(|m| !replacing.contains(&m.record.id))
+        {
             let inner = self.inner.clone();
             let (conv, text) = (conversation.clone(), vec![new.record.content.clone()]);
             let near =
                 blocking(move || inner.nearest_facts(&conv, &text, CHANGE_CANDIDATE)).await?;
             let person = subject_of(&new.record.content);
-            pairs.extend(
-                near.into_iter()
-                    .filter(|old| !this_pass.contains(&old.id))
-                    .filter(|old| subject_of(&old.content).same_person(&person))
-                    .map(|old| (old, new.record.id, new.record.content.clone())),
-            );
+            let closest = near
+                .into_iter()
+                .filter(|old| !this_pass.contains(&old.id))
+                .filter(|old| subject_of(&old.content).same_person(&person))
+                .max_by(|a, b| a.score.total_cmp(&b.score));
+            pairs.extend(closest.map(|old| (old, new.record.id, new.record.content.clone())));
         }
         pairs.sort_by(|a, b| b.0.score.total_cmp(&a.0.score));
         let mut asked = std::collections::HashSet::new();
         pairs.retain(|(old, _, _)| asked.insert(old.id));
         for (old, new_id, new_text) in pairs.into_iter().take(CHANGE_QUESTIONS) {
-            let (messages, schema) = prompts::replaces(&old.content, &new_text);
+            let (messages, schema) = prompts::replaces(message, &old.content, &new_text);
             let call = Instant::now();
             let answer = llm
                 .complete_json::<prompts::Replaces>(messages, &schema)
@@ -394,7 +404,9 @@ impl MemoryClient {
                     report.updated.push((old.id, new_id));
                     report.retracted.push(old.content);
                 }
-                Ok(_) => {}
+                Ok(_) => {
+                    debug!(conversation = %conversation, old = %old.content, new = %new_text, "kept: the model says both hold")
+                }
                 Err(e) => {
                     warn!(conversation = %conversation, "could not ask whether a fact replaces another: {e}")
                 }
@@ -804,7 +816,7 @@ impl MemoryClient {
     }
 
     /// Like [`wait_idle`](Self::wait_idle), for at most `grace`: returns whether everything
-    /// finished. Passes still running or waiting stay journaled ([`crate::queue`]) for the
+    /// finished. Passes still running or waiting stay journaled ([`crate::write::queue`]) for the
     /// next start to resume; the index snapshot is written either way.
     pub async fn wait_idle_for(&self, grace: Duration) -> bool {
         let deadline = tokio::time::Instant::now().checked_add(grace);
@@ -985,7 +997,7 @@ async fn extract(
     earlier: &Earlier,
     report: &mut WriteReport,
 ) -> Result<(), EngineError> {
-    if !information::says_something(message, None) {
+    if !low_information::says_something(message, None) {
         return Ok(());
     }
     let (messages, schema) = prompts::extraction(message, earlier);
@@ -1007,7 +1019,7 @@ struct Applied {
     retracted: Vec<String>,
 }
 
-impl Inner {
+impl Engine {
     /// The lock that serialises the write path of one conversation.
     pub(crate) fn conversation_lock(
         &self,

@@ -18,11 +18,11 @@ use serde::Serialize;
 use tracing::{info, warn};
 
 use crate::error::EngineError;
-use crate::keys::{self, KeyContextTexts, KeyScheme};
-use crate::model_words::ModelWords;
-use crate::snapshot::{KeyContext, Snapshot, SnapshotEntry};
-use crate::timeline::Timeline;
-use crate::vocabulary::Vocabulary;
+use crate::index::keys::{self, KeyContextTexts, KeyScheme};
+use crate::index::model_words::ModelWords;
+use crate::index::snapshot::{KeyContext, Snapshot, SnapshotEntry};
+use crate::index::timeline::Timeline;
+use crate::index::vocabulary::Vocabulary;
 
 /// Progress of a sync, for progress bars.
 #[derive(Debug, Clone, Copy)]

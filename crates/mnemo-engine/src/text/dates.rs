@@ -17,7 +17,7 @@
 //! A day also yields its week, month and year, a week its months and year, a month its year,
 //! so a question about "May 2023" matches a memory that said "yesterday" on 8 May 2023. Both
 //! sides go through the same function — memories when their lexical key is built
-//! ([`crate::keys`]), queries when they are searched — so what one side resolves the other
+//! ([`crate::index::keys`]), queries when they are searched — so what one side resolves the other
 //! can match, and no scoring rule needs to know how anyone phrases a date.
 //!
 //! A relative expression followed closely by an absolute day ("the week before August 3,

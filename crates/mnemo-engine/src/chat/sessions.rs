@@ -31,7 +31,7 @@ use tokio::sync::OwnedMutexGuard;
 use tracing::warn;
 
 use crate::blocking::blocking;
-use crate::client::MemoryClient;
+use crate::engine::MemoryClient;
 use crate::error::EngineError;
 use crate::session_cache::{Slot, CACHED_LOG_BYTES};
 use mnemo_context::ContextReport;
@@ -631,7 +631,7 @@ impl MemoryClient {
         }
         let tokens_before = messages_tokens(counter.as_ref(), &history.upstream_messages());
         let summaries = DirSummaryStore::new(self.sessions().summaries_dir(id));
-        let summariser = crate::context::UpstreamSummariser { llm };
+        let summariser = crate::chat::governance::UpstreamSummariser { llm };
         let middle = &messages[..covers];
         let hashes = prefix_hashes(middle);
         let focus = focus
@@ -642,7 +642,7 @@ impl MemoryClient {
             summariser: &summariser as &dyn Summariser,
             store: &summaries,
             counter: counter.as_ref(),
-            chunk_tokens: crate::context_state::summary_chunk_tokens(window.tokens),
+            chunk_tokens: crate::governance_state::summary_chunk_tokens(window.tokens),
             focus: focus.as_deref(),
             model: &model,
         };

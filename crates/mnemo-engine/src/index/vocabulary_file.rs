@@ -1,7 +1,7 @@
 //! The vocabulary's word vectors kept between runs: `vocabulary.bin` at the store's root.
 //!
 //! Embedding the store's words is what building the vocabulary costs (about 1,000 words a
-//! second on 2 cores; [`crate::vocabulary`]). A word's vector depends only on the word and the
+//! second on 2 cores; [`crate::index::vocabulary`]). A word's vector depends only on the word and the
 //! embedding model, so a build reuses the vectors the last one wrote and embeds only words it
 //! has not seen. Counts are not kept: every build counts the memories the index holds now,
 //! so the file never has to follow deletions or edits made while mnemo was not running.
@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 
 use mnemo_store::untrusted::Refusal;
 
-use crate::word_rules::{is_candidate_word, MAX_WORDS, WORD_CHARS};
+use crate::index::word_rules::{is_candidate_word, MAX_WORDS, WORD_CHARS};
 
 const MAGIC: &[u8; 8] = b"MNEMOVOC";
 const VERSION: u32 = 1;

@@ -7,7 +7,7 @@
 //! [`crate::chat`], the files the index follows to `files`, history to git — and runs
 //! blocking work off the async runtime.
 //!
-//! `Inner` is the engine's shared state: one per open store, behind an `Arc`.
+//! `Engine` is the engine's shared state: one per open store, behind an `Arc`.
 
 use std::collections::{BTreeSet, HashSet};
 use std::fs::File;
@@ -27,16 +27,16 @@ use tracing::{info, warn};
 
 use crate::blocking::blocking;
 use crate::error::EngineError;
-use crate::keys::KeyScheme;
-use crate::model_words::{dense_model_description, embedder_config, ModelWords};
-use crate::recovery::{Attempt, Recovery, Resync, WatchedIndex};
+use crate::index::keys::KeyScheme;
+use crate::index::model_words::{dense_model_description, embedder_config, ModelWords};
+use crate::index::recovery::{Attempt, Recovery, Resync, WatchedIndex};
+use crate::index::snapshot::{Flusher, Snapshot, SnapshotCell};
+use crate::index::sync::{Indexer, SyncProgress, SyncReport};
+use crate::index::timeline::Timeline;
+use crate::index::vocabulary::{BackgroundBuild, BuildReport, Vocabulary};
+use crate::index::vocabulary_file::VocabularyFile;
+use crate::index::watcher::{self, WatcherHandle};
 use crate::retrieval::{ReadPath, ResolvedSearch, SearchHit, SearchRequest};
-use crate::snapshot::{Flusher, Snapshot, SnapshotCell};
-use crate::sync::{Indexer, SyncProgress, SyncReport};
-use crate::timeline::Timeline;
-use crate::vocabulary::{BackgroundBuild, BuildReport, Vocabulary};
-use crate::vocabulary_file::VocabularyFile;
-use crate::watcher::{self, WatcherHandle};
 
 /// A caller's check of the memory a delete or an edit is about to change.
 pub(crate) type MemoryCheck<'a> = &'a (dyn Fn(&StoredMemory) -> Result<(), EngineError> + Sync);
@@ -93,7 +93,7 @@ pub struct Consistency {
 /// The memory engine as a library: cheap to clone, safe to share between tasks.
 #[derive(Clone)]
 pub struct MemoryClient {
-    pub(crate) inner: Arc<Inner>,
+    pub(crate) inner: Arc<Engine>,
 }
 
 /// How lexical keys are built, and its description for the snapshot.
@@ -105,7 +105,7 @@ pub(crate) struct KeySchemeInUse {
 }
 
 /// The engine's shared state.
-pub(crate) struct Inner {
+pub(crate) struct Engine {
     /// Builds the vocabulary after opening; stopped first on drop.
     vocabulary_build: Option<BackgroundBuild>,
     pub config: Config,
@@ -146,7 +146,7 @@ pub(crate) struct Inner {
     /// Re-syncs an index server that was lost, once it answers again.
     pub(crate) recovery: std::sync::OnceLock<Recovery>,
     /// Context governance's windows, token counters and inflation guards.
-    pub context: crate::context_state::ContextState,
+    pub context: crate::governance_state::ContextState,
     /// Chat sessions: their store, locks and cached logs.
     pub sessions: crate::session_cache::SessionState,
     /// Serialises changes to agents' notes.
@@ -271,8 +271,8 @@ impl MemoryClient {
             None
         };
         let client = Self {
-            inner: Arc::new(Inner {
-                context: crate::context_state::ContextState::new(&config.context),
+            inner: Arc::new(Engine {
+                context: crate::governance_state::ContextState::new(&config.context),
                 sessions: crate::session_cache::SessionState::new(store.root().to_path_buf()),
                 agent_lock: Arc::default(),
                 config,
@@ -323,7 +323,7 @@ impl MemoryClient {
     }
 
     /// Waits until the vocabulary of what the index held at opening is built (vocabulary
-    /// expansion, [`crate::vocabulary`]), and says what the build did; `None` when expansion
+    /// expansion, [`crate::index::vocabulary`]), and says what the build did; `None` when expansion
     /// is off or the build failed. Searches meanwhile expand with fewer words: for one-off
     /// searches and measurements that must not depend on how soon they start.
     pub async fn vocabulary_built(&self) -> Option<BuildReport> {
@@ -376,25 +376,8 @@ impl MemoryClient {
         if settings.top_k == 0 || request.query.trim().is_empty() {
             return None;
         }
-        let body = serde_json::json!({
-            "messages": crate::prompts::query_expansion(&request.query),
-            "temperature": 0,
-            "max_tokens": 60,
-        });
         let wait = std::time::Duration::from_millis(tuning.query_expansion_timeout_ms);
-        let reply = match tokio::time::timeout(wait, llm.chat(&body)).await {
-            Ok(Ok(reply)) => reply,
-            Ok(Err(e)) => {
-                warn!("query expansion failed, searching without it: {e}");
-                return None;
-            }
-            Err(_) => {
-                warn!("query expansion took longer than {wait:?}, searching without it");
-                return None;
-            }
-        };
-        let text = reply["choices"][0]["message"]["content"].as_str()?;
-        crate::prompts::expansion_words(text)
+        crate::retrieval::answer_words::ask(llm, &request.query, wait).await
     }
 
     /// Writes fully formed records (any role, any time) and indexes them, as they are: no
@@ -585,7 +568,7 @@ impl MemoryClient {
         .await
     }
 
-    /// Starts following hand edits of the files (see [`crate::watcher`]). The watch lasts as
+    /// Starts following hand edits of the files (see [`crate::index::watcher`]). The watch lasts as
     /// long as the returned handle.
     pub fn start_watcher(&self) -> Result<WatcherHandle, EngineError> {
         let inner = self.inner.clone();
@@ -688,7 +671,7 @@ impl MemoryClient {
     }
 }
 
-impl Drop for Inner {
+impl Drop for Engine {
     fn drop(&mut self) {
         drop(self.vocabulary_build.take());
         drop(self.flusher.take());
@@ -932,7 +915,7 @@ fn lock_file(store: &FileStore, path: PathBuf) -> Result<File, EngineError> {
 /// What the index's recovery thread runs while the index is lost: a re-sync of the index
 /// with the files and, when that works, the write-path passes that failed meanwhile, run
 /// again on `runtime`. The engine is held weakly: the thread must not keep it open.
-fn resync_callback(engine: std::sync::Weak<Inner>, runtime: tokio::runtime::Handle) -> Resync {
+fn resync_callback(engine: std::sync::Weak<Engine>, runtime: tokio::runtime::Handle) -> Resync {
     Box::new(move || {
         let Some(inner) = engine.upgrade() else {
             return Attempt::EngineGone;

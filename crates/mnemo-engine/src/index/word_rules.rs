@@ -1,5 +1,5 @@
-//! What a word of the two word lists is (the store's words in [`crate::vocabulary`], the
-//! model's in [`crate::model_words`], both kept on disk by [`crate::vocabulary_file`]), and how
+//! What a word of the two word lists is (the store's words in [`crate::index::vocabulary`], the
+//! model's in [`crate::index::model_words`], both kept on disk by [`crate::index::vocabulary_file`]), and how
 //! their vectors are compared. A leaf: the three modules share these rules and none of them
 //! imports another for them.
 
