@@ -153,6 +153,62 @@ pub(crate) struct Engine {
     pub agent_lock: Arc<tokio::sync::Mutex<()>>,
 }
 
+/// Waits before the second and third try of a git commit.
+const COMMIT_RETRIES: [std::time::Duration; 2] = [
+    std::time::Duration::from_millis(100),
+    std::time::Duration::from_millis(500),
+];
+
+/// What the write path, the chat path and the admin calls share: a conversation's lock, its
+/// summary, the commit.
+impl Engine {
+    /// The lock that serialises the write path of one conversation.
+    pub(crate) fn conversation_lock(
+        &self,
+        conversation: &ConversationId,
+    ) -> Arc<tokio::sync::Mutex<()>> {
+        self.conversation_locks.get(conversation)
+    }
+
+    /// The conversation's rolling summary, if it has one.
+    pub(crate) fn summary(&self, conversation: &ConversationId) -> Option<String> {
+        let path = self.store.summary_path(conversation);
+        if !path.is_file() {
+            return None;
+        }
+        match self.store.read(&path) {
+            Ok(memory) => Some(memory.record.content),
+            Err(e) => {
+                warn!("cannot read the summary: {e}");
+                None
+            }
+        }
+    }
+
+    /// Commits the store to git, when versioning is on, trying again after a short wait
+    /// (another git process may hold the index lock). A failure is logged, not returned: the
+    /// files are safe, and the next commit stages them again.
+    pub(crate) fn commit(&self, message: &str) -> Option<String> {
+        let git = self.git.as_ref()?;
+        let message = format!("mnemo: {message}");
+        let mut attempt = 0;
+        loop {
+            match git.commit_noted(&message) {
+                Ok(commit) => return commit.map(|c| c.short_id),
+                Err(e) if attempt < COMMIT_RETRIES.len() => {
+                    warn!("git commit failed ({e}); trying again");
+                    std::thread::sleep(COMMIT_RETRIES[attempt]);
+                    attempt += 1;
+                }
+                Err(e) => {
+                    warn!("git commit failed ({e}); the next commit will include these changes");
+                    return None;
+                }
+            }
+        }
+    }
+}
+
 impl MemoryClient {
     /// Opens the store, model and index named by `config`, and syncs the index with the files.
     pub async fn open(config: Config, options: OpenOptions) -> Result<Self, EngineError> {

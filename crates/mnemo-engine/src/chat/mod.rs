@@ -588,21 +588,6 @@ impl MemoryClient {
         };
         self.queue_pass(pass);
     }
-
-    /// Stores the assistant's answer as a turn of `conversation`.
-    pub(crate) async fn store_assistant_turn(
-        &self,
-        conversation: &ConversationId,
-        text: String,
-        incomplete: bool,
-    ) -> Result<(), EngineError> {
-        let mut record =
-            MemoryRecord::new(conversation.clone(), Role::Assistant, stored_turn(text));
-        if incomplete {
-            record.metadata.insert("incomplete".into(), true.into());
-        }
-        self.add_records(vec![record]).await.map(|_| ())
-    }
 }
 
 /// What retrieval reads of a chat's latest user message: its first

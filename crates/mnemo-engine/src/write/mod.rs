@@ -22,6 +22,10 @@
 //! 7. **Commit** to git, one commit per pass, naming the conversation and what changed. A
 //!    failed commit is logged; the next commit stages everything, so it carries the changes.
 //!
+//! The steps run on a `WritePath`, borrowed from the engine for one pass (as a search
+//! runs on the read path's `ReadPath`); `MemoryClient::add` and a chat turn's queued pass
+//! ([`queue`]), which stores the assistant's turn on it first, are the two ways in.
+//!
 //! Nothing here can lose an acknowledged memory: turns are on disk before this runs, new
 //! facts are written before old ones are tombstoned, and tombstones keep every word.
 
@@ -32,7 +36,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use mnemo_core::{ConversationId, MemoryId, MemoryRecord, Metadata, Role, MAX_MEMORY_BYTES};
+use mnemo_core::{
+    stored_turn, ConversationId, MemoryId, MemoryRecord, Metadata, Role, MAX_MEMORY_BYTES,
+};
 use mnemo_index::{Condition, Filter, PointPayload, Query, QueryVector};
 use mnemo_llm::LlmClient;
 use mnemo_store::StoredMemory;
@@ -64,8 +70,6 @@ const NEAREST_IN_ALL: usize = 10;
 pub const MAX_TEXTS_PER_ADD: usize = 100;
 /// Turns looked at, going back from a user's message, for the exchange it replies to.
 const EARLIER_TURNS: usize = 4;
-/// Waits before the second and third try of a git commit.
-const COMMIT_RETRIES: [Duration; 2] = [Duration::from_millis(100), Duration::from_millis(500)];
 
 /// What one pass of the write path did.
 #[derive(Debug, Clone)]
@@ -194,6 +198,13 @@ struct Origin {
 }
 
 impl MemoryClient {
+    /// The write path, borrowed for one pass.
+    pub(crate) fn write_path(&self) -> WritePath<'_> {
+        WritePath {
+            engine: &self.inner,
+        }
+    }
+
     /// Runs the write path for a turn whose messages are already on disk: extraction from
     /// the user's message, then reconciliation, summary, eviction and a commit.
     pub async fn learn_from_turn(
@@ -202,26 +213,141 @@ impl MemoryClient {
         user_turn: Option<&StoredMemory>,
         turns_written: usize,
     ) -> Result<WriteReport, EngineError> {
+        self.write_path()
+            .learn_from_turn(conversation, user_turn, turns_written)
+            .await
+    }
+
+    /// The facts a pass of the write path would draw from the user's `message` in
+    /// `conversation` (extraction, then grounding), without writing anything: the facts, and
+    /// a report with what was extracted and refused. What `mnemo eval locomo --observations
+    /// extracted` measures the read path with.
+    pub async fn extract_facts(
+        &self,
+        conversation: &ConversationId,
+        message: &str,
+    ) -> Result<(Vec<String>, WriteReport), EngineError> {
+        self.write_path().extract_facts(conversation, message).await
+    }
+
+    /// Remembers each text as a fact of `conversation`: reconciled with what is already
+    /// known (when an LLM is configured; otherwise added as is), then summary, eviction and a
+    /// commit. Returns when every change is on disk and searchable.
+    pub async fn add(
+        &self,
+        texts: Vec<String>,
+        conversation: &ConversationId,
+    ) -> Result<WriteReport, EngineError> {
+        self.add_with_metadata(texts, conversation, Metadata::new())
+            .await
+    }
+
+    /// [`add`](Self::add), with `metadata` on every fact the add writes (a new fact, or the
+    /// new version of one it updates), so searches can filter on it.
+    pub async fn add_with_metadata(
+        &self,
+        texts: Vec<String>,
+        conversation: &ConversationId,
+        metadata: Metadata,
+    ) -> Result<WriteReport, EngineError> {
+        self.write_path()
+            .add_with_metadata(texts, conversation, metadata)
+            .await
+    }
+
+    /// Write-path passes and turn writes queued or running in the background.
+    pub fn background_tasks(&self) -> usize {
+        self.inner.background.len()
+    }
+
+    /// Waits until every write the client has queued in the background is done.
+    pub async fn wait_idle(&self) {
+        self.wait_idle_for(Duration::MAX).await;
+    }
+
+    /// Like [`wait_idle`](Self::wait_idle), for at most `grace`: returns whether everything
+    /// finished. Passes still running or waiting stay journaled ([`crate::write::queue`]) for the
+    /// next start to resume; the index snapshot is written either way.
+    pub async fn wait_idle_for(&self, grace: Duration) -> bool {
+        let deadline = tokio::time::Instant::now().checked_add(grace);
+        let mut finished = true;
+        // Chats first: a finishing chat queues its write-path pass.
+        for tracker in [&self.inner.detached_chats, &self.inner.background] {
+            tracker.close();
+            let wait = tracker.wait();
+            finished &= match deadline {
+                Some(deadline) => tokio::time::timeout_at(deadline, wait).await.is_ok(),
+                None => {
+                    wait.await;
+                    true
+                }
+            };
+            tracker.reopen();
+        }
+        let snapshot = self.inner.snapshot.clone();
+        if let Err(e) = blocking(move || snapshot.flush()).await {
+            warn!("cannot write the index snapshot: {e}; trying again later");
+        }
+        finished
+    }
+}
+
+/// The write path, borrowed from the engine for one pass: the assistant's turn stored,
+/// extraction, grounding, reconciliation, the rules that retract and replace, the summary,
+/// eviction and the commit. A chat turn's queued pass ([`queue`]) and
+/// [`MemoryClient::add`] run it, as searches run [`crate::retrieval`]'s `ReadPath`.
+pub(crate) struct WritePath<'a> {
+    engine: &'a Arc<Engine>,
+}
+
+impl WritePath<'_> {
+    /// Stores the assistant's answer as a turn of `conversation`: the first step of a chat
+    /// turn's queued pass.
+    pub(crate) async fn store_assistant_turn(
+        &self,
+        conversation: &ConversationId,
+        text: String,
+        incomplete: bool,
+    ) -> Result<(), EngineError> {
+        let mut record =
+            MemoryRecord::new(conversation.clone(), Role::Assistant, stored_turn(text));
+        if incomplete {
+            record.metadata.insert("incomplete".into(), true.into());
+        }
+        let engine = self.engine.clone();
+        blocking(move || engine.add_records(vec![record]))
+            .await
+            .map(|_| ())
+    }
+
+    /// Runs the write path for a turn whose messages are already on disk: extraction from
+    /// the user's message, then reconciliation, summary, eviction and a commit.
+    pub(crate) async fn learn_from_turn(
+        &self,
+        conversation: &ConversationId,
+        user_turn: Option<&StoredMemory>,
+        turns_written: usize,
+    ) -> Result<WriteReport, EngineError> {
         let _turn = self
-            .inner
+            .engine
             .conversation_lock(conversation)
             .lock_owned()
             .await;
         // A slot for the LLM work, taken once this conversation's turn has come.
-        let _slot = self.inner.queue.running.clone().acquire_owned().await;
+        let _slot = self.engine.queue.running.clone().acquire_owned().await;
         let mut report = WriteReport::new(conversation);
         let started = Instant::now();
         let message = user_turn.map_or("", |t| t.record.content.as_str());
         let earlier = match user_turn {
             Some(turn)
-                if self.inner.llm.is_some()
+                if self.engine.llm.is_some()
                     && (!clauses::names_the_speaker(message) || changes::repairs(message)) =>
             {
                 self.earlier_exchange(turn).await?
             }
             _ => Earlier::default(),
         };
-        if let Some(llm) = &self.inner.llm {
+        if let Some(llm) = &self.engine.llm {
             if let Err(e) = extract(llm, message, &earlier, &mut report).await {
                 warn!(conversation = %conversation, "fact extraction failed: {e}");
             }
@@ -235,7 +361,7 @@ impl MemoryClient {
         };
         self.reconcile_and_apply(conversation, facts, &origin, &mut report)
             .await?;
-        if self.inner.config.fact_grounding {
+        if self.engine.config.fact_grounding {
             let retractions = changes::retractions(message);
             self.retract_what_the_user_took_back(conversation, &retractions, &origin, &mut report)
                 .await?;
@@ -265,7 +391,7 @@ impl MemoryClient {
             return Ok(());
         }
         let existing = {
-            let inner = self.inner.clone();
+            let inner = self.engine.clone();
             let conversation = conversation.clone();
             let probes: Vec<String> = retractions.iter().map(|r| r.words.join(" ")).collect();
             blocking(move || inner.nearest_facts(&conversation, &probes, 0.0)).await?
@@ -308,7 +434,7 @@ impl MemoryClient {
             return Ok(());
         }
         let existing = {
-            let inner = self.inner.clone();
+            let inner = self.engine.clone();
             let conversation = conversation.clone();
             let probes: Vec<String> = written.iter().map(|(_, text)| text.clone()).collect();
             blocking(move || inner.nearest_facts(&conversation, &probes, RELATED)).await?
@@ -333,7 +459,7 @@ impl MemoryClient {
             .iter()
             .map(|(path, new, _)| (path.clone(), *new))
             .collect();
-        let inner = self.inner.clone();
+        let inner = self.engine.clone();
         blocking(move || inner.tombstone(&tombstones)).await?;
         for (_, new, old) in replaced {
             report.updated.push((old.id, new.unwrap_or(old.id)));
@@ -355,7 +481,7 @@ impl MemoryClient {
         message: &str,
         report: &mut WriteReport,
     ) -> Result<(), EngineError> {
-        let Some(llm) = &self.inner.llm else {
+        let Some(llm) = &self.engine.llm else {
             return Ok(());
         };
         let this_pass: std::collections::HashSet<MemoryId> = report
@@ -373,7 +499,7 @@ impl MemoryClient {
             .iter()
             .filter(|m| !replacing.contains(&m.record.id))
         {
-            let inner = self.inner.clone();
+            let inner = self.engine.clone();
             let (conv, text) = (conversation.clone(), vec![new.record.content.clone()]);
             let near =
                 blocking(move || inner.nearest_facts(&conv, &text, CHANGE_CANDIDATE)).await?;
@@ -398,7 +524,7 @@ impl MemoryClient {
             match answer {
                 Ok(prompts::Replaces { replaces: true }) => {
                     info!(conversation = %conversation, old = %old.content, new = %new_text, "replaced: the user's change");
-                    let inner = self.inner.clone();
+                    let inner = self.engine.clone();
                     let tombstone = vec![(old.path.clone(), Some(new_id))];
                     blocking(move || inner.tombstone(&tombstone)).await?;
                     report.updated.push((old.id, new_id));
@@ -419,12 +545,12 @@ impl MemoryClient {
     /// `conversation` (extraction, then grounding), without writing anything: the facts, and
     /// a report with what was extracted and refused. What `mnemo eval locomo --observations
     /// extracted` measures the read path with.
-    pub async fn extract_facts(
+    pub(crate) async fn extract_facts(
         &self,
         conversation: &ConversationId,
         message: &str,
     ) -> Result<(Vec<String>, WriteReport), EngineError> {
-        let llm = self.inner.llm.as_ref().ok_or(EngineError::NoUpstream)?;
+        let llm = self.engine.llm.as_ref().ok_or(EngineError::NoUpstream)?;
         let mut report = WriteReport::new(conversation);
         extract(llm, message, &Earlier::default(), &mut report).await?;
         let facts = self.grounded(message, "", &mut report);
@@ -436,7 +562,7 @@ impl MemoryClient {
     /// it ("It's green."). Turns written in the same millisecond as `turn` (its own answer,
     /// stored with it) are not before it.
     async fn earlier_exchange(&self, turn: &StoredMemory) -> Result<Earlier, EngineError> {
-        let inner = self.inner.clone();
+        let inner = self.engine.clone();
         let (id, at) = (turn.record.id, turn.record.created_at);
         blocking(move || {
             let timeline = inner.timeline();
@@ -472,7 +598,7 @@ impl MemoryClient {
     fn grounded(&self, message: &str, earlier: &str, report: &mut WriteReport) -> Vec<String> {
         let mut facts = Vec::new();
         for fact in report.extracted.clone() {
-            if !self.inner.config.fact_grounding {
+            if !self.engine.config.fact_grounding {
                 facts.push(fact);
                 continue;
             }
@@ -487,21 +613,9 @@ impl MemoryClient {
         facts
     }
 
-    /// Remembers each text as a fact of `conversation`: reconciled with what is already
-    /// known (when an LLM is configured; otherwise added as is), then summary, eviction and a
-    /// commit. Returns when every change is on disk and searchable.
-    pub async fn add(
-        &self,
-        texts: Vec<String>,
-        conversation: &ConversationId,
-    ) -> Result<WriteReport, EngineError> {
-        self.add_with_metadata(texts, conversation, Metadata::new())
-            .await
-    }
-
-    /// [`add`](Self::add), with `metadata` on every fact the add writes (a new fact, or the
+    /// [`MemoryClient::add`], with `metadata` on every fact the add writes (a new fact, or the
     /// new version of one it updates), so searches can filter on it.
-    pub async fn add_with_metadata(
+    pub(crate) async fn add_with_metadata(
         &self,
         texts: Vec<String>,
         conversation: &ConversationId,
@@ -511,7 +625,7 @@ impl MemoryClient {
         self.check_new_facts(&facts)?;
         mnemo_core::check_metadata(&metadata).map_err(EngineError::InvalidInput)?;
         let _turn = self
-            .inner
+            .engine
             .conversation_lock(conversation)
             .lock_owned()
             .await;
@@ -537,7 +651,7 @@ impl MemoryClient {
     /// would tombstone some of them before the answer).
     fn check_new_facts(&self, facts: &[String]) -> Result<(), EngineError> {
         let invalid = |message: String| Err(EngineError::InvalidInput(message));
-        let most = MAX_TEXTS_PER_ADD.min(self.inner.config.max_entries);
+        let most = MAX_TEXTS_PER_ADD.min(self.engine.config.max_entries);
         if facts.len() > most {
             return invalid(format!(
                 "{} texts in one add; at most {most} are taken at a time (the limit is {MAX_TEXTS_PER_ADD}, or max_entries when lower): send them in several adds",
@@ -569,11 +683,11 @@ impl MemoryClient {
             return Ok(());
         }
         let existing = {
-            let inner = self.inner.clone();
+            let inner = self.engine.clone();
             let (conversation, facts) = (conversation.clone(), facts.clone());
             blocking(move || inner.nearest_facts(&conversation, &facts, RELATED)).await?
         };
-        let rules = self.inner.config.fact_grounding;
+        let rules = self.engine.config.fact_grounding;
         // Only facts about someone a new fact is about: a small model otherwise rewrites the
         // user's news into a fact about their brother, or a partner's into the user's.
         let existing: Vec<ExistingFact> = existing
@@ -583,7 +697,7 @@ impl MemoryClient {
                 !rules || facts.iter().any(|f| subject_of(f).same_person(&person))
             })
             .collect();
-        let operations = match (&self.inner.llm, existing.is_empty()) {
+        let operations = match (&self.engine.llm, existing.is_empty()) {
             (Some(llm), false) => {
                 let operations = self
                     .ask_reconciler(llm, conversation, &existing, &facts, report)
@@ -598,7 +712,7 @@ impl MemoryClient {
             _ => facts.iter().cloned().map(Operation::Add).collect(),
         };
         let operations = match &origin.source {
-            Some((_, message)) if self.inner.config.fact_grounding => {
+            Some((_, message)) if self.engine.config.fact_grounding => {
                 without_what_was_taken_back(operations, message, report)
             }
             _ => operations,
@@ -670,7 +784,7 @@ impl MemoryClient {
         if operations.is_empty() {
             return Ok(());
         }
-        let inner = self.inner.clone();
+        let inner = self.engine.clone();
         let conversation = conversation.clone();
         let origin = origin.clone();
         let applied =
@@ -690,16 +804,16 @@ impl MemoryClient {
         report: &mut WriteReport,
         started: Instant,
     ) -> Result<(), EngineError> {
-        if report.changed_facts() && self.inner.config.enable_summarization {
+        if report.changed_facts() && self.engine.config.enable_summarization {
             self.update_summary(conversation, report).await?;
         }
-        let inner = self.inner.clone();
+        let inner = self.engine.clone();
         let conv = conversation.clone();
         // What this pass just acknowledged is never what it evicts.
         let keep: std::collections::HashSet<MemoryId> =
             report.added.iter().map(|m| m.record.id).collect();
         report.evicted = blocking(move || inner.evict(&conv, &keep)).await?;
-        let inner = self.inner.clone();
+        let inner = self.engine.clone();
         let message = report.commit_message(turns_written);
         report.commit = blocking(move || Ok(inner.commit(&message))).await?;
         report.engine_time = started.elapsed().saturating_sub(report.llm_time);
@@ -721,11 +835,11 @@ impl MemoryClient {
         conversation: &ConversationId,
         report: &mut WriteReport,
     ) -> Result<(), EngineError> {
-        let Some(llm) = &self.inner.llm else {
+        let Some(llm) = &self.engine.llm else {
             return Ok(());
         };
         let previous = {
-            let inner = self.inner.clone();
+            let inner = self.engine.clone();
             let conv = conversation.clone();
             blocking(move || Ok(inner.summary(&conv))).await?
         };
@@ -757,7 +871,7 @@ impl MemoryClient {
             summary_check::with_new_facts(&text, &added)
         };
         let facts = {
-            let inner = self.inner.clone();
+            let inner = self.engine.clone();
             let conv = conversation.clone();
             let probes: Vec<String> = crate::text::words::sentences(&text)
                 .into_iter()
@@ -789,7 +903,7 @@ impl MemoryClient {
         if text.is_empty() && !report.summary_cuts.is_empty() && previous.is_some() {
             // All it would say was retracted: no summary beats a false one (the old one is
             // kept as a tombstone, and the next pass with news writes a new one).
-            let inner = self.inner.clone();
+            let inner = self.engine.clone();
             let path = inner.store.summary_path(conversation);
             blocking(move || inner.tombstone(&[(path, None)])).await?;
             report.summary_updated = true;
@@ -800,45 +914,10 @@ impl MemoryClient {
         }
         let mut record = MemoryRecord::new(conversation.clone(), Role::Summary, text);
         record.summary_kind = Some("rolling".into());
-        self.add_records(vec![record]).await?;
+        let engine = self.engine.clone();
+        blocking(move || engine.add_records(vec![record])).await?;
         report.summary_updated = true;
         Ok(())
-    }
-
-    /// Write-path passes and turn writes queued or running in the background.
-    pub fn background_tasks(&self) -> usize {
-        self.inner.background.len()
-    }
-
-    /// Waits until every write the client has queued in the background is done.
-    pub async fn wait_idle(&self) {
-        self.wait_idle_for(Duration::MAX).await;
-    }
-
-    /// Like [`wait_idle`](Self::wait_idle), for at most `grace`: returns whether everything
-    /// finished. Passes still running or waiting stay journaled ([`crate::write::queue`]) for the
-    /// next start to resume; the index snapshot is written either way.
-    pub async fn wait_idle_for(&self, grace: Duration) -> bool {
-        let deadline = tokio::time::Instant::now().checked_add(grace);
-        let mut finished = true;
-        // Chats first: a finishing chat queues its write-path pass.
-        for tracker in [&self.inner.detached_chats, &self.inner.background] {
-            tracker.close();
-            let wait = tracker.wait();
-            finished &= match deadline {
-                Some(deadline) => tokio::time::timeout_at(deadline, wait).await.is_ok(),
-                None => {
-                    wait.await;
-                    true
-                }
-            };
-            tracker.reopen();
-        }
-        let snapshot = self.inner.snapshot.clone();
-        if let Err(e) = blocking(move || snapshot.flush()).await {
-            warn!("cannot write the index snapshot: {e}; trying again later");
-        }
-        finished
     }
 }
 
@@ -1020,14 +1099,6 @@ struct Applied {
 }
 
 impl Engine {
-    /// The lock that serialises the write path of one conversation.
-    pub(crate) fn conversation_lock(
-        &self,
-        conversation: &ConversationId,
-    ) -> Arc<tokio::sync::Mutex<()>> {
-        self.conversation_locks.get(conversation)
-    }
-
     /// The conversation's facts nearest to any of `facts` (at least `min_cosine`), best
     /// first, without duplicates.
     fn nearest_facts(
@@ -1137,21 +1208,6 @@ impl Engine {
         })
     }
 
-    /// The conversation's rolling summary, if it has one.
-    pub(crate) fn summary(&self, conversation: &ConversationId) -> Option<String> {
-        let path = self.store.summary_path(conversation);
-        if !path.is_file() {
-            return None;
-        }
-        match self.store.read(&path) {
-            Ok(memory) => Some(memory.record.content),
-            Err(e) => {
-                warn!("cannot read the summary: {e}");
-                None
-            }
-        }
-    }
-
     /// Tombstones the oldest facts and turns beyond `max_entries`, never one of `keep`.
     /// Returns how many.
     fn evict(
@@ -1188,28 +1244,5 @@ impl Engine {
         self.tombstone(&oldest)?;
         info!(conversation = %conversation, evicted = excess, "evicted the oldest memories");
         Ok(excess)
-    }
-
-    /// Commits the store to git, when versioning is on, trying again after a short wait
-    /// (another git process may hold the index lock). A failure is logged, not returned: the
-    /// files are safe, and the next commit stages them again.
-    pub(crate) fn commit(&self, message: &str) -> Option<String> {
-        let git = self.git.as_ref()?;
-        let message = format!("mnemo: {message}");
-        let mut attempt = 0;
-        loop {
-            match git.commit_noted(&message) {
-                Ok(commit) => return commit.map(|c| c.short_id),
-                Err(e) if attempt < COMMIT_RETRIES.len() => {
-                    warn!("git commit failed ({e}); trying again");
-                    std::thread::sleep(COMMIT_RETRIES[attempt]);
-                    attempt += 1;
-                }
-                Err(e) => {
-                    warn!("git commit failed ({e}); the next commit will include these changes");
-                    return None;
-                }
-            }
-        }
     }
 }

@@ -187,6 +187,7 @@ impl MemoryClient {
         let mut turns = usize::from(pass.user_turn.is_some());
         if let Some(text) = pass.assistant_text.clone() {
             if let Err(e) = self
+                .write_path()
                 .store_assistant_turn(&conversation, text, pass.incomplete)
                 .await
             {
@@ -216,6 +217,7 @@ impl MemoryClient {
             None => None,
         };
         match self
+            .write_path()
             .learn_from_turn(&conversation, user_turn.as_ref(), turns)
             .await
         {
