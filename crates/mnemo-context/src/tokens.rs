@@ -68,10 +68,12 @@ impl std::fmt::Debug for TiktokenCounter {
 
 impl TiktokenCounter {
     /// The counter of the tokenizer `model` uses (`gpt-4o` → o200k_base, `gpt-4` →
-    /// cl100k_base, ...), or `None` when the name is not one of OpenAI's families.
+    /// cl100k_base, ...; `openai:gpt-4o` as `gpt-4o`), or `None` when the name is not one
+    /// of OpenAI's families.
     pub fn for_model(model: &str) -> Option<Self> {
-        use tiktoken_rs::tokenizer::Tokenizer;
-        let tokenizer = tiktoken_rs::tokenizer::get_tokenizer(model)?;
+        use tiktoken_rs::tokenizer::{get_tokenizer, Tokenizer};
+        let bare = crate::window::split_provider(model).map(|(_, name)| name);
+        let tokenizer = get_tokenizer(model).or_else(|| bare.and_then(get_tokenizer))?;
         let bpe = tiktoken_rs::bpe_for_tokenizer(tokenizer).ok()?;
         let encoding = match tokenizer {
             Tokenizer::O200kHarmony => "o200k_harmony",
@@ -276,6 +278,8 @@ mod tests {
         assert_eq!(counter.name(), "tiktoken o200k_base");
         assert_eq!(counter.count("hello world"), 2);
         assert!(TiktokenCounter::for_model("gpt-4").is_some());
+        let prefixed = TiktokenCounter::for_model("openai:gpt-4o-mini").unwrap();
+        assert_eq!(prefixed.name(), "tiktoken o200k_base");
         assert!(TiktokenCounter::for_model("qwen2.5-coder-1.5b-instruct").is_none());
     }
 

@@ -80,18 +80,62 @@ impl ContextWindows {
     }
 }
 
-/// The window the bundled data gives `model`, if it knows the model and its window.
+/// The window the bundled data gives `model`, if it knows the model and its window. A name
+/// as agents write it, with its provider in front (`openai:gpt-4.1`, pydantic-ai's form;
+/// `openai/gpt-4o`, OpenRouter's), is looked up whole first, then as that provider's model,
+/// then as the bare model name.
 pub fn known_window(model: &str) -> Option<u64> {
-    if model.trim().is_empty() {
+    let model = model.trim();
+    if model.is_empty() {
         return None;
     }
+    window_of(model, None).or_else(|| {
+        let (provider, name) = split_provider(model)?;
+        window_of(name, Some(provider)).or_else(|| window_of(name, None))
+    })
+}
+
+/// `model` split into the provider in front of it and the model's own name, when it has
+/// one: `anthropic:claude-sonnet-4-5` → (`anthropic`, `claude-sonnet-4-5`),
+/// `openai/gpt-oss-20b` → (`openai`, `gpt-oss-20b`). The provider is given as genai-prices
+/// names it where an agent framework names it otherwise (`google-gla` → `google`,
+/// `bedrock` → `aws`).
+pub fn split_provider(model: &str) -> Option<(&str, &str)> {
+    let (provider, name) = model.split_once(':').or_else(|| model.split_once('/'))?;
+    let (provider, name) = (provider.trim(), name.trim());
+    if provider.is_empty() || name.is_empty() {
+        return None;
+    }
+    let provider = PROVIDER_ALIASES
+        .iter()
+        .find(|(alias, _)| alias.eq_ignore_ascii_case(provider))
+        .map_or(provider, |(_, id)| id);
+    Some((provider, name))
+}
+
+/// Providers' names in agent frameworks (pydantic-ai, LiteLLM) that genai-prices knows by
+/// another id.
+const PROVIDER_ALIASES: &[(&str, &str)] = &[
+    ("google-gla", "google"),
+    ("google-vertex", "google"),
+    ("gemini", "google"),
+    ("vertex_ai", "google"),
+    ("bedrock", "aws"),
+    ("xai", "x-ai"),
+    ("grok", "x-ai"),
+];
+
+/// The window of `model` as the bundled data matches it, at `provider` when given.
+fn window_of(model: &str, provider: Option<&str>) -> Option<u64> {
     let calculator = Calculator::bundled();
     // The price lookup is what knows a model's aliases and dated names; with no usage it
     // costs nothing and names the matched provider and model.
     let usage = Usage::default();
-    let matched = calculator
-        .calculate(&PriceRequest::new(model, &usage))
-        .ok()?;
+    let mut request = PriceRequest::new(model, &usage);
+    if let Some(provider) = provider {
+        request = request.with_provider_id(provider);
+    }
+    let matched = calculator.calculate(&request).ok()?;
     calculator
         .providers()
         .find(|p| p.id() == matched.provider_id)?
@@ -112,6 +156,41 @@ mod tests {
         assert_eq!(gpt.tokens, 128_000);
         let dated = windows.window("gpt-4o-2024-08-06", None);
         assert_eq!(dated.tokens, 128_000, "dated names match too");
+    }
+
+    #[test]
+    fn names_with_their_provider_in_front_resolve_as_the_bare_names_do() {
+        let windows = ContextWindows::default();
+        for (prefixed, bare) in [
+            ("openai:gpt-4.1", "gpt-4.1"),
+            ("openai/gpt-4o", "gpt-4o"),
+            (
+                "anthropic:claude-3-5-sonnet-latest",
+                "claude-3-5-sonnet-latest",
+            ),
+            ("anthropic:claude-sonnet-4-5", "claude-sonnet-4-5"),
+        ] {
+            let window = windows.window(prefixed, None);
+            assert_eq!(window.source, WindowSource::GenaiPrices, "{prefixed}");
+            assert_eq!(window, windows.window(bare, None), "{prefixed}");
+        }
+        assert_eq!(known_window("anthropic:claude-sonnet-4-5"), Some(200_000));
+        // The open-weight models the conversation buffer library knows.
+        for gpt_oss in [
+            "gpt-oss-20b",
+            "gpt-oss-120b",
+            "openai/gpt-oss-20b",
+            "openai:gpt-oss-120b",
+        ] {
+            assert_eq!(known_window(gpt_oss), Some(131_072), "{gpt_oss}");
+        }
+        assert_eq!(
+            split_provider("google-gla:gemini-2.5-pro"),
+            Some(("google", "gemini-2.5-pro"))
+        );
+        assert_eq!(split_provider("gpt-4o"), None);
+        assert_eq!(split_provider(":gpt-4o"), None);
+        assert_eq!(known_window("nobody:my-own-model-7b"), None);
     }
 
     #[test]
