@@ -82,6 +82,7 @@ impl Compressor<'_> {
                 previous: buffer.summary().map(str::to_owned),
                 messages: middle.clone(),
                 focus: None,
+                instructions: None,
                 model: self.model.clone(),
             })
             .await?;

@@ -100,7 +100,8 @@ mod tests {
     fn defaults_agents_and_windows_come_from_one_table() {
         let config: ContextConfig = serde_json::from_value(json!({
             "mode": "compact", "compact_keep": 3,
-            "agents": {"coder": {"mode": "auto"}},
+            "summary_prompt": "Keep the decisions.",
+            "agents": {"coder": {"mode": "auto", "summary_prompt": "Keep the file paths."}},
             "windows": {"my-model": 32768},
             "reserve_output_tokens": 1000
         }))
@@ -117,6 +118,19 @@ mod tests {
         assert_eq!(
             config.agent_strategy(Some("unknown")).mode,
             Some(Mode::Compact)
+        );
+        // The summary prompt, like every field: the agent's, else the configuration's.
+        assert_eq!(
+            coder.resolve().summary_prompt.as_deref(),
+            Some("Keep the file paths.")
+        );
+        assert_eq!(
+            config
+                .agent_strategy(None)
+                .resolve()
+                .summary_prompt
+                .as_deref(),
+            Some("Keep the decisions.")
         );
         for (bad, expected) in [
             (

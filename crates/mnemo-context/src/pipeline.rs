@@ -26,7 +26,7 @@ use crate::repair::repair;
 use crate::strategy::{Mode, ResolvedStrategy};
 use crate::summarize::{
     cut, kept_prefix, prefix_hashes, static_marker, summary_message, MemorySummaryStore,
-    Summariser, SummaryCall, SummaryOutcome, SummaryStore,
+    Summariser, SummaryAsk, SummaryCall, SummaryOutcome, SummaryStore,
 };
 use crate::tokens::{messages_tokens, TokenCounter};
 use crate::window::{Window, WindowSource};
@@ -314,13 +314,16 @@ impl Governor<'_> {
         if middle.is_empty() {
             return;
         }
-        let focus = strategy.focus.as_deref();
+        let asked = SummaryAsk {
+            focus: strategy.focus.as_deref(),
+            instructions: strategy.summary_prompt.as_deref(),
+        };
         // Hashed and looked up once: both the reuse below and the summary call start from
         // the longest kept prefix.
         let hashes = prefix_hashes(middle);
         let kept = self
             .summaries
-            .and_then(|store| kept_prefix(&hashes, store, focus));
+            .and_then(|store| kept_prefix(&hashes, store, asked));
         if let Some((covered, summary)) = &kept {
             if self
                 .reuse_earlier_summary(work, middle, cut.head, *covered, summary, strategy, report)
@@ -339,7 +342,7 @@ impl Governor<'_> {
                     store: self.summaries.unwrap_or(&scratch),
                     counter: self.counter,
                     chunk_tokens: self.summary_chunk_tokens,
-                    focus,
+                    asked,
                     model: strategy
                         .summarization_model
                         .as_deref()

@@ -45,6 +45,9 @@ impl Default for Keep {
     }
 }
 
+/// The longest `summary_prompt`: instructions, not a document.
+pub const MAX_SUMMARY_PROMPT_CHARS: usize = 8000;
+
 /// A strategy as given: every field optional, so that several can be merged.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -110,6 +113,11 @@ pub struct Strategy {
     /// Appended to the summary prompt: "IMPORTANT: Focus the summary on: ...".
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub focus: Option<String>,
+    /// The summary prompt's instructions, in place of the default
+    /// ([`crate::summarize::INSTRUCTIONS`]); the focus, the previous summary and the
+    /// conversation still follow them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary_prompt: Option<String>,
 }
 
 /// A strategy with every field decided.
@@ -151,6 +159,8 @@ pub struct ResolvedStrategy {
     pub summarization_model: Option<String>,
     /// See [`Strategy::focus`].
     pub focus: Option<String>,
+    /// See [`Strategy::summary_prompt`].
+    pub summary_prompt: Option<String>,
 }
 
 /// Why a strategy was refused; the message names the field.
@@ -232,7 +242,15 @@ impl Strategy {
                 )));
             }
         }
-        Ok(())
+        match &self.summary_prompt {
+            Some(p) if p.trim().is_empty() => Err(StrategyError(
+                "summary_prompt is empty: leave it out for the default".into(),
+            )),
+            Some(p) if p.chars().count() > MAX_SUMMARY_PROMPT_CHARS => Err(StrategyError(format!(
+                "summary_prompt is longer than {MAX_SUMMARY_PROMPT_CHARS} characters"
+            ))),
+            _ => Ok(()),
+        }
     }
 
     /// This strategy over `lower`: each field this one sets, else `lower`'s.
@@ -260,7 +278,8 @@ impl Strategy {
             keep,
             max_history_messages,
             summarization_model,
-            focus
+            focus,
+            summary_prompt
         )
     }
 
@@ -308,6 +327,7 @@ impl Strategy {
             max_history_messages: self.max_history_messages.unwrap_or(40),
             summarization_model: self.summarization_model.clone(),
             focus: self.focus.clone(),
+            summary_prompt: self.summary_prompt.clone(),
         }
     }
 
@@ -353,6 +373,11 @@ mod tests {
             ),
             (json!({"compact_keep": -1}), "compact_keep: invalid value"),
             (json!({"compact_keep": "two"}), "compact_keep: invalid type"),
+            (json!({"summary_prompt": " "}), "summary_prompt is empty"),
+            (
+                json!({"summary_prompt": "x".repeat(MAX_SUMMARY_PROMPT_CHARS + 1)}),
+                "summary_prompt is longer than 8000 characters",
+            ),
         ] {
             let err = Strategy::from_json(value.clone()).unwrap_err().to_string();
             assert!(err.contains(expected), "{value}: {err}");

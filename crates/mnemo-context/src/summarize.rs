@@ -40,6 +40,8 @@ pub struct SummaryRequest {
     pub messages: Vec<Value>,
     /// What to focus on (`focus`).
     pub focus: Option<String>,
+    /// The instructions in place of [`INSTRUCTIONS`] (`summary_prompt`).
+    pub instructions: Option<String>,
     /// The model to ask (`summarization_model`, else the request's).
     pub model: String,
 }
@@ -54,7 +56,13 @@ pub trait Summariser: Send + Sync {
 /// instructions (with the focus), the previous summary and the conversation as one user
 /// message. No tools are offered.
 pub fn prompt(request: &SummaryRequest) -> Vec<Value> {
-    let mut text = INSTRUCTIONS.to_owned();
+    let mut text = request
+        .instructions
+        .as_deref()
+        .map(str::trim)
+        .filter(|i| !i.is_empty())
+        .unwrap_or(INSTRUCTIONS)
+        .to_owned();
     if let Some(focus) = request.focus.as_deref().filter(|f| !f.trim().is_empty()) {
         text.push_str(&format!("\n\nIMPORTANT: Focus the summary on: {focus}"));
     }
@@ -274,12 +282,26 @@ fn feed(hasher: &mut xxhash_rust::xxh3::Xxh3, value: &Value) {
 }
 
 /// The key of the summary of `middle[..=i]`, given the middle's [`prefix_hashes`]. A focus
-/// changes what a summary says, so it is part of the key.
-fn summary_key(hashes: &[String], i: usize, focus: Option<&str>) -> String {
-    match focus {
-        Some(f) => crate::digest(format!("{}|{f}", hashes[i]).as_bytes()),
-        None => hashes[i].clone(),
+/// or a prompt of one's own changes what a summary says, so each is part of the key (and
+/// with neither, the key is what it always was).
+fn summary_key(hashes: &[String], i: usize, asked: SummaryAsk<'_>) -> String {
+    let mut key = hashes[i].clone();
+    if let Some(f) = asked.focus {
+        key = crate::digest(format!("{key}|{f}").as_bytes());
     }
+    if let Some(instructions) = asked.instructions {
+        key = crate::digest(format!("{key}|prompt:{instructions}").as_bytes());
+    }
+    key
+}
+
+/// What a summary is asked beyond its messages: a focus, and instructions of one's own.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SummaryAsk<'a> {
+    /// What to focus on (`focus`).
+    pub focus: Option<&'a str>,
+    /// Instructions in place of [`INSTRUCTIONS`] (`summary_prompt`).
+    pub instructions: Option<&'a str>,
 }
 
 /// The longest prefix of a middle that a kept summary covers, given the middle's
@@ -287,11 +309,11 @@ fn summary_key(hashes: &[String], i: usize, focus: Option<&str>) -> String {
 pub fn kept_prefix(
     hashes: &[String],
     store: &dyn SummaryStore,
-    focus: Option<&str>,
+    asked: SummaryAsk<'_>,
 ) -> Option<(usize, String)> {
     (0..hashes.len()).rev().find_map(|i| {
         store
-            .get(&summary_key(hashes, i, focus))
+            .get(&summary_key(hashes, i, asked))
             .filter(|kept| kept.messages == i + 1)
             .map(|kept| (i + 1, kept.summary))
     })
@@ -322,17 +344,17 @@ pub async fn summarise_middle(
     store: &dyn SummaryStore,
     counter: &dyn TokenCounter,
     chunk_tokens: usize,
-    focus: Option<&str>,
+    asked: SummaryAsk<'_>,
     model: &str,
 ) -> Result<(String, SummaryOutcome), String> {
     let hashes = prefix_hashes(middle);
-    let kept = kept_prefix(&hashes, store, focus);
+    let kept = kept_prefix(&hashes, store, asked);
     let call = SummaryCall {
         summariser,
         store,
         counter,
         chunk_tokens,
-        focus,
+        asked,
         model,
     };
     call.extend(middle, &hashes, kept).await
@@ -349,8 +371,8 @@ pub struct SummaryCall<'a> {
     pub counter: &'a dyn TokenCounter,
     /// Tokens of conversation one call may carry.
     pub chunk_tokens: usize,
-    /// What to focus on.
-    pub focus: Option<&'a str>,
+    /// What the summary is asked beyond its messages.
+    pub asked: SummaryAsk<'a>,
     /// The model to ask.
     pub model: &'a str,
 }
@@ -369,10 +391,10 @@ impl SummaryCall<'_> {
             store,
             counter,
             chunk_tokens,
-            focus,
+            asked,
             model,
         } = *self;
-        let key = |i: usize| summary_key(hashes, i, focus);
+        let key = |i: usize| summary_key(hashes, i, asked);
         if middle.is_empty() {
             return Ok((String::new(), SummaryOutcome::Reused));
         }
@@ -411,7 +433,8 @@ impl SummaryCall<'_> {
                 .summarise(SummaryRequest {
                     previous: summary.clone(),
                     messages: chunk,
-                    focus: focus.map(str::to_owned),
+                    focus: asked.focus.map(str::to_owned),
+                    instructions: asked.instructions.map(str::to_owned),
                     model: model.to_owned(),
                 })
                 .await?;
@@ -534,6 +557,7 @@ mod tests {
             previous: Some("Earlier: set up the repo.".into()),
             messages: vec![user("fix the build"), result("x")],
             focus: Some("the failing test".into()),
+            instructions: None,
             model: "m".into(),
         });
         assert_eq!(messages[0]["content"], SYSTEM_PROMPT);
@@ -570,7 +594,7 @@ mod tests {
                 &store,
                 &ApproxCounter,
                 10_000,
-                None,
+                SummaryAsk::default(),
                 "m",
             )
         };
@@ -591,6 +615,61 @@ mod tests {
             "only the new two are sent"
         );
         assert_eq!(summariser.0.load(Ordering::SeqCst), 2);
+
+        // A prompt of one's own asks for another summary: the kept one is not reused.
+        let own = SummaryAsk {
+            focus: None,
+            instructions: Some("List the decisions only."),
+        };
+        let (_, outcome) = summarise_middle(
+            &middle[..4],
+            &summariser,
+            &store,
+            &ApproxCounter,
+            10_000,
+            own,
+            "m",
+        )
+        .await
+        .unwrap();
+        assert_eq!(outcome, SummaryOutcome::New);
+        let (_, outcome) = summarise_middle(
+            &middle[..4],
+            &summariser,
+            &store,
+            &ApproxCounter,
+            10_000,
+            own,
+            "m",
+        )
+        .await
+        .unwrap();
+        assert_eq!(outcome, SummaryOutcome::Reused, "and its own is kept");
+    }
+
+    #[test]
+    fn a_summary_prompt_of_ones_own_replaces_the_instructions() {
+        let request = SummaryRequest {
+            previous: None,
+            messages: vec![user("fix the build")],
+            focus: Some("the build".into()),
+            instructions: Some("List the decisions only.".into()),
+            model: "m".into(),
+        };
+        let text = prompt(&request)[1]["content"].as_str().unwrap().to_owned();
+        assert!(text.starts_with("List the decisions only."), "{text}");
+        assert!(!text.contains(INSTRUCTIONS));
+        assert!(text.contains("Focus the summary on: the build"), "{text}");
+        assert!(text.contains("User: fix the build"), "{text}");
+        let blank = SummaryRequest {
+            instructions: Some("  ".into()),
+            ..request
+        };
+        let text = prompt(&blank)[1]["content"].as_str().unwrap().to_owned();
+        assert!(
+            text.starts_with(INSTRUCTIONS),
+            "a blank prompt is the default"
+        );
     }
 
     #[tokio::test]
@@ -607,7 +686,10 @@ mod tests {
             &store,
             &ApproxCounter,
             880,
-            Some("f"),
+            SummaryAsk {
+                focus: Some("f"),
+                instructions: None,
+            },
             "m",
         )
         .await

@@ -15,7 +15,7 @@
 
 use chrono::{DateTime, Utc};
 use mnemo_context::summarize::SummaryOutcome;
-use mnemo_context::summarize::{cut, prefix_hashes, SummaryCall};
+use mnemo_context::summarize::{cut, prefix_hashes, SummaryAsk, SummaryCall};
 use mnemo_context::tokens::messages_tokens;
 use mnemo_context::{DirOutputStore, DirSummaryStore, OutputStore, Summariser};
 use mnemo_core::ConversationId;
@@ -643,7 +643,10 @@ impl MemoryClient {
             store: &summaries,
             counter: counter.as_ref(),
             chunk_tokens: crate::governance_state::summary_chunk_tokens(window.tokens),
-            focus: focus.as_deref(),
+            asked: SummaryAsk {
+                focus: focus.as_deref(),
+                instructions: strategy.summary_prompt.as_deref(),
+            },
             model: &model,
         };
         let kept = previous.as_ref().map(|c| (c.covers, c.summary.clone()));
