@@ -1486,8 +1486,13 @@ async fn a_change_no_rule_reads_is_asked_about_and_the_old_fact_replaced() {
     .await;
     assert_eq!(replaces_questions(&llm), 0, "nothing to replace yet");
 
-    let (_, report) = learn_from(&client, &conversation, "The bike lives in my hallway.").await;
-    assert_eq!(replaces_questions(&llm), 1, "asked with no word of change");
+    let (_, report) = learn_from(
+        &client,
+        &conversation,
+        "Things changed, the bike lives in my hallway now.",
+    )
+    .await;
+    assert_eq!(replaces_questions(&llm), 1);
     assert_eq!(report.updated.len(), 1, "{report:?}");
     assert_eq!(
         live_facts(&client, &conversation).await,
@@ -1511,13 +1516,23 @@ async fn a_change_no_rule_reads_is_asked_about_and_the_old_fact_replaced() {
         tombstones[0]
     );
 
-    // A new fact the model says replaces nothing keeps both; a message that adds nothing
-    // is not asked about.
-    let (_, report) = learn_from(&client, &conversation, "I have a second red bike.").await;
+    // A change the model says replaces nothing keeps both; a message that signals no
+    // change is not asked about at all.
+    let (_, report) = learn_from(
+        &client,
+        &conversation,
+        "I got a second bike now, a red one.",
+    )
+    .await;
     assert_eq!(replaces_questions(&llm), 2);
     assert!(report.updated.is_empty(), "{report:?}");
-    learn_from(&client, &conversation, "Thanks!").await;
-    assert_eq!(replaces_questions(&llm), 2, "nothing added, nothing asked");
+    let (_, report) = learn_from(&client, &conversation, "I have a second red bike.").await;
+    assert_eq!(
+        replaces_questions(&llm),
+        2,
+        "no change signalled, no question"
+    );
+    assert!(report.updated.is_empty(), "{report:?}");
     let live = live_facts(&client, &conversation).await;
     assert!(
         live.contains(&"The user keeps the bike in the hallway.".to_owned())

@@ -19,10 +19,10 @@
 //! ("We cancelled the Kyoto trip" takes back "The user plans to visit Kyoto."), or all of its
 //! words when it names none (sharing their first four letters, or all of a shorter word:
 //! "run" in "runs"), and neither denies nor stops anything itself.
-//! A message that repairs what was said ("actually", "I meant", "scratch that": [`repairs`])
-//! leans on the message before it, which the extractor is then shown. A change said in
-//! words no rule here matches is left to the write path's question to the LLM: does a new
-//! fact replace the closest old one?
+//! A message that repairs what was said ("actually", "I meant", "scratch that": [`REPAIRS`])
+//! or says something changed ("now", "moved", "switched": [`CHANGES`]) may have new facts
+//! that replace old ones in words no rule can match ([`signals_a_change`]); the write path
+//! then asks the LLM about the closest pair.
 //!
 //! [`without_retracted_sentences`] cuts the same sentences from a new fact the pass is about
 //! to write: a small model merges the old fact into its update ("The user is a baker. The
@@ -64,6 +64,21 @@ pub const REPAIRS: &[&[&str]] = &[
     &["mixed", "up"],
     &["got", "that", "wrong"],
     &["i", "said"],
+];
+
+/// Words by which a speaker says something changed ("now", "moved", "switched", "new").
+pub const CHANGES: &[&[&str]] = &[
+    &["now"],
+    &["new"],
+    &["again"],
+    &["moved"],
+    &["switched"],
+    &["changed"],
+    &["started"],
+    &["became"],
+    &["promoted"],
+    &["these", "days"],
+    &["from", "now", "on"],
 ];
 
 /// Words that say when or how often something happened, not what: units of time and the
@@ -161,6 +176,23 @@ fn stops(words: &[&str]) -> bool {
     STOPPING
         .iter()
         .any(|phrase| words.windows(phrase.len()).any(|w| w == *phrase))
+}
+
+/// Whether `message` repairs something said before ([`REPAIRS`]), says something changed
+/// ([`CHANGES`]) or stopped ([`STOPPING`]), in a sentence that is not a question: a message
+/// whose new facts may replace old ones.
+pub fn signals_a_change(message: &str) -> bool {
+    sentences(message)
+        .into_iter()
+        .filter(|s| !super::words::is_question(s))
+        .any(|sentence| {
+            let ws = words(sentence);
+            let texts: Vec<&str> = ws.iter().map(|w| w.text.as_str()).collect();
+            [REPAIRS, CHANGES, STOPPING]
+                .iter()
+                .flat_map(|class| class.iter())
+                .any(|phrase| texts.windows(phrase.len()).any(|w| w == *phrase))
+        })
 }
 
 /// Whether `message` repairs something said before ([`REPAIRS`]).
@@ -319,16 +351,20 @@ mod tests {
     }
 
     #[test]
-    fn repairs_are_told_from_changes() {
+    fn repairs_and_changes_are_signalled() {
         for said in [
             "Scratch that, the recital is on Monday.",
             "Sorry, I meant Ilka.",
-            "Oops, I mixed up the dates.",
+            "We moved again.",
+            "I'm a florist now.",
+            "I don't swim anymore.",
         ] {
-            assert!(repairs(said), "{said}");
+            assert!(signals_a_change(said), "{said}");
         }
-        for said in ["We moved again.", "I keep bees.", "Did you move?"] {
-            assert!(!repairs(said), "{said}");
+        assert!(repairs("Oops, I mixed up the dates."));
+        assert!(!repairs("We moved again."));
+        for said in ["I keep bees.", "Did you move?", "My cousin Ilse sails."] {
+            assert!(!signals_a_change(said), "{said}");
         }
     }
 

@@ -468,13 +468,15 @@ impl WritePath<'_> {
         Ok(())
     }
 
-    /// Asks the LLM, for each fact this pass added that replaced nothing, whether it
-    /// replaces the live fact about the same person closest to it ([`prompts::replaces`]; at
-    /// cosine [`CHANGE_CANDIDATE`] or more, the [`CHANGE_QUESTIONS`] closest pairs), and
-    /// tombstones each it says is replaced, with `replaced_by` the new fact. "Things changed,
-    /// the bike lives in my hallway now" replaces "The user keeps a bike in a garage." in
-    /// words no rule can match, and so does a change said with no cue word at all ("The
-    /// bike lives in my hallway."): the question does not wait for a word list to fire.
+    /// When the message signals a change ([`changes::signals_a_change`]: a repair, "now",
+    /// "moved", a stop), asks the LLM, for each fact this pass added that replaced nothing,
+    /// whether it replaces the live fact about the same person closest to it
+    /// ([`prompts::replaces`], shown the message; at cosine [`CHANGE_CANDIDATE`] or more, the
+    /// [`CHANGE_QUESTIONS`] closest pairs), and tombstones each it says is replaced, with
+    /// `replaced_by` the new fact. "Things changed, the bike lives in my hallway now"
+    /// replaces "The user keeps a bike in a garage." in words no rule can match. Without a
+    /// signal the question is not asked: a small model answers it "yes" too readily for two
+    /// facts that both hold, and a true fact is lost.
     async fn ask_what_the_change_replaces(
         &self,
         conversation: &ConversationId,
@@ -484,6 +486,9 @@ impl WritePath<'_> {
         let Some(llm) = &self.engine.llm else {
             return Ok(());
         };
+        if !changes::signals_a_change(message) {
+            return Ok(());
+        }
         let this_pass: std::collections::HashSet<MemoryId> = report
             .added
             .iter()
