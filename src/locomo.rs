@@ -89,10 +89,9 @@ fn parse_sample(sample: &Value) -> anyhow::Result<Sample> {
             let mut record = MemoryRecord::new(conversation.clone(), role, turn_text(turn));
             record.created_at = date + Duration::seconds(i as i64);
             record.metadata.insert("dia_id".into(), Value::from(dia_id));
-            record.metadata.insert(
-                mnemo_engine::index::keys::SPEAKER_FIELD.into(),
-                Value::from(speaker),
-            );
+            record
+                .metadata
+                .insert(mnemo_engine::SPEAKER_FIELD.into(), Value::from(speaker));
             turns.push(record);
         }
     }
@@ -157,7 +156,7 @@ fn parse_observations(
                 fact.source_id = Some(turn);
                 fact.metadata.insert("dia_id".into(), Value::from(dia_id));
                 fact.metadata.insert(
-                    mnemo_engine::index::keys::SPEAKER_FIELD.into(),
+                    mnemo_engine::SPEAKER_FIELD.into(),
                     Value::from(speaker.as_str()),
                 );
                 facts.push(fact);

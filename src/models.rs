@@ -16,8 +16,8 @@ use mnemo_embed::{Reranker, RerankerConfig};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-use mnemo_engine::index::model_words::WORDS_FILE;
 use mnemo_engine::EngineError;
+use mnemo_engine::MODEL_WORDS_FILE;
 
 use crate::commands::{self, CommandResult, Failure, GlobalArgs};
 
@@ -105,13 +105,13 @@ pub async fn models(global: &GlobalArgs, args: ModelsArgs) -> CommandResult {
         eprintln!("cross-encoder installed in {} ({checked})", dir.display());
     }
     if args.prepare_words {
-        if !paths.embedding_model_dir.join(WORDS_FILE).exists() {
+        if !paths.embedding_model_dir.join(MODEL_WORDS_FILE).exists() {
             eprintln!(
                 "embedding the model's words for document expansion, once (about 13 s on 2 cores)"
             );
         }
         let (words, file) =
-            mnemo_engine::index::model_words::prepare(&config).map_err(EngineError::from)?;
+            mnemo_engine::prepare_model_words(&config).map_err(EngineError::from)?;
         eprintln!(
             "{words} model words for document expansion kept in {}",
             file.display()
@@ -120,7 +120,7 @@ pub async fn models(global: &GlobalArgs, args: ModelsArgs) -> CommandResult {
     let status = Status {
         onnxruntime: installed(paths.onnxruntime_library),
         embedding_model: installed(paths.embedding_model_dir.join("model.onnx")),
-        model_words: installed(paths.embedding_model_dir.join(WORDS_FILE)),
+        model_words: installed(paths.embedding_model_dir.join(MODEL_WORDS_FILE)),
         reranker: installed(paths.reranker_model_dir.join("model.onnx")),
         local_llm: installed(paths.local_llm_model),
         local_llm_runtime: installed(paths.python),

@@ -4,8 +4,8 @@
 use anyhow::anyhow;
 use clap::{Args, Subcommand};
 use mnemo_core::ConversationId;
-use mnemo_engine::chat::sessions::{SessionContext, SessionInfo};
 use mnemo_engine::{Excerpt, HistoryScope, MemoryClient, SessionId};
+use mnemo_engine::{SessionContext, SessionInfo};
 use serde::Serialize;
 
 use crate::commands::{self, CommandResult, Failure, GlobalArgs};

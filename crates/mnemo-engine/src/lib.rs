@@ -33,6 +33,10 @@
 //! `MemoryClient`: governance's windows and counters (`governance_state`), the write
 //! pass queue (`pass_queue`), sessions' cached logs (`session_cache`), per-key locks
 //! (`locks`). [`api_types`] holds the answers of the API that REST and MCP return.
+//!
+//! The names other crates use are re-exported here, so they import from the root and
+//! the folders can move without breaking them; inside the engine, imports name the
+//! defining module.
 
 #![deny(missing_docs)]
 
@@ -53,14 +57,28 @@ pub mod text;
 pub mod write;
 
 pub use access::{Access, MemoryListing, ScopedClient, SessionUse, Unrestricted};
+pub use api_types::{
+    AddResult, AgentMemory, Deleted, History, HistoryResults, Memory, MemoryPage, SearchResult,
+    Updated,
+};
 pub use chat::governance::StrategyChoice;
 pub use chat::sessions::HistoryScope;
-pub use chat::{ChatAnswer, ChatReply};
+pub use chat::sessions::{
+    CompactReport, MessagePage, SessionContext, SessionInfo, ToolOutputSlice,
+};
+pub use chat::{context_json, ChatMemoryFields};
+pub use chat::{ChatAnswer, ChatReply, ChatStreamReply};
 pub use engine::{Consistency, IndexBackend, MemoryClient, OpenOptions};
 pub use error::EngineError;
+pub use index::keys::SPEAKER_FIELD;
+pub use index::model_words::{
+    prepare as prepare_model_words, ModelWords, WORDS_FILE as MODEL_WORDS_FILE,
+};
 pub use index::sync::{SyncProgress, SyncReport};
+pub use index::vocabulary_file::VocabularyFile;
 pub use index::watcher::WatcherHandle;
 pub use mnemo_context::{ContextReport, Strategy};
 pub use mnemo_session::{Excerpt, HistoryStyle, SessionId, SessionMeta};
 pub use retrieval::{SearchHit, SearchRequest, StageScores};
+pub use write::GROUNDED_ON;
 pub use write::{WriteReport, MAX_TEXTS_PER_ADD};

@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 
 use mnemo_core::Config;
 use mnemo_embed::{Embedder, EmbedderConfig};
-use mnemo_engine::index::model_words::{ModelWords, WORDS_FILE};
-use mnemo_engine::index::vocabulary_file::VocabularyFile;
+use mnemo_engine::VocabularyFile;
+use mnemo_engine::{ModelWords, MODEL_WORDS_FILE};
 use mnemo_index::{LexicalEncoder, LexicalOptions, SparseVector};
 
 const MODEL: &str = "all-MiniLM-L6-v2 (384 dimensions)";
@@ -50,7 +50,7 @@ type Damage<'a> = &'a dyn Fn(&Path);
 const WORDS: [&str; 4] = ["books", "cello", "garden", "novel"];
 
 fn kept_words(dir: &Path) -> usize {
-    VocabularyFile::new(dir.join(WORDS_FILE), MODEL, 384)
+    VocabularyFile::new(dir.join(MODEL_WORDS_FILE), MODEL, 384)
         .read()
         .unwrap()
         .len()
@@ -76,14 +76,18 @@ fn the_words_are_embedded_once_and_kept_beside_the_model() {
     assert!(std::sync::Arc::ptr_eq(&words, &again));
     // The same words in another folder: read from its file, the same vectors.
     let copy = model_dir(&WORDS);
-    std::fs::copy(dir.path().join(WORDS_FILE), copy.path().join(WORDS_FILE)).unwrap();
-    let modified = std::fs::metadata(copy.path().join(WORDS_FILE))
+    std::fs::copy(
+        dir.path().join(MODEL_WORDS_FILE),
+        copy.path().join(MODEL_WORDS_FILE),
+    )
+    .unwrap();
+    let modified = std::fs::metadata(copy.path().join(MODEL_WORDS_FILE))
         .unwrap()
         .modified()
         .unwrap();
     let read = ModelWords::open(copy.path(), MODEL, &embedder, &lexical).unwrap();
     assert_eq!(read.fingerprint(), words.fingerprint());
-    let unchanged = std::fs::metadata(copy.path().join(WORDS_FILE)).unwrap();
+    let unchanged = std::fs::metadata(copy.path().join(MODEL_WORDS_FILE)).unwrap();
     assert_eq!(unchanged.modified().unwrap(), modified, "not written again");
 }
 
@@ -110,18 +114,18 @@ fn a_damaged_or_foreign_words_file_is_embedded_again_and_replaced() {
             std::os::unix::fs::symlink(&target, p).unwrap()
         }),
         ("other words (another tokenizer)", &|p| {
-            std::fs::copy(other_words.path().join(WORDS_FILE), p).unwrap();
+            std::fs::copy(other_words.path().join(MODEL_WORDS_FILE), p).unwrap();
         }),
         ("cut short", &|p| {
             let dir = model_dir(&WORDS);
             ModelWords::open(dir.path(), MODEL, &embedder, &lexical).unwrap();
-            let bytes = std::fs::read(dir.path().join(WORDS_FILE)).unwrap();
+            let bytes = std::fs::read(dir.path().join(MODEL_WORDS_FILE)).unwrap();
             std::fs::write(p, &bytes[..bytes.len() - 7]).unwrap();
         }),
     ];
     for (damage, make) in damages {
         let dir = model_dir(&WORDS);
-        let file = dir.path().join(WORDS_FILE);
+        let file = dir.path().join(MODEL_WORDS_FILE);
         make(&file);
         let words = ModelWords::open(dir.path(), MODEL, &embedder, &lexical)
             .unwrap_or_else(|e| panic!("{damage}: {e}"));

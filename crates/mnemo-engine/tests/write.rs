@@ -1089,7 +1089,7 @@ async fn facts_the_user_did_not_say_are_not_stored() {
     // What the fact stands on is in its front matter.
     let fact = &report.added[0];
     assert_eq!(fact.record.source_id, Some(turn.record.id));
-    let grounded_on = &fact.record.metadata[mnemo_engine::write::GROUNDED_ON];
+    let grounded_on = &fact.record.metadata[mnemo_engine::GROUNDED_ON];
     for word in ["planning", "trip", "peru", "october"] {
         assert!(
             grounded_on.as_array().unwrap().iter().any(|w| w == word),

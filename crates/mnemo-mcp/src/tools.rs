@@ -2,11 +2,10 @@
 //! access-checked method on the caller's `ScopedClient` and answers with the same type the REST API returns.
 
 use mnemo_core::{ConversationId, MemoryId, Role};
-use mnemo_engine::api_types::{
-    AddResult, AgentMemory, Deleted, History, HistoryResults, Memory, MemoryPage, SearchResult,
+use mnemo_engine::{
+    AddResult, AgentMemory, Deleted, EngineError, History, HistoryResults, HistoryScope, Memory,
+    MemoryListing, MemoryPage, SearchRequest, SearchResult, ToolOutputSlice,
 };
-use mnemo_engine::chat::sessions::ToolOutputSlice;
-use mnemo_engine::{EngineError, HistoryScope, MemoryListing, SearchRequest};
 use rmcp::handler::server::wrapper::{Json, Parameters};
 use rmcp::model::Extensions;
 use rmcp::{tool, tool_router};

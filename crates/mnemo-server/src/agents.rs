@@ -7,8 +7,8 @@
 
 use axum::extract::{Path, State};
 use axum::Json;
-use mnemo_engine::api_types::AgentMemory;
 use mnemo_engine::Access as _;
+use mnemo_engine::AgentMemory;
 use serde::Deserialize;
 use utoipa::ToSchema;
 

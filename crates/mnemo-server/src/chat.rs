@@ -6,8 +6,7 @@ use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 
-use mnemo_engine::chat::context_json;
-use mnemo_engine::{ChatReply, EngineError};
+use mnemo_engine::{context_json, ChatReply, EngineError};
 use mnemo_llm::LlmError;
 use serde_json::Value;
 

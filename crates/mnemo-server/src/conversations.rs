@@ -112,7 +112,7 @@ pub(crate) async fn patch_strategy(
         OutputQuery,
     ),
     responses(
-        (status = 200, description = "The characters read and the output's length", body = mnemo_engine::chat::sessions::ToolOutputSlice),
+        (status = 200, description = "The characters read and the output's length", body = mnemo_engine::ToolOutputSlice),
         InvalidRequest,
         MayNotReadConversation,
         (status = 404, description = "No such output", body = ErrorBody),
@@ -123,7 +123,7 @@ pub(crate) async fn tool_output(
     grant: Grant,
     Path((id, call_id)): Path<(String, String)>,
     QueryParams(query): QueryParams<OutputQuery>,
-) -> Result<Json<mnemo_engine::chat::sessions::ToolOutputSlice>, ApiError> {
+) -> Result<Json<mnemo_engine::ToolOutputSlice>, ApiError> {
     let conversation_id = conversation(&id)?;
     let slice = state
         .client

@@ -8,7 +8,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use mnemo_core::{ConversationId, MemoryId, Metadata, Role};
-use mnemo_engine::api_types::{AddResult, Deleted, History, Memory, MemoryPage, SearchResult};
+use mnemo_engine::{AddResult, Deleted, History, Memory, MemoryPage, SearchResult};
 use mnemo_engine::{MemoryListing, SearchRequest};
 use serde::Deserialize;
 use utoipa::{IntoParams, ToSchema};

@@ -7,7 +7,7 @@
 
 use axum::extract::State;
 use axum::Json;
-use mnemo_engine::chat::ChatMemoryFields;
+use mnemo_engine::ChatMemoryFields;
 use serde_json::Value;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, ToSchema};

@@ -13,11 +13,10 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use chrono::{DateTime, Utc};
-use mnemo_engine::api_types::HistoryResults;
-use mnemo_engine::chat::sessions::{
-    CompactReport, MessagePage, SessionContext, SessionInfo, ToolOutputSlice,
-};
 use mnemo_engine::{Access as _, HistoryScope, SessionId, SessionMeta, SessionUse};
+use mnemo_engine::{
+    CompactReport, HistoryResults, MessagePage, SessionContext, SessionInfo, ToolOutputSlice,
+};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 

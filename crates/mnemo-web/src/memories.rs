@@ -8,7 +8,7 @@ use axum::response::{IntoResponse, Redirect, Response};
 use axum::Form;
 use maud::{html, Markup};
 use mnemo_core::MemoryId;
-use mnemo_engine::api_types::Memory;
+use mnemo_engine::Memory;
 use mnemo_git::FileVersion;
 use serde::Deserialize;
 use similar::{ChangeTag, TextDiff};
