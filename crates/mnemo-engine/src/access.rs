@@ -140,7 +140,7 @@ pub struct MemoryListing {
     pub role: Option<Role>,
     /// How many to skip.
     pub offset: usize,
-    /// How many to return, 1 to [`mnemo_core::MAX_PAGE`]; [`DEFAULT_PAGE`] when unset.
+    /// How many to return, 1 to [`mnemo_core::MAX_PAGE`]; `DEFAULT_PAGE` when unset.
     pub limit: Option<usize>,
 }
 
@@ -311,7 +311,7 @@ impl ScopedClient {
         Ok(Memory::of(&edited, self.client.store()))
     }
 
-    /// Up to `limit` versions of memory `id` (newest first; [`DEFAULT_PAGE`] when unset)
+    /// Up to `limit` versions of memory `id` (newest first; `DEFAULT_PAGE` when unset)
     /// that this caller may read; a deleted memory's are found in git.
     pub async fn history(
         &self,
@@ -352,7 +352,7 @@ impl ScopedClient {
     }
 
     /// [`search_history`](MemoryClient::search_history) for this caller, with at most `limit`
-    /// excerpts (1 to [`MAX_EXCERPTS`], all of them when unset).
+    /// excerpts (1 to `MAX_EXCERPTS`, all of them when unset).
     pub async fn search_history(
         &self,
         scope: HistoryScope,
@@ -374,7 +374,7 @@ impl ScopedClient {
     }
 
     /// A slice of a tool output governance offloaded in `scope` (a session, or a
-    /// conversation outside any session), for this caller; `limit` as [`output_read_limit`]
+    /// conversation outside any session), for this caller; `limit` as `output_read_limit`
     /// takes it.
     pub async fn tool_output(
         &self,

@@ -379,7 +379,7 @@ impl MemoryClient {
     }
 
     /// Waits until the vocabulary of what the index held at opening is built (vocabulary
-    /// expansion, [`crate::index::vocabulary`]), and says what the build did; `None` when expansion
+    /// expansion, `crate::index::vocabulary`), and says what the build did; `None` when expansion
     /// is off or the build failed. Searches meanwhile expand with fewer words: for one-off
     /// searches and measurements that must not depend on how soon they start.
     pub async fn vocabulary_built(&self) -> Option<BuildReport> {
@@ -396,7 +396,7 @@ impl MemoryClient {
     }
 
     /// The memories of the request's conversation and of `global` that best answer its
-    /// query, best first (see [`crate::retrieval`] for the stages). Summaries are not
+    /// query, best first (see `crate::retrieval` for the stages). Summaries are not
     /// searched.
     pub async fn search(&self, request: SearchRequest) -> Result<Vec<SearchHit>, EngineError> {
         let settings = request.resolve(&self.inner.config)?;
@@ -624,7 +624,7 @@ impl MemoryClient {
         .await
     }
 
-    /// Starts following hand edits of the files (see [`crate::index::watcher`]). The watch lasts as
+    /// Starts following hand edits of the files (see `crate::index::watcher`). The watch lasts as
     /// long as the returned handle.
     pub fn start_watcher(&self) -> Result<WatcherHandle, EngineError> {
         let inner = self.inner.clone();

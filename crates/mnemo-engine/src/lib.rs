@@ -6,55 +6,56 @@
 //! vector index under `<memory_path>/index/` and runs a sync pass that brings the index in
 //! step with the Markdown files, which are the source of truth; a watcher keeps it in step
 //! with hand edits afterwards. A front end serving several callers works through
-//! `client.as_caller(access)` ([`access`]), which checks each call.
+//! `client.as_caller(access)` (`access`), which checks each call.
 //!
 //! The engine is four wings over one floor of rules:
-//! - [`chat`]: a chat request with memories injected ([`chat::inject`]), its outgoing copy
-//!   governed to fit the model's window ([`chat::governance`], over the `mnemo-context`
+//! - `chat`: a chat request with memories injected (`chat::inject`), its outgoing copy
+//!   governed to fit the model's window (`chat::governance`, over the `mnemo-context`
 //!   crate), logged in its session with agents' notes in its system prompt
-//!   ([`chat::sessions`], over the `mnemo-session` crate), forwarded to the upstream LLM,
+//!   (`chat::sessions`, over the `mnemo-session` crate), forwarded to the upstream LLM,
 //!   its turns stored.
-//! - [`write`](mod@write): after every chat turn and on `MemoryClient::add`, fact extraction (none from
+//! - `write`: after every chat turn and on `MemoryClient::add`, fact extraction (none from
 //!   a message that says nothing), kept only where the user's words support it
-//!   ([`text::grounding`]); ADD/UPDATE/DELETE reconciliation ([`write::prompts`]), mended or
+//!   (`text::grounding`); ADD/UPDATE/DELETE reconciliation (`write::prompts`), mended or
 //!   asked again when its answer cannot be used; what the user takes back retracted, and an
-//!   old value replaced by a new one ([`text::changes`], [`text::subjects`]); the rolling
-//!   summary, checked sentence by sentence ([`text::summary_check`]); eviction and one git
-//!   commit per pass. Passes are queued and journaled ([`write::queue`]).
-//! - [`retrieval`]: dense and BM25 candidates from the conversation and `global`, fused,
+//!   old value replaced by a new one (`text::changes`, `text::subjects`); the rolling
+//!   summary, checked sentence by sentence (`text::summary_check`); eviction and one git
+//!   commit per pass. Passes are queued and journaled (`write::queue`).
+//! - `retrieval`: dense and BM25 candidates from the conversation and `global`, fused,
 //!   reranked, blended with recency and diversified with MMR; turns that say nothing of
-//!   their own ([`text::low_information`]) come last; optional query expansion by the LLM.
-//! - [`index`]: what each memory is indexed under ([`index::keys`]), its neighbouring turns
-//!   ([`index::timeline`]), the sync pass and the watcher that keep the index in step with
+//!   their own (`text::low_information`) come last; optional query expansion by the LLM.
+//! - `index`: what each memory is indexed under (`index::keys`), its neighbouring turns
+//!   (`index::timeline`), the sync pass and the watcher that keep the index in step with
 //!   the files, the store's and the model's words that widen a query or a key.
-//! - [`text`]: the rules of English the wings rely on, with no model (dates included).
+//! - `text`: the rules of English the wings rely on, with no model (dates included).
 //!
 //! Beside them, state the engine owns and the wings share, in modules that never name
 //! `MemoryClient`: governance's windows and counters (`governance_state`), the write
 //! pass queue (`pass_queue`), sessions' cached logs (`session_cache`), per-key locks
-//! (`locks`). [`api_types`] holds the answers of the API that REST and MCP return.
+//! (`locks`). `api_types` holds the answers of the API that REST and MCP return.
 //!
-//! The names other crates use are re-exported here, so they import from the root and
-//! the folders can move without breaking them; inside the engine, imports name the
-//! defining module.
+//! Every module is private and the public names are re-exported here, so other crates
+//! import from the root and the folders can move without breaking them; inside the
+//! engine, imports name the defining module. `cargo doc --document-private-items` shows
+//! the wings' own documentation.
 
 #![deny(missing_docs)]
 
-pub mod access;
-pub mod api_types;
+mod access;
+mod api_types;
 mod blocking;
-pub mod chat;
+mod chat;
 mod engine;
 mod error;
 mod governance_state;
-pub mod index;
+mod index;
 mod indexed_writes;
 mod locks;
 mod pass_queue;
-pub mod retrieval;
+mod retrieval;
 mod session_cache;
-pub mod text;
-pub mod write;
+mod text;
+mod write;
 
 pub use access::{Access, MemoryListing, ScopedClient, SessionUse, Unrestricted};
 pub use api_types::{

@@ -8,7 +8,7 @@
 //!   (`search_conversation_history`, `read_offloaded_output`) and an agent's own notes
 //!   (`read_agent_memory`, `write_agent_memory`, `update_agent_memory`). Their parameters are
 //!   the structs of [`params`]; their answers are the REST API's types
-//!   ([`mnemo_engine::api_types`]), as structured JSON and the same JSON as text;
+//!   (`mnemo_engine::api_types`), as structured JSON and the same JSON as text;
 //! - resources ([`resources`]): each conversation's rolling summary and each agent's
 //!   `MEMORY.md`.
 //!

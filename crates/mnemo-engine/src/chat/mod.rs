@@ -84,7 +84,7 @@ pub struct MemoryFields {
 }
 
 /// The `memory_*` fields a chat request may carry; mnemo takes them out before forwarding.
-/// [`take_memory_fields`] parses them (with messages that name the field); this type is what
+/// `take_memory_fields` parses them (with messages that name the field); this type is what
 /// the API documents, and a test keeps the two in step.
 #[derive(Debug, Default, utoipa::ToSchema)]
 pub struct ChatMemoryFields {
@@ -264,8 +264,6 @@ pub struct PreparedChat {
     pub hits: Vec<SearchHit>,
     /// The user's message, written as a turn.
     pub user_turn: Option<StoredMemory>,
-    /// Whether the client asked for a streamed answer.
-    pub stream: bool,
     /// What context governance did to the request.
     pub context: ContextReport,
     /// The session the request was logged in, whose answer is logged next.
@@ -425,7 +423,6 @@ impl MemoryClient {
             .plan_governance(&fields.conversation, &fields.strategy, &body)
             .await?;
         self.preflight_before_retrieval(&plan, &body).await?;
-        let stream = body["stream"].as_bool().unwrap_or(false);
         // A resent message of a session is not a new turn.
         let user_text = inject::last_user_text(&body)
             .filter(|t| !t.trim().is_empty())
@@ -507,7 +504,6 @@ impl MemoryClient {
             body,
             hits,
             user_turn,
-            stream,
             context,
             session,
         })

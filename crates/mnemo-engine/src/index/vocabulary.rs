@@ -67,11 +67,6 @@ impl Vocabulary {
         self.words.len()
     }
 
-    /// Whether it holds no word.
-    pub fn is_empty(&self) -> bool {
-        self.words.is_empty()
-    }
-
     /// Counts the words of `texts` (each text one memory) and takes in the new ones, with
     /// their vectors from `stored` or else embedded. Returns how many were embedded.
     pub fn add<S: AsRef<str>>(

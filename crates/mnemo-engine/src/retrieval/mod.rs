@@ -86,7 +86,7 @@ pub struct SearchRequest {
     #[serde(default)]
     #[schema(minimum = 0, maximum = 1)]
     pub score_threshold: Option<f32>,
-    /// A metadata filter (see [`crate::index::filter`]).
+    /// A metadata filter (see `crate::index::filter`).
     #[serde(default)]
     #[schema(value_type = Option<Object>)]
     pub filter: Option<Value>,
@@ -200,7 +200,7 @@ pub struct StageScores {
     /// Relevance blended with recency: what MMR ranked by.
     pub combined: f32,
     /// The turn says nothing that is not filler or in the turn it answers
-    /// ([`crate::text::low_information`]); with `[retrieval] low_information_last` (the default) it comes
+    /// (`crate::text::low_information`); with `[retrieval] low_information_last` (the default) it comes
     /// after every result that says something.
     pub low_information: bool,
 }

@@ -213,11 +213,6 @@ impl Occurrences {
     }
 }
 
-/// How the user's `message` supports `fact`.
-pub fn ground(fact: &str, message: &str) -> Grounding {
-    ground_in(fact, message, "")
-}
-
 /// How the user's words support `fact`: the latest `message`, and the user's `earlier`
 /// message when the extractor was shown it for context.
 pub fn ground_in(fact: &str, message: &str, earlier: &str) -> Grounding {
@@ -361,11 +356,11 @@ mod tests {
     use super::*;
 
     fn kept(fact: &str, message: &str) -> bool {
-        ground(fact, message).verdict().is_ok()
+        ground_in(fact, message, "").verdict().is_ok()
     }
 
     fn why(fact: &str, message: &str) -> String {
-        ground(fact, message).verdict().unwrap_err()
+        ground_in(fact, message, "").verdict().unwrap_err()
     }
 
     #[test]

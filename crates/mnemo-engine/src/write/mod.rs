@@ -88,7 +88,7 @@ pub struct WriteReport {
     /// no longer say.
     pub retracted: Vec<String>,
     /// Sentences cut from the rewritten summary because they still stated a retracted fact,
-    /// or gave someone else's trait to the user ([`crate::text::summary_check`]).
+    /// or gave someone else's trait to the user (`crate::text::summary_check`).
     pub summary_cuts: Vec<String>,
     /// Facts and turns tombstoned beyond `max_entries`.
     pub evicted: usize,
@@ -99,12 +99,12 @@ pub struct WriteReport {
     /// written.
     pub not_stored: Vec<String>,
     /// Extracted facts not stored because the user's message does not support them, each
-    /// with the reason ([`crate::text::grounding`]).
+    /// with the reason (`crate::text::grounding`).
     pub ungrounded: Vec<(String, String)>,
     /// Why the LLM's answer was not used (or not wholly), when it was not.
     pub fallback: Option<String>,
     /// Parts of the reconciler's answer that could not be used as they were, and what
-    /// became of each ([`prompts::Checked::repairs`]), and whether it was asked again.
+    /// became of each (`prompts::Checked::repairs`), and whether it was asked again.
     pub repairs: Vec<String>,
     /// The git commit, when one was made.
     pub commit: Option<String>,
@@ -266,7 +266,7 @@ impl MemoryClient {
     }
 
     /// Like [`wait_idle`](Self::wait_idle), for at most `grace`: returns whether everything
-    /// finished. Passes still running or waiting stay journaled ([`crate::write::queue`]) for the
+    /// finished. Passes still running or waiting stay journaled (`crate::write::queue`) for the
     /// next start to resume; the index snapshot is written either way.
     pub async fn wait_idle_for(&self, grace: Duration) -> bool {
         let deadline = tokio::time::Instant::now().checked_add(grace);

@@ -10,7 +10,7 @@
 //! One conversation's passes run one after another, in the order their turns were queued
 //! (a correction must not be learnt before what it corrects): each conversation with work
 //! has one worker draining its passes. Across conversations, passes do their LLM work at
-//! most [`MAX_RUNNING_PASSES`] at a time, a slot taken once the conversation's own lock is
+//! most [`MAX_RUNNING_PASSES`](crate::pass_queue::MAX_RUNNING_PASSES) at a time, a slot taken once the conversation's own lock is
 //! held. When a shutdown's grace period is over, passes still
 //! running or waiting are stopped and keep their entries; a pass that fails (the answer
 //! cannot be stored, the write path errs) keeps its entry too, for the next start.
@@ -24,7 +24,6 @@ use tracing::{info, warn};
 use crate::blocking::blocking;
 use crate::engine::MemoryClient;
 use crate::pass_queue::{read_entry, PendingPass, QueuedPass};
-pub use crate::pass_queue::{MAX_RUNNING_PASSES, PENDING_DIR};
 
 impl MemoryClient {
     /// Queues the write path for a finished turn. The entry is journaled before this
