@@ -587,17 +587,18 @@ mod tests {
         let store = MemorySummaryStore::default();
         let summariser = Counting(AtomicUsize::new(0));
         let middle: Vec<Value> = (0..6).map(|i| user(&format!("message {i}"))).collect();
-        let run = |n: usize| {
+        let run_asked = |n: usize, asked: SummaryAsk<'static>| {
             summarise_middle(
                 &middle[..n],
                 &summariser,
                 &store,
                 &ApproxCounter,
                 10_000,
-                SummaryAsk::default(),
+                asked,
                 "m",
             )
         };
+        let run = |n: usize| run_asked(n, SummaryAsk::default());
         let (first, outcome) = run(4).await.unwrap();
         assert_eq!(
             (first.as_str(), outcome),
@@ -621,29 +622,9 @@ mod tests {
             focus: None,
             instructions: Some("List the decisions only."),
         };
-        let (_, outcome) = summarise_middle(
-            &middle[..4],
-            &summariser,
-            &store,
-            &ApproxCounter,
-            10_000,
-            own,
-            "m",
-        )
-        .await
-        .unwrap();
+        let (_, outcome) = run_asked(4, own).await.unwrap();
         assert_eq!(outcome, SummaryOutcome::New);
-        let (_, outcome) = summarise_middle(
-            &middle[..4],
-            &summariser,
-            &store,
-            &ApproxCounter,
-            10_000,
-            own,
-            "m",
-        )
-        .await
-        .unwrap();
+        let (_, outcome) = run_asked(4, own).await.unwrap();
         assert_eq!(outcome, SummaryOutcome::Reused, "and its own is kept");
     }
 

@@ -314,6 +314,11 @@ impl WritePath<'_> {
         if incomplete {
             record.metadata.insert("incomplete".into(), true.into());
         }
+        self.write_record(record).await
+    }
+
+    /// Writes one record and indexes it, off the async threads.
+    async fn write_record(&self, record: MemoryRecord) -> Result<(), EngineError> {
         let engine = self.engine.clone();
         blocking(move || engine.add_records(vec![record]))
             .await
@@ -919,8 +924,7 @@ impl WritePath<'_> {
         }
         let mut record = MemoryRecord::new(conversation.clone(), Role::Summary, text);
         record.summary_kind = Some("rolling".into());
-        let engine = self.engine.clone();
-        blocking(move || engine.add_records(vec![record])).await?;
+        self.write_record(record).await?;
         report.summary_updated = true;
         Ok(())
     }

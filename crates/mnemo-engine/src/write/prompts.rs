@@ -191,18 +191,11 @@ pub fn replaces(message: &str, old: &str, new: &str) -> (Vec<ChatMessage>, JsonS
             ChatMessage::system(REPLACES_PROMPT),
             ChatMessage::user(format!(
                 "MESSAGE: {:?}\nOLD: {old:?}\nNEW: {new:?}",
-                excerpt(message, MESSAGE_SHOWN)
+                one_line(message, MESSAGE_SHOWN)
             )),
         ],
         schema_of::<Replaces>("replaces"),
     )
-}
-
-/// The first `chars` characters of `text`.
-fn excerpt(text: &str, chars: usize) -> &str {
-    text.char_indices()
-        .nth(chars)
-        .map_or(text, |(i, _)| &text[..i])
 }
 
 /// The answer to [`replaces`].
