@@ -258,13 +258,7 @@ impl Chat {
             "compact" => {
                 let focus = (!arg.is_empty()).then(|| arg.to_owned());
                 let report = self.client.compact_session(&self.session, focus).await?;
-                println!(
-                    "compacted {} message(s) into a summary; {} kept; {} → {} tokens",
-                    report.compacted_messages,
-                    report.kept_messages,
-                    report.tokens_before,
-                    report.tokens_after
-                );
+                println!("{}", crate::sessions::describe_compaction(&report));
             }
             "sessions" => print!(
                 "{}",

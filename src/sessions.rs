@@ -4,8 +4,8 @@
 use anyhow::anyhow;
 use clap::{Args, Subcommand};
 use mnemo_core::ConversationId;
+use mnemo_engine::{CompactReport, SessionContext, SessionInfo};
 use mnemo_engine::{Excerpt, HistoryScope, MemoryClient, SessionId};
-use mnemo_engine::{SessionContext, SessionInfo};
 use serde::Serialize;
 
 use crate::commands::{self, CommandResult, Failure, GlobalArgs};
@@ -102,14 +102,10 @@ pub async fn sessions(global: &GlobalArgs, args: SessionsArgs) -> CommandResult 
         return if json {
             print_json(&report)
         } else {
-            println!(
-                "compacted {} message(s) of {id}; {} kept; {} → {} tokens",
-                report.compacted_messages,
-                report.kept_messages,
-                report.tokens_before,
-                report.tokens_after
-            );
-            println!("{}", report.summary);
+            println!("{}", describe_compaction(&report));
+            if report.unsummarised.is_none() {
+                println!("{}", report.summary);
+            }
             Ok(())
         };
     }
@@ -384,4 +380,22 @@ pub async fn agent_memory(global: &GlobalArgs, args: AgentMemoryArgs) -> Command
     };
     print!("{text}");
     Ok(())
+}
+
+/// One line on what a compaction did, and why there is no summary when there is none.
+pub(crate) fn describe_compaction(report: &CompactReport) -> String {
+    let done = match &report.unsummarised {
+        None => format!(
+            "compacted {} message(s) into a summary",
+            report.compacted_messages
+        ),
+        Some(why) => format!(
+            "no summary could be written ({why}): dropped {} message(s) behind a marker instead",
+            report.compacted_messages
+        ),
+    };
+    format!(
+        "{done}; {} kept; {} → {} tokens",
+        report.kept_messages, report.tokens_before, report.tokens_after
+    )
 }

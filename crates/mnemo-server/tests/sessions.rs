@@ -236,7 +236,8 @@ async fn compaction_summarises_with_a_focus_and_a_failure_changes_nothing() {
     assert_eq!(before["messages"], 6);
     assert_eq!(before["compressions"], 0);
 
-    // A failing summariser: 502, and the history is as it was.
+    // A failing summariser and too few messages to drop any: 502, and the history is as it
+    // was.
     llm.set_handler(|_: &ChatRequest| Reply::status(500, "down"));
     let (status, body) = post(
         &format!("{}/v1/sessions/k/compact", server.url),
@@ -270,6 +271,54 @@ async fn compaction_summarises_with_a_focus_and_a_failure_changes_nothing() {
     assert_eq!(
         logged(&server, "k", false).await.len(),
         8,
+        "the log keeps all"
+    );
+    server.shutdown().await;
+}
+
+/// Fails summary calls with a 500, answers others like [`model`].
+fn summariser_down(request: &ChatRequest) -> Reply {
+    if request
+        .system_prompt()
+        .is_some_and(|s| s.contains("conversation summariser"))
+    {
+        return Reply::status(500, "down");
+    }
+    model(request)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn compaction_without_a_summary_keeps_the_last_ten_messages_behind_a_marker() {
+    let llm = ScriptedLlm::with_handler(summariser_down).await;
+    let server = Server::start(Some(llm.base_url())).await;
+    let padding = "and some more words to make each message worth its tokens ".repeat(5);
+    for i in 0..7 {
+        say(&server, "m", vec![user(&format!("message {i} {padding}"))]).await;
+    }
+    let (status, report) = post(&format!("{}/v1/sessions/m/compact", server.url), json!({})).await;
+    assert_eq!(status, 200, "{report}");
+    assert_eq!(
+        report["compacted_messages"], 4,
+        "14 messages, the last 10 kept"
+    );
+    assert_eq!(report["kept_messages"], 10);
+    let why = report["unsummarised"].as_str().unwrap_or_default();
+    assert!(why.contains("summary call failed"), "{report}");
+    assert!(
+        report["tokens_after"].as_u64() < report["tokens_before"].as_u64(),
+        "{report}"
+    );
+
+    say(&server, "m", vec![user("message 7")]).await;
+    let sent = forwarded_texts(&llm);
+    assert!(
+        sent[0].starts_with("[4 earlier messages of this session were removed"),
+        "{sent:?}"
+    );
+    assert!(sent[1].starts_with("message 2 "), "{sent:?}");
+    assert_eq!(
+        logged(&server, "m", false).await.len(),
+        16,
         "the log keeps all"
     );
     server.shutdown().await;

@@ -50,6 +50,8 @@ pub struct Compaction {
     pub covers: usize,
     /// The summary.
     pub summary: String,
+    /// Whether the messages after the previous summary were dropped without one.
+    pub unsummarised: bool,
 }
 
 /// The current branch of a session: what the next request continues.
@@ -90,12 +92,16 @@ impl History {
                 self.compactions.retain(|c| c.covers <= *to);
             }
             Record::Compaction {
-                covers, summary, ..
+                covers,
+                summary,
+                unsummarised,
+                ..
             } => {
                 self.compressions += 1;
                 self.compactions.push(Compaction {
                     covers: (*covers).min(self.messages.len()),
                     summary: summary.clone(),
+                    unsummarised: unsummarised.is_some(),
                 });
             }
         }
@@ -140,14 +146,26 @@ pub fn timed_messages(
 
 /// The message a compaction's summary goes upstream as.
 pub fn compaction_message(compaction: &Compaction) -> Value {
-    serde_json::json!({
-        "role": "user",
-        "content": format!(
-            "[Summary of {} earlier messages of this session]\n{}",
-            compaction.covers,
-            compaction.summary.trim()
+    let summary = compaction.summary.trim();
+    let content = match (compaction.unsummarised, summary.is_empty()) {
+        (false, _) => format!(
+            "[Summary of {} earlier messages of this session]\n{summary}",
+            compaction.covers
         ),
-    })
+        (true, true) => removed_marker(compaction.covers),
+        (true, false) => format!(
+            "{}\n[Summary of the earliest of them]\n{summary}",
+            removed_marker(compaction.covers)
+        ),
+    };
+    serde_json::json!({"role": "user", "content": content})
+}
+
+/// What stands upstream for messages dropped without a summary.
+fn removed_marker(covers: usize) -> String {
+    format!(
+        "[{covers} earlier messages of this session were removed to fit the context window; no summary of them could be written]"
+    )
 }
 
 /// What a request adds to a session.
@@ -408,6 +426,7 @@ mod tests {
             summary: "counted to two".into(),
             focus: None,
             model: "m".into(),
+            unsummarised: None,
         });
         let upstream = history.upstream_messages();
         assert_eq!(upstream.len(), 3);
@@ -422,6 +441,39 @@ mod tests {
         assert_eq!(history.compaction(), None);
         assert_eq!(history.upstream_messages(), vec![u("1")]);
         assert_eq!(history.compressions, 1);
+    }
+
+    #[test]
+    fn a_compaction_without_a_summary_goes_upstream_as_a_marker_after_the_earlier_summary() {
+        let mut history = logged(&[u("1"), a("2"), u("3"), a("4"), u("5")]);
+        let compaction = |covers, summary: &str, unsummarised: Option<&str>| Record::Compaction {
+            at: chrono::Utc::now(),
+            covers,
+            summary: summary.into(),
+            focus: None,
+            model: String::new(),
+            unsummarised: unsummarised.map(Into::into),
+        };
+        history.apply(&compaction(3, "", Some("the summariser is down")));
+        let upstream = history.upstream_messages();
+        assert_eq!(upstream.len(), 3);
+        assert_eq!(
+            upstream[0]["content"],
+            "[3 earlier messages of this session were removed to fit the context window; no summary of them could be written]"
+        );
+
+        let mut history = logged(&[u("1"), a("2"), u("3"), a("4"), u("5")]);
+        history.apply(&compaction(2, "counted to two", None));
+        history.apply(&compaction(4, "counted to two", Some("down")));
+        let first = history.upstream_messages()[0]["content"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        assert!(first.starts_with("[4 earlier messages"), "{first}");
+        assert!(
+            first.ends_with("[Summary of the earliest of them]\ncounted to two"),
+            "{first}"
+        );
     }
 
     #[test]

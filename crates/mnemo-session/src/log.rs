@@ -139,6 +139,11 @@ pub enum Record {
         focus: Option<String>,
         /// The model that wrote it.
         model: String,
+        /// Set when no summary could be written (the summariser was down): why. The covered
+        /// messages then go upstream as a marker saying they were removed, after the
+        /// previous compaction's summary, which `summary` then carries on.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        unsummarised: Option<String>,
     },
 }
 

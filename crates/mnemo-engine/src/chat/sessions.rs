@@ -187,10 +187,28 @@ pub struct CompactReport {
     pub tokens_before: usize,
     /// Tokens of the history after.
     pub tokens_after: usize,
-    /// The summary.
+    /// The summary (with `unsummarised`, the earlier compaction's, if any).
     pub summary: String,
-    /// The model that wrote it.
+    /// The model that wrote it (empty with `unsummarised`).
     pub model: String,
+    /// Set when no summary could be written: why. The history was then cut to its last
+    /// [`UNSUMMARISED_KEEP`] messages, the others standing upstream as a marker.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unsummarised: Option<String>,
+}
+
+/// Messages a compaction keeps when no summary can be written.
+pub const UNSUMMARISED_KEEP: usize = 10;
+
+/// Where a compaction without a summary cuts `messages`: before the last
+/// [`UNSUMMARISED_KEEP`], moved back so no tool result loses its call; `None` when that
+/// drops nothing past the `done` already compacted.
+fn unsummarised_cut(messages: &[Value], done: usize) -> Option<usize> {
+    let mut at = messages.len().saturating_sub(UNSUMMARISED_KEEP);
+    while at > 0 && messages[at]["role"] == "tool" {
+        at -= 1;
+    }
+    (at > done).then_some(at)
 }
 
 /// A slice of an offloaded tool output.
@@ -585,8 +603,10 @@ impl MemoryClient {
 
     /// Compacts session `id` now: a summary (by the session's model, or the strategy's
     /// `summarization_model`, with `focus`) stands in upstream for everything before what
-    /// `keep` keeps — at least everything before the latest turn. On failure the history is
-    /// unchanged.
+    /// `keep` keeps — at least everything before the latest turn. When no summary can be
+    /// written (no upstream, the call fails), the history is cut to its last
+    /// [`UNSUMMARISED_KEEP`] messages behind a marker, and the report says why; with too few
+    /// messages for that, it is an error and the history is unchanged.
     pub async fn compact_session(
         &self,
         id: &SessionId,
@@ -606,7 +626,6 @@ impl MemoryClient {
             }
             .into());
         }
-        let llm = self.inner.llm.as_ref().ok_or(EngineError::NoUpstream)?;
         let (strategy, model) = self.session_strategy(id, &meta).await?;
         let model = strategy.summarization_model.clone().unwrap_or(model);
         let counter = self.inner.context.counter(&model);
@@ -630,37 +649,73 @@ impl MemoryClient {
             )));
         }
         let tokens_before = messages_tokens(counter.as_ref(), &history.upstream_messages());
-        let summaries = DirSummaryStore::new(self.sessions().summaries_dir(id));
-        let summariser = crate::chat::governance::UpstreamSummariser { llm };
-        let middle = &messages[..covers];
-        let hashes = prefix_hashes(middle);
         let focus = focus
             .map(|f| f.trim().to_owned())
             .filter(|f| !f.is_empty())
             .or_else(|| strategy.focus.clone());
-        let call = SummaryCall {
-            summariser: &summariser as &dyn Summariser,
-            store: &summaries,
-            counter: counter.as_ref(),
-            chunk_tokens: crate::governance_state::summary_chunk_tokens(window.tokens),
-            asked: SummaryAsk {
-                focus: focus.as_deref(),
-                instructions: strategy.summary_prompt.as_deref(),
-            },
-            model: &model,
+        let summarised = match self.inner.llm.as_ref() {
+            Some(llm) => {
+                let summaries = DirSummaryStore::new(self.sessions().summaries_dir(id));
+                let summariser = crate::chat::governance::UpstreamSummariser { llm };
+                let hashes = prefix_hashes(&messages[..covers]);
+                let call = SummaryCall {
+                    summariser: &summariser as &dyn Summariser,
+                    store: &summaries,
+                    counter: counter.as_ref(),
+                    chunk_tokens: crate::governance_state::summary_chunk_tokens(window.tokens),
+                    asked: SummaryAsk {
+                        focus: focus.as_deref(),
+                        instructions: strategy.summary_prompt.as_deref(),
+                    },
+                    model: &model,
+                };
+                // A summary that skipped messages is not built on: all are summarised anew.
+                let kept = previous
+                    .as_ref()
+                    .filter(|c| !c.unsummarised)
+                    .map(|c| (c.covers, c.summary.clone()));
+                call.extend(&messages[..covers], &hashes, kept)
+                    .await
+                    .map(|(summary, _)| summary)
+                    .map_err(|e| format!("the summary call failed: {e}"))
+            }
+            None => Err("no upstream LLM is configured to write a summary".to_owned()),
         };
-        let kept = previous.as_ref().map(|c| (c.covers, c.summary.clone()));
-        let (summary, _) = call
-            .extend(middle, &hashes, kept)
-            .await
-            .map_err(EngineError::SummaryFailed)?;
+        // Without a summary the history still shrinks, as co-cli's does: to its last
+        // messages, behind a marker that says what went.
+        let (summary, unsummarised) = match summarised {
+            Ok(summary) => (summary, None),
+            Err(why) => {
+                let Some(dropped) = unsummarised_cut(messages, done) else {
+                    return Err(EngineError::SummaryFailed(format!(
+                        "{why}; session {:?} has too few messages to drop any without a summary",
+                        id.as_str()
+                    )));
+                };
+                tracing::warn!(
+                    session = id.as_str(),
+                    dropped,
+                    "compacting without a summary: {why}"
+                );
+                covers = dropped;
+                let earlier = previous.as_ref().map(|c| c.summary.clone());
+                (earlier.unwrap_or_default(), Some(why))
+            }
+        };
+        let model = if unsummarised.is_some() {
+            String::new()
+        } else {
+            model
+        };
         let record = Record::Compaction {
             at: Utc::now(),
             covers,
             summary: summary.clone(),
             focus,
             model: model.clone(),
+            unsummarised: unsummarised.clone(),
         };
+        let middle = &messages[..covers];
         let mut next = history.clone();
         next.apply(&record);
         let tokens_after = messages_tokens(counter.as_ref(), &next.upstream_messages());
@@ -672,6 +727,7 @@ impl MemoryClient {
             tokens_after,
             summary,
             model,
+            unsummarised,
         };
 
         // Locked again: the summary applies only if what it covers is still the branch's
