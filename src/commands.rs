@@ -101,6 +101,10 @@ pub struct SearchArgs {
     /// Drop results whose relevance (0..1) is below this [default: config]
     #[arg(long)]
     threshold: Option<f32>,
+    /// Drop results whose cross-encoder score (0..1, absolute; agent-cli uses 0.35) is
+    /// below this [default: config]
+    #[arg(long)]
+    min_rerank_score: Option<f32>,
     /// Metadata filter as JSON, e.g. '{"topic": "food", "weight": {"gte": 3}}'
     #[arg(long)]
     filter: Option<String>,
@@ -288,6 +292,7 @@ pub async fn search(global: &GlobalArgs, args: SearchArgs) -> CommandResult {
         recency_weight: args.recency_weight,
         mmr_lambda: args.mmr_lambda,
         score_threshold: args.threshold,
+        min_rerank_score: args.min_rerank_score,
         filter,
         ..SearchRequest::new(args.query, conv.clone())
     };

@@ -72,6 +72,10 @@ pub struct Config {
     /// Results whose relevance (0..1, before recency) falls below this are dropped; unset keeps
     /// them all. A search request may override it.
     pub score_threshold: Option<f32>,
+    /// Results whose cross-encoder score (the logistic of its logit, 0..1, an absolute
+    /// figure unlike `score_threshold`'s) falls below this are dropped; unset keeps them all.
+    /// Does nothing when no reranker runs. A search request may override it.
+    pub min_rerank_score: Option<f32>,
     /// Keep a rolling summary per conversation, rewritten by the LLM whenever a message changes
     /// its facts.
     pub enable_summarization: bool,
@@ -360,6 +364,7 @@ impl Default for Config {
             mmr_lambda: 0.7,
             recency_weight: 0.2,
             score_threshold: None,
+            min_rerank_score: None,
             enable_summarization: true,
             fact_grounding: true,
             openai_base_url: None,
@@ -435,6 +440,7 @@ const STRING_KEYS: &[&str] = &[
 /// Optional keys: absent from the defaults, but settable.
 const OPTIONAL_KEYS: &[&str] = &[
     "score_threshold",
+    "min_rerank_score",
     "openai_base_url",
     "openai_api_key",
     "index_url",
@@ -512,6 +518,7 @@ impl Config {
             ("mmr_lambda", Some(self.mmr_lambda)),
             ("recency_weight", Some(self.recency_weight)),
             ("score_threshold", self.score_threshold),
+            ("min_rerank_score", self.min_rerank_score),
             ("retrieval.lexical_weight", Some(r.lexical_weight)),
             (
                 "retrieval.lexical_neighbour_decay",
@@ -635,6 +642,7 @@ mod tests {
             env(&[
                 ("MNEMO_DEFAULT_TOP_K", "9"),
                 ("MNEMO_SCORE_THRESHOLD", "0.5"),
+                ("MNEMO_MIN_RERANK_SCORE", "0.35"),
                 ("MNEMO_OPENAI_BASE_URL", "http://127.0.0.1:8080/v1"),
                 ("MNEMO_OPENAI_API_KEY", "sk-secret"),
                 ("UNRELATED", "x"),
@@ -644,6 +652,7 @@ mod tests {
         assert_eq!(cfg.memory_path, PathBuf::from("/data/mem"));
         assert_eq!(cfg.default_top_k, 9);
         assert_eq!(cfg.score_threshold, Some(0.5));
+        assert_eq!(cfg.min_rerank_score, Some(0.35));
         assert_eq!(
             cfg.openai_base_url.as_deref(),
             Some("http://127.0.0.1:8080/v1")

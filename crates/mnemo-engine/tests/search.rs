@@ -652,6 +652,35 @@ async fn the_cross_encoder_decides_the_order_when_installed() {
     );
     assert_eq!(hits[0].scores.rerank, Some(1.0));
     assert!(hits.iter().all(|h| h.scores.rerank.is_some()));
+    let apple = hits[0].scores.rerank_absolute.unwrap();
+    assert!(
+        (apple - 1.0 / (1.0 + (-3.0f32).exp())).abs() < 1e-3,
+        "{apple}"
+    );
+
+    // An absolute floor drops what the model itself scores low (the rotten apple at
+    // logistic(-1) ≈ 0.27), whatever the best of the pool; the relative threshold, over the
+    // best, drops the cherry (0.73 / 0.95 ≈ 0.77) as well.
+    let floored = |absolute, relative| SearchRequest {
+        mmr_lambda: Some(1.0),
+        min_rerank_score: absolute,
+        score_threshold: relative,
+        ..SearchRequest::new("fruit", conv("c1")).top_k(4)
+    };
+    let hits = client.search(floored(Some(0.35), None)).await.unwrap();
+    assert_eq!(
+        contents(&hits),
+        ["fruit: apple", "fruit: banana", "fruit salad with cherry"]
+    );
+    let hits = client.search(floored(None, Some(0.8))).await.unwrap();
+    assert_eq!(contents(&hits), ["fruit: apple", "fruit: banana"]);
+    let refused = client.search(floored(Some(1.5), None)).await.unwrap_err();
+    assert!(
+        refused
+            .to_string()
+            .contains("min_rerank_score must be between 0 and 1"),
+        "{refused}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -100,6 +100,9 @@ pub struct ChatMemoryFields {
     /// Drop memories whose relevance (0..1) is below this.
     #[schema(minimum = 0, maximum = 1)]
     pub memory_score_threshold: Option<f32>,
+    /// Drop memories whose cross-encoder score (0..1, absolute) is below this.
+    #[schema(minimum = 0, maximum = 1)]
+    pub memory_min_rerank_score: Option<f32>,
     /// Metadata filter (eq, ne, gt, gte, lt, lte, in, nin, `$or`).
     #[schema(value_type = Option<Object>)]
     pub memory_filter: Option<Value>,
@@ -121,11 +124,12 @@ pub struct ChatMemoryFields {
     pub memory_history: Option<String>,
 }
 
-const KNOWN_FIELDS: [&str; 9] = [
+const KNOWN_FIELDS: [&str; 10] = [
     "memory_id",
     "memory_top_k",
     "memory_recency_weight",
     "memory_score_threshold",
+    "memory_min_rerank_score",
     "memory_filter",
     "memory_strategy",
     "memory_agent",
@@ -211,6 +215,7 @@ pub fn take_memory_fields(body: &mut Map<String, Value>) -> Result<MemoryFields,
         top_k,
         recency_weight: number("memory_recency_weight")?,
         score_threshold: number("memory_score_threshold")?,
+        min_rerank_score: number("memory_min_rerank_score")?,
         filter: fields
             .get("memory_filter")
             .filter(|v| !v.is_null())
@@ -731,10 +736,11 @@ mod tests {
         let mut b = body(json!({
             "model": "m", "messages": [], "temperature": 0.1,
             "memory_id": "trip", "memory_top_k": 3, "memory_recency_weight": 0.5,
-            "memory_filter": {"topic": "food"}
+            "memory_filter": {"topic": "food"}, "memory_min_rerank_score": 0.35
         }));
         let f = take_memory_fields(&mut b).unwrap();
         assert_eq!(f.conversation.as_str(), "trip");
+        assert_eq!(f.search.min_rerank_score, Some(0.35));
         assert_eq!(f.search.top_k, Some(3));
         assert_eq!(f.search.recency_weight, Some(0.5));
         assert!(f.search.filter.is_some());
@@ -779,6 +785,10 @@ mod tests {
                 "0 (no memories) or more, not -5",
             ),
             (json!({"memory_recency_weight": 2}), "between 0 and 1"),
+            (
+                json!({"memory_min_rerank_score": -0.1}),
+                "min_rerank_score must be between 0 and 1",
+            ),
             (json!({"memory_topk": 3}), "unknown field \"memory_topk\""),
         ] {
             let mut b = body(fields.clone());

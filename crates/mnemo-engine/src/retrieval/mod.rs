@@ -86,6 +86,11 @@ pub struct SearchRequest {
     #[serde(default)]
     #[schema(minimum = 0, maximum = 1)]
     pub score_threshold: Option<f32>,
+    /// Drop memories whose cross-encoder score (the logistic of its logit, 0..1, absolute)
+    /// is below this; no effect when no reranker runs.
+    #[serde(default)]
+    #[schema(minimum = 0, maximum = 1)]
+    pub min_rerank_score: Option<f32>,
     /// A metadata filter (see `crate::index::filter`).
     #[serde(default)]
     #[schema(value_type = Option<Object>)]
@@ -142,6 +147,7 @@ impl SearchRequest {
             ("recency_weight", self.recency_weight),
             ("mmr_lambda", self.mmr_lambda),
             ("score_threshold", self.score_threshold),
+            ("min_rerank_score", self.min_rerank_score),
         ] {
             if let Some(v) = value.filter(|v| !(0.0..=1.0).contains(v)) {
                 return invalid(format!("{name} must be between 0 and 1, got {v}"));
@@ -158,6 +164,7 @@ impl SearchRequest {
             recency_weight: self.recency_weight.unwrap_or(config.recency_weight),
             mmr_lambda: self.mmr_lambda.unwrap_or(config.mmr_lambda),
             score_threshold: self.score_threshold.or(config.score_threshold),
+            min_rerank_score: self.min_rerank_score.or(config.min_rerank_score),
             filter: match &self.filter {
                 Some(filter) => crate::index::filter::compile(filter)?,
                 None => Filter::all(),
@@ -178,6 +185,8 @@ pub struct ResolvedSearch {
     pub mmr_lambda: f32,
     /// Minimum relevance, if any.
     pub score_threshold: Option<f32>,
+    /// Minimum absolute cross-encoder score, if any.
+    pub min_rerank_score: Option<f32>,
     /// The caller's metadata filter, compiled for the index.
     pub filter: Filter,
     /// The time recency is measured from.
@@ -195,6 +204,9 @@ pub struct StageScores {
     pub fused: f32,
     /// Cross-encoder relevance, 0..1 over the pool, when a reranker ran.
     pub rerank: Option<f32>,
+    /// The cross-encoder's own score, the logistic of its logit (0..1, not divided by the
+    /// pool's best): what `min_rerank_score` compares.
+    pub rerank_absolute: Option<f32>,
     /// `exp(-age_days / 30)`.
     pub recency: f32,
     /// Relevance blended with recency: what MMR ranked by.
@@ -286,6 +298,10 @@ impl ReadPath<'_> {
         self.rerank(query, &mut candidates)?;
         if let Some(threshold) = settings.score_threshold {
             candidates.retain(|c| c.relevance >= threshold);
+        }
+        if let (Some(threshold), Some(_)) = (settings.min_rerank_score, self.reranker) {
+            // Past the reranked pool nothing was scored: those go too.
+            candidates.retain(|c| c.scores.rerank_absolute.is_some_and(|s| s >= threshold));
         }
         let mut weight = settings.recency_weight;
         if tuning.query_aware_recency && !cues::asks_about_now(query) {

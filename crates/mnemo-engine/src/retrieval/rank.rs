@@ -212,6 +212,7 @@ pub(crate) fn apply_rerank(candidates: &mut [Candidate], logits: &[f32]) {
     for (c, s) in candidates.iter_mut().zip(squashed) {
         let score = if best > 0.0 { s / best } else { 0.0 };
         c.scores.rerank = Some(score);
+        c.scores.rerank_absolute = Some(s);
         c.relevance = score;
     }
     sort_by_relevance(candidates);
