@@ -11,7 +11,9 @@
 //! - The [`pipeline`] runs the stages in order — [`repair`], [`offload`], [`compact`] (or
 //!   trim), [`summarize`], the inflation guard and the pre-flight check — and reports what
 //!   it did ([`ContextReport`]). Offloaded outputs and summaries are kept by stores the caller
-//!   provides ([`OutputStore`], [`SummaryStore`]); files and memory are built in.
+//!   provides ([`OutputStore`], [`SummaryStore`]); files and memory are built in. A library
+//!   user sees the window fill, archives what a summary replaces and adds context after it
+//!   through [`Callbacks`].
 //! - For agents that keep their conversation in memory: [`buffer::ConversationBuffer`] and
 //!   [`compressor::Compressor`].
 //! - [`config::ContextConfig`] is the `[context]` table of mnemo's configuration.
@@ -36,9 +38,10 @@ pub use config::ContextConfig;
 pub use mnemo_fs::StoreDir;
 pub use offload::{DirOutputStore, MemoryOutputStore, OutputStore};
 pub use pipeline::{
-    Callbacks, ContextLengthExceeded, ContextReport, Governed, Governor, InflationGuard,
+    static_marker, Callbacks, ContextLengthExceeded, ContextReport, Governed, Governor,
+    InflationGuard,
 };
-pub use strategy::{Keep, Mode, ResolvedStrategy, Strategy, StrategyError};
+pub use strategy::{Keep, Mode, ResolvedStrategy, Strategy, StrategyError, SummaryWindow};
 pub use summarize::{
     DirSummaryStore, MemorySummaryStore, Summariser, SummaryRequest, SummaryStore,
 };

@@ -12,23 +12,30 @@
 //! 6. **pre-flight**: prompt + reserved answer + margin over the window is refused
 //!    ([`ContextLengthExceeded`]), before any upstream call.
 //!
-//! Only the outgoing copy changes; the caller keeps the history as it came.
+//! Only the outgoing copy changes; the caller keeps the history as it came. A library user
+//! follows (and may add to) the run through [`Callbacks`].
 
+use std::ops::Range;
 use std::sync::Mutex;
 
 use serde::Serialize;
-use serde_json::Value;
+use serde_json::{json, Value};
 
 use crate::compact::{compact, trim};
 use crate::messages::{role, turn_starts};
 use crate::offload::{offload, OutputStore};
 use crate::repair::repair;
-use crate::strategy::{Mode, ResolvedStrategy};
+use crate::strategy::{Mode, ResolvedStrategy, SummaryWindow};
+/// The message that stands for removed messages when no summary could be written:
+/// `[Earlier conversation trimmed — N messages removed to stay within context budget]`, a
+/// user message, since any upstream takes one anywhere. Public so that a caller that drops
+/// messages on its own (a `/compact` whose summariser is down) says so the same way.
+pub use crate::summarize::static_marker;
 use crate::summarize::{
-    cut, kept_prefix, prefix_hashes, static_marker, summary_message, MemorySummaryStore,
-    Summariser, SummaryAsk, SummaryCall, SummaryOutcome, SummaryStore,
+    cut, kept_prefix, prefix_hashes, sliding_cut, summary_message, MemorySummaryStore, Summariser,
+    SummaryAsk, SummaryCall, SummaryOutcome, SummaryStore, Window as Cut,
 };
-use crate::tokens::{messages_tokens, TokenCounter};
+use crate::tokens::{message_tokens, messages_tokens, TokenCounter};
 use crate::window::{Window, WindowSource};
 
 /// What governance did to one request: mnemo's `memory_context`.
@@ -64,6 +71,9 @@ pub struct ContextReport {
     pub summary: Option<SummaryOutcome>,
     /// Why the summariser failed, when the static marker stands in.
     pub summary_error: Option<String>,
+    /// Tokens of the text [`Callbacks::on_after_compress`] put right after the summary (0:
+    /// none); part of `tokens_after` unless governance was rolled back.
+    pub injected_tokens: usize,
     /// Governance made the request no smaller, so it went as it came.
     pub rolled_back: bool,
     /// Why governance did not run (the inflation guard).
@@ -120,14 +130,30 @@ impl InflationGuard {
     }
 }
 
-/// Hooks into governance, for library users (progress, logging, metrics).
+/// Hooks into governance, for library users: progress and metrics, archiving what a summary
+/// replaces, and adding context after it (pydantic-deep's contract). Every method has a
+/// default that does nothing. The hooks see messages but cannot change them, so they cannot
+/// part a tool call from its result or lose the current turn.
 pub trait Callbacks: Send + Sync {
-    /// The request's tokens against the window, before governance.
-    fn on_usage_update(&self, _tokens: usize, _window: u64) {}
-    /// A summary is about to replace `messages` messages of `tokens` tokens.
-    fn on_before_compress(&self, _messages: usize, _tokens: usize) {}
-    /// Governance is done.
-    fn on_after_compress(&self, _report: &ContextReport) {}
+    /// Once per request, before governance: `used` is `current_tokens / max_tokens` as a
+    /// fraction (0.5 is half the window; above 1 the request does not fit as it is), so a
+    /// user can show how full the window is without knowing the counter.
+    fn on_usage_update(&self, _used: f64, _current_tokens: usize, _max_tokens: u64) {}
+    /// A summary (or the static marker) is about to replace `messages`, the messages as the
+    /// summariser reads them (large outputs already offloaded), so they can be archived
+    /// first. `cutoff` is the index, in the request as repaired, where the kept part after
+    /// them begins; they start at `cutoff - messages.len()`.
+    fn on_before_compress(&self, _messages: &[Value], _cutoff: usize) {}
+    /// The summary is in place at `messages[summary]`. Text returned here goes in right after
+    /// it, as a user message, and is counted and reported (`injected_tokens`): context the
+    /// summary should not lose, such as a task list or pinned files. Blank text adds nothing.
+    fn on_after_compress(&self, _messages: &[Value], _summary: usize) -> Option<String> {
+        None
+    }
+    /// Governance is done (also when the pre-flight check then refuses the request, whose
+    /// report the caller otherwise never sees). A summary the inflation guard rolled back
+    /// (`rolled_back`) has still been announced to the hooks above.
+    fn on_governed(&self, _report: &ContextReport) {}
 }
 
 /// Whether compaction (or trimming) is due. With no trigger set, when less than 20% of the
@@ -216,7 +242,8 @@ impl Governor<'_> {
         }
         report.tokens_before = count(&messages);
         if let Some(callbacks) = self.callbacks {
-            callbacks.on_usage_update(report.tokens_before, window);
+            let used = report.tokens_before as f64 / window.max(1) as f64;
+            callbacks.on_usage_update(used, report.tokens_before, window);
         }
 
         let blocked = self.guard.is_some_and(|g| g.blocks(messages.len()));
@@ -247,7 +274,7 @@ impl Governor<'_> {
         };
         report.tokens_after = count(&sent);
         if let Some(callbacks) = self.callbacks {
-            callbacks.on_after_compress(&report);
+            callbacks.on_governed(&report);
         }
         self.preflight(report.tokens_after, strategy)?;
         Ok(Governed {
@@ -309,31 +336,52 @@ impl Governor<'_> {
         strategy: &ResolvedStrategy,
         report: &mut ContextReport,
     ) {
-        let cut = cut(work, strategy.keep, self.window.tokens, self.counter);
+        let cut = self.where_to_cut(work, strategy);
         let middle = &summarisable[cut.head..cut.tail];
         if middle.is_empty() {
             return;
         }
-        let asked = SummaryAsk {
-            focus: strategy.focus.as_deref(),
-            instructions: strategy.summary_prompt.as_deref(),
-        };
         // Hashed and looked up once: both the reuse below and the summary call start from
         // the longest kept prefix.
         let hashes = prefix_hashes(middle);
         let kept = self
             .summaries
-            .and_then(|store| kept_prefix(&hashes, store, asked));
+            .and_then(|store| kept_prefix(&hashes, store, asked(strategy)));
         if let Some((covered, summary)) = &kept {
-            if self
-                .reuse_earlier_summary(work, middle, cut.head, *covered, summary, strategy, report)
-            {
+            if self.earlier_summary_suffices(work, cut.head, *covered, middle, summary, strategy) {
+                report.summary = Some(SummaryOutcome::Reused);
+                let replaced = cut.head..cut.head + covered;
+                self.before_summary(&summarisable[replaced.clone()], replaced.end);
+                let message = summary_message(*covered, summary);
+                self.put_in_place(work, replaced, message, report);
                 return;
             }
         }
-        if let Some(callbacks) = self.callbacks {
-            callbacks.on_before_compress(middle.len(), messages_tokens(self.counter, middle));
+        self.before_summary(middle, cut.tail);
+        let replacement = self
+            .write_summary(middle, &hashes, kept, strategy, report)
+            .await;
+        self.put_in_place(work, cut.head..cut.tail, replacement, report);
+    }
+
+    fn where_to_cut(&self, work: &[Value], strategy: &ResolvedStrategy) -> Cut {
+        let window = self.window.tokens;
+        match strategy.summary_window {
+            SummaryWindow::Turn => cut(work, strategy.keep, window, self.counter),
+            SummaryWindow::Sliding => sliding_cut(work, strategy.keep, window, self.counter),
         }
+    }
+
+    /// The summary of `middle` as a message, or the static marker when none can be written:
+    /// the request still goes, smaller, and the report says why.
+    async fn write_summary(
+        &self,
+        middle: &[Value],
+        hashes: &[String],
+        kept: Option<(usize, String)>,
+        strategy: &ResolvedStrategy,
+        report: &mut ContextReport,
+    ) -> Value {
         let scratch = MemorySummaryStore::default();
         let written = match self.summariser {
             Some(summariser) => {
@@ -342,18 +390,18 @@ impl Governor<'_> {
                     store: self.summaries.unwrap_or(&scratch),
                     counter: self.counter,
                     chunk_tokens: self.summary_chunk_tokens,
-                    asked,
+                    asked: asked(strategy),
                     model: strategy
                         .summarization_model
                         .as_deref()
                         .unwrap_or(self.model),
                 }
-                .extend(middle, &hashes, kept)
+                .extend(middle, hashes, kept)
                 .await
             }
             None => Err("no summariser".to_owned()),
         };
-        let replacement = match written {
+        match written {
             Ok((summary, outcome)) => {
                 report.summary = Some(outcome);
                 summary_message(middle.len(), &summary)
@@ -364,26 +412,52 @@ impl Governor<'_> {
                 report.summary_error = Some(why);
                 static_marker(middle.len())
             }
-        };
-        report.summarised_messages = middle.len();
-        report.stages.push("summarize");
-        work.splice(cut.head..cut.tail, [replacement]);
+        }
     }
 
-    /// Hysteresis: when a kept summary covers the start of the middle and the history with
-    /// it (head | that summary | everything after it) is no longer due a summary, that is
-    /// what goes, with no LLM call. A growing history is then summarised again only when the
-    /// part after the summary has itself grown past the triggers, not on every turn.
-    #[allow(clippy::too_many_arguments)]
-    fn reuse_earlier_summary(
+    fn before_summary(&self, replaced: &[Value], cutoff: usize) {
+        if let Some(callbacks) = self.callbacks {
+            callbacks.on_before_compress(replaced, cutoff);
+        }
+    }
+
+    /// Puts `replacement` in place of `work[replaced]`, then the hooks' text right after it:
+    /// between the summary and a tail that never starts on a tool result, where it can part
+    /// no call from its result and the current turn stays last.
+    fn put_in_place(
         &self,
         work: &mut Vec<Value>,
-        middle: &[Value],
+        replaced: Range<usize>,
+        replacement: Value,
+        report: &mut ContextReport,
+    ) {
+        let at = replaced.start;
+        report.summarised_messages = replaced.len();
+        report.stages.push("summarize");
+        work.splice(replaced, [replacement]);
+        let text = self
+            .callbacks
+            .and_then(|callbacks| callbacks.on_after_compress(work, at));
+        if let Some(text) = text.filter(|t| !t.trim().is_empty()) {
+            let injected = json!({"role": "user", "content": text});
+            report.injected_tokens = message_tokens(self.counter, &injected);
+            work.insert(at + 1, injected);
+        }
+    }
+
+    /// Hysteresis: whether a kept summary that covers the start of the middle (`covered`
+    /// messages) is enough, the history with it (head | that summary | everything after it)
+    /// no longer being due a summary. Then it goes with no LLM call, and a growing history
+    /// is summarised again only when the part after the summary has itself grown past the
+    /// triggers, not on every turn.
+    fn earlier_summary_suffices(
+        &self,
+        work: &[Value],
         head: usize,
         covered: usize,
+        middle: &[Value],
         summary: &str,
         strategy: &ResolvedStrategy,
-        report: &mut ContextReport,
     ) -> bool {
         // Exactly the middle: the ordinary path reuses it. A prefix that ends between a call
         // and its result cannot stand before the rest.
@@ -394,14 +468,7 @@ impl Governor<'_> {
         candidate.push(summary_message(covered, summary));
         candidate.extend(work[head + covered..].iter().cloned());
         let tokens = messages_tokens(self.counter, &candidate);
-        if summary_due(strategy, tokens, candidate.len(), self.window.tokens) {
-            return false;
-        }
-        report.summary = Some(SummaryOutcome::Reused);
-        report.summarised_messages = covered;
-        report.stages.push("summarize");
-        *work = candidate;
-        true
+        !summary_due(strategy, tokens, candidate.len(), self.window.tokens)
     }
 
     fn preflight(
@@ -433,5 +500,13 @@ impl Governor<'_> {
             window,
             governed,
         })
+    }
+}
+
+/// What the strategy asks a summary beyond its messages.
+fn asked(strategy: &ResolvedStrategy) -> SummaryAsk<'_> {
+    SummaryAsk {
+        focus: strategy.focus.as_deref(),
+        instructions: strategy.summary_prompt.as_deref(),
     }
 }

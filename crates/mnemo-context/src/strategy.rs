@@ -45,6 +45,22 @@ impl Default for Keep {
     }
 }
 
+/// Which messages stand around a summary: the head before it and the tail after it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum SummaryWindow {
+    /// Head: the leading system and developer messages. Tail: what `keep` asks for, and at
+    /// least the current turn. The least the model must see, so the most a summary saves.
+    #[default]
+    Turn,
+    /// co-cli's sliding window. Head: the first run (the system messages and the first user
+    /// message through the first assistant answer, its tool calls and results whole), since
+    /// it states the task the rest of the session serves. Tail: the last `max(4, N/2)` of
+    /// the history's N messages (more when `keep` or the current turn asks for more), so the
+    /// model keeps the recent work verbatim and not only its summary.
+    Sliding,
+}
+
 /// The longest `summary_prompt`: instructions, not a document.
 pub const MAX_SUMMARY_PROMPT_CHARS: usize = 8000;
 
@@ -104,6 +120,11 @@ pub struct Strategy {
     /// default `{"messages": 0}` (the current turn always survives).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub keep: Option<Keep>,
+    /// Which messages stand around a summary: `turn` (default: the system messages, then the
+    /// summary, then `keep` and the current turn) or `sliding` (the first run, then the
+    /// summary, then the last `max(4, N/2)` messages).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary_window: Option<SummaryWindow>,
     /// Summarise when the history has more messages than this; default 40; 0 turns it off.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_history_messages: Option<usize>,
@@ -153,6 +174,8 @@ pub struct ResolvedStrategy {
     pub compress_threshold: f64,
     /// See [`Strategy::keep`].
     pub keep: Keep,
+    /// See [`Strategy::summary_window`].
+    pub summary_window: SummaryWindow,
     /// See [`Strategy::max_history_messages`].
     pub max_history_messages: usize,
     /// See [`Strategy::summarization_model`].
@@ -276,6 +299,7 @@ impl Strategy {
             offload_tokens,
             compress_threshold,
             keep,
+            summary_window,
             max_history_messages,
             summarization_model,
             focus,
@@ -324,6 +348,7 @@ impl Strategy {
             offload_tokens: self.offload_tokens.unwrap_or(20_000),
             compress_threshold: self.compress_threshold.unwrap_or(0.9),
             keep: self.keep.unwrap_or_default(),
+            summary_window: self.summary_window.unwrap_or_default(),
             max_history_messages: self.max_history_messages.unwrap_or(40),
             summarization_model: self.summarization_model.clone(),
             focus: self.focus.clone(),
@@ -375,6 +400,11 @@ mod tests {
             (json!({"compact_keep": "two"}), "compact_keep: invalid type"),
             (json!({"summary_prompt": " "}), "summary_prompt is empty"),
             (
+                json!({"summary_window": "slide"}),
+                "summary_window: unknown variant `slide`",
+            ),
+            (json!({"summary_window": 2}), "summary_window: invalid type"),
+            (
                 json!({"summary_prompt": "x".repeat(MAX_SUMMARY_PROMPT_CHARS + 1)}),
                 "summary_prompt is longer than 8000 characters",
             ),
@@ -388,14 +418,24 @@ mod tests {
     fn strategies_merge_field_by_field() {
         let request = Strategy::from_json(json!({"mode": "compact"})).unwrap();
         let conversation = Strategy::from_json(json!({"mode": "trim", "compact_keep": 5})).unwrap();
-        let agent = Strategy::from_json(json!({"compact_keep": 1, "focus": "code"})).unwrap();
+        let agent = Strategy::from_json(
+            json!({"compact_keep": 1, "focus": "code", "summary_window": "sliding"}),
+        )
+        .unwrap();
         let merged = request.over(&conversation.over(&agent));
         assert_eq!(merged.mode, Some(Mode::Compact));
         assert_eq!(merged.compact_keep, Some(5));
         assert_eq!(merged.focus.as_deref(), Some("code"));
+        assert_eq!(merged.summary_window, Some(SummaryWindow::Sliding));
         let resolved = merged.resolve();
         assert_eq!(resolved.tool_output_trim_chars, 2000, "unset: the default");
         assert_eq!(resolved.keep, Keep::Messages(0));
+        assert_eq!(resolved.summary_window, SummaryWindow::Sliding);
+        assert_eq!(
+            Strategy::default().resolve().summary_window,
+            SummaryWindow::Turn,
+            "the turn window unless one is chosen"
+        );
     }
 
     #[test]

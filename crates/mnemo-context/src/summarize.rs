@@ -2,7 +2,9 @@
 //!
 //! The history is cut into a head (the leading system and developer messages), a middle and
 //! a tail (what `keep` asks for, and at least the current turn; never starting on a tool
-//! result, so no call is split from its result). The middle becomes one user message,
+//! result, so no call is split from its result). With `summary_window: sliding`, co-cli's
+//! sliding window cuts it instead ([`sliding_cut`]): the head is the first run, the tail the
+//! last `max(4, N/2)` messages. The middle becomes one user message,
 //! `[Summary of N earlier messages]\n…`, written by an LLM ([`Summariser`]) with the prompt
 //! of [`prompt`]; when the LLM fails, by the static marker of [`static_marker`].
 //!
@@ -215,6 +217,63 @@ pub fn cut(messages: &[Value], keep: Keep, window: u64, counter: &dyn TokenCount
     .max(head)
     .min(messages.len());
     while tail > head && tail < messages.len() && role(&messages[tail]) == "tool" {
+        tail -= 1;
+    }
+    Window { head, tail }
+}
+
+/// How many messages the sliding window's tail keeps of a history of `messages`: half, and
+/// never fewer than 4, so that a short history still leaves the model an exchange to go on.
+pub fn sliding_tail(messages: usize) -> usize {
+    (messages / 2).max(4)
+}
+
+/// Where the first run ends (exclusive): after the first assistant message with text and
+/// the results of its tool calls, so that no call is parted from its result. A history with
+/// no such answer yet keeps the instructions and the first user message (the task), and its
+/// tool work goes to the summary; one with no user message keeps the instructions.
+pub fn first_run_end(messages: &[Value]) -> usize {
+    let head = head_len(messages);
+    let Some(user) = messages.iter().position(|m| role(m) == "user") else {
+        return head;
+    };
+    let Some(answer) = messages[user..].iter().position(answers_in_text) else {
+        return (user + 1).max(head);
+    };
+    let mut end = user + answer + 1;
+    while end < messages.len() && role(&messages[end]) == "tool" {
+        end += 1;
+    }
+    end
+}
+
+/// Whether an assistant message says something in text (not only tool calls).
+fn answers_in_text(message: &Value) -> bool {
+    let text = |t: Option<&str>| t.is_some_and(|t| !t.trim().is_empty());
+    role(message) == "assistant"
+        && match &message["content"] {
+            Value::String(s) => text(Some(s)),
+            Value::Array(parts) => parts.iter().any(|p| text(p["text"].as_str())),
+            _ => false,
+        }
+}
+
+/// Where co-cli's sliding window cuts `messages`: the head is the first run
+/// ([`first_run_end`]); the tail the last [`sliding_tail`] messages, or more when [`cut`]
+/// keeps more (`keep`, the current turn), and never starting on a tool result.
+pub fn sliding_cut(
+    messages: &[Value],
+    keep: Keep,
+    window: u64,
+    counter: &dyn TokenCounter,
+) -> Window {
+    let head = first_run_end(messages);
+    let len = messages.len();
+    let mut tail = len
+        .saturating_sub(sliding_tail(len))
+        .min(cut(messages, keep, window, counter).tail)
+        .max(head);
+    while tail > head && tail < len && role(&messages[tail]) == "tool" {
         tail -= 1;
     }
     Window { head, tail }
@@ -535,6 +594,42 @@ mod tests {
             cut(&answers, Keep::Messages(0), 1000, &ApproxCounter).tail,
             2
         );
+    }
+
+    #[test]
+    fn the_first_run_ends_after_the_first_text_answer_and_its_results() {
+        let talking_call = json!({"role": "assistant", "content": "Let me look.", "tool_calls": [
+            {"id": "t", "type": "function", "function": {"name": "f", "arguments": "{}"}}]});
+        let h = vec![
+            json!({"role": "system", "content": "s"}),
+            user("go"),
+            call("a"),
+            result("a"),
+            talking_call,
+            result("t"),
+            json!({"role": "assistant", "content": "done"}),
+            user("next"),
+        ];
+        assert_eq!(
+            first_run_end(&h),
+            6,
+            "an answer with calls keeps its results"
+        );
+        let no_answer = vec![
+            json!({"role": "system", "content": "s"}),
+            user("go"),
+            call("a"),
+            result("a"),
+        ];
+        assert_eq!(first_run_end(&no_answer), 2, "the task, not its tool work");
+        let blank = vec![user("go"), json!({"role": "assistant", "content": " "})];
+        assert_eq!(first_run_end(&blank), 1, "a blank answer says nothing");
+        assert_eq!(
+            first_run_end(&[json!({"role": "system", "content": "s"})]),
+            1
+        );
+        assert_eq!(sliding_tail(3), 4);
+        assert_eq!(sliding_tail(61), 30);
     }
 
     #[test]

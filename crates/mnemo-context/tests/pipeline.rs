@@ -1,13 +1,16 @@
 //! The pipeline end to end on generated histories, with a summariser the test scripts.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
 
 use futures_util::future::BoxFuture;
-use mnemo_context::pipeline::{compaction_due, summary_due};
+use mnemo_context::pipeline::{compaction_due, static_marker, summary_due};
+use mnemo_context::repair::repair;
 use mnemo_context::summarize::{SummaryOutcome, SummaryRequest};
+use mnemo_context::tokens::messages_tokens;
 use mnemo_context::{
-    ApproxCounter, ContextLengthExceeded, Governor, InflationGuard, MemoryOutputStore,
-    MemorySummaryStore, OutputStore, Strategy, Summariser, Window, WindowSource,
+    ApproxCounter, Callbacks, ContextLengthExceeded, ContextReport, Governor, InflationGuard,
+    MemoryOutputStore, MemorySummaryStore, OutputStore, Strategy, Summariser, Window, WindowSource,
 };
 use serde_json::{json, Value};
 
@@ -374,4 +377,335 @@ async fn a_reserve_near_two_to_the_64_is_refused_not_overflowed() {
         assert_eq!(err.needed, u64::MAX, "{reserve} + {margin}");
         assert_eq!(err.reserved, reserve);
     }
+}
+
+/// Records every hook call; `inject` is what `on_after_compress` returns.
+#[derive(Default)]
+struct Recorder {
+    usage: Mutex<Vec<(f64, usize, u64)>>,
+    before: Mutex<Vec<(Vec<Value>, usize)>>,
+    after: Mutex<Vec<(Vec<Value>, usize)>>,
+    governed: Mutex<Vec<ContextReport>>,
+    inject: Option<String>,
+}
+
+impl Callbacks for Recorder {
+    fn on_usage_update(&self, used: f64, current_tokens: usize, max_tokens: u64) {
+        self.usage
+            .lock()
+            .unwrap()
+            .push((used, current_tokens, max_tokens));
+    }
+
+    fn on_before_compress(&self, messages: &[Value], cutoff: usize) {
+        self.before
+            .lock()
+            .unwrap()
+            .push((messages.to_vec(), cutoff));
+    }
+
+    fn on_after_compress(&self, messages: &[Value], summary: usize) -> Option<String> {
+        self.after
+            .lock()
+            .unwrap()
+            .push((messages.to_vec(), summary));
+        self.inject.clone()
+    }
+
+    fn on_governed(&self, report: &ContextReport) {
+        self.governed.lock().unwrap().push(report.clone());
+    }
+}
+
+fn working_summariser() -> Scripted {
+    Scripted {
+        calls: AtomicUsize::new(0),
+        fail: false,
+    }
+}
+
+fn stores() -> (MemorySummaryStore, MemoryOutputStore, InflationGuard) {
+    (
+        MemorySummaryStore::default(),
+        MemoryOutputStore::default(),
+        InflationGuard::default(),
+    )
+}
+
+/// Every tool result follows its call, and every call has its result.
+fn assert_pairs_whole(messages: &[Value]) {
+    let mut repaired = messages.to_vec();
+    assert!(!repair(&mut repaired).any(), "{messages:#?}");
+}
+
+#[tokio::test]
+async fn usage_is_reported_once_per_request_with_the_numbers_before_governance() {
+    let summariser = working_summariser();
+    let (store, outputs, guard) = stores();
+    let recorder = Recorder::default();
+    let mut g = governor(2000, &summariser, &store, &outputs, &guard);
+    g.callbacks = Some(&recorder);
+    let h = history(20, "output");
+    let tokens = messages_tokens(&ApproxCounter, &h);
+    let governed = g
+        .govern(h.clone(), &strategy(json!({"mode": "summarize"})))
+        .await
+        .unwrap();
+    assert!(
+        governed.report.tokens_after < tokens,
+        "{:?}",
+        governed.report
+    );
+    let usage = recorder.usage.lock().unwrap().clone();
+    assert_eq!(usage.len(), 1, "{usage:?}");
+    let (used, current, max) = usage[0];
+    assert_eq!(
+        (current, max),
+        (tokens, 2000),
+        "before governance, not after"
+    );
+    assert!((used - tokens as f64 / 2000.0).abs() < 1e-9, "{used}");
+    let reports = recorder.governed.lock().unwrap().clone();
+    assert_eq!(reports.len(), 1);
+    assert_eq!(
+        reports[0], governed.report,
+        "the report as the caller gets it"
+    );
+
+    // Mode none governs nothing, but the window still fills.
+    let quiet = Recorder::default();
+    g.callbacks = Some(&quiet);
+    g.govern(h.clone(), &strategy(json!({}))).await.unwrap();
+    assert_eq!(quiet.usage.lock().unwrap().len(), 1);
+    assert!(quiet.before.lock().unwrap().is_empty());
+    assert!(quiet.after.lock().unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn the_compress_hooks_see_the_summarised_messages_and_the_cutoff_and_only_then() {
+    let summariser = working_summariser();
+    let (store, outputs, guard) = stores();
+    let recorder = Recorder::default();
+    let mut g = governor(100_000, &summariser, &store, &outputs, &guard);
+    g.callbacks = Some(&recorder);
+    let s = strategy(json!({"mode": "summarize"}));
+
+    let short = history(2, "output");
+    g.govern(short, &s).await.unwrap();
+    assert!(
+        recorder.before.lock().unwrap().is_empty() && recorder.after.lock().unwrap().is_empty(),
+        "no summary, no hook"
+    );
+
+    let h = history(20, "output");
+    let governed = g.govern(h.clone(), &s).await.unwrap();
+    let summarised = governed.report.summarised_messages;
+    assert!(summarised > 0);
+    let before = recorder.before.lock().unwrap().clone();
+    assert_eq!(before.len(), 1);
+    let (messages, cutoff) = &before[0];
+    assert_eq!(
+        *cutoff,
+        1 + summarised,
+        "the kept part starts after the middle"
+    );
+    assert_eq!(
+        messages.as_slice(),
+        &h[1..*cutoff],
+        "the messages the summary replaces, as sent"
+    );
+    let after = recorder.after.lock().unwrap().clone();
+    assert_eq!(after.len(), 1);
+    assert_eq!(
+        after[0],
+        (governed.messages.clone(), 1),
+        "the summary in place"
+    );
+    assert!(governed.messages[1]["content"]
+        .as_str()
+        .unwrap()
+        .starts_with("[Summary of "));
+
+    // A kept summary reused still replaces messages: the hooks hear of it again.
+    let again = g.govern(h.clone(), &s).await.unwrap();
+    assert_eq!(again.report.summary, Some(SummaryOutcome::Reused));
+    assert_eq!(recorder.before.lock().unwrap().len(), 2);
+    assert_eq!(recorder.after.lock().unwrap().len(), 2);
+}
+
+#[tokio::test]
+async fn text_from_on_after_compress_goes_right_after_the_summary_and_is_counted() {
+    let (store, outputs, guard) = stores();
+    let h = history(20, "output");
+    for fail in [false, true] {
+        let summariser = Scripted {
+            calls: AtomicUsize::new(0),
+            fail,
+        };
+        let recorder = Recorder {
+            inject: Some("Pinned: the task list is in TODO.md.".into()),
+            ..Recorder::default()
+        };
+        let mut g = governor(100_000, &summariser, &store, &outputs, &guard);
+        g.callbacks = Some(&recorder);
+        let governed = g
+            .govern(h.clone(), &strategy(json!({"mode": "summarize"})))
+            .await
+            .unwrap();
+        let m = &governed.messages;
+        let summarised = governed.report.summarised_messages;
+        assert_eq!(
+            m[2],
+            json!({"role": "user", "content": "Pinned: the task list is in TODO.md."}),
+            "fail={fail}"
+        );
+        assert!(governed.report.injected_tokens > 0);
+        assert_eq!(
+            governed.report.tokens_after,
+            messages_tokens(&ApproxCounter, m),
+            "the injected text is counted"
+        );
+        assert_eq!(&m[3..], &h[1 + summarised..], "the tail as it came");
+        assert_pairs_whole(m);
+        assert_eq!(m.last(), h.last(), "the current turn stays last");
+    }
+
+    let summariser = working_summariser();
+    let blank = Recorder {
+        inject: Some("  \n".into()),
+        ..Recorder::default()
+    };
+    let mut g = governor(100_000, &summariser, &store, &outputs, &guard);
+    g.callbacks = Some(&blank);
+    let governed = g
+        .govern(h.clone(), &strategy(json!({"mode": "summarize"})))
+        .await
+        .unwrap();
+    assert_eq!(
+        governed.report.injected_tokens, 0,
+        "blank text adds nothing"
+    );
+    assert_eq!(
+        governed.messages.len(),
+        h.len() - governed.report.summarised_messages + 1
+    );
+}
+
+fn sliding() -> mnemo_context::ResolvedStrategy {
+    strategy(json!({"mode": "summarize", "summary_window": "sliding"}))
+}
+
+#[tokio::test]
+async fn the_sliding_window_keeps_the_first_run_whole_and_half_the_history() {
+    let summariser = working_summariser();
+    let (store, outputs, guard) = stores();
+    let g = governor(100_000, &summariser, &store, &outputs, &guard);
+    // 49 messages: the last 24 start on a user message.
+    let h = history(12, "output");
+    assert_eq!(h.len(), 49);
+    let governed = g.govern(h.clone(), &sliding()).await.unwrap();
+    let m = &governed.messages;
+    // The first run: system, question, tool call, its result, the first answer.
+    assert_eq!(&m[..5], &h[..5], "{:#?}", &m[..6]);
+    assert_eq!(m[4]["content"], "Read step 0.");
+    assert_eq!(governed.report.summarised_messages, 49 - 5 - 24);
+    assert_eq!(
+        m[5]["content"],
+        "[Summary of 20 earlier messages]\nThe agent read src/main.rs 20 times."
+    );
+    assert_eq!(&m[6..], &h[25..], "the last max(4, 49/2) = 24 messages");
+    assert_pairs_whole(m);
+
+    // The default window keeps only the system prompt before the summary.
+    let turn = g
+        .govern(h.clone(), &strategy(json!({"mode": "summarize"})))
+        .await
+        .unwrap();
+    assert!(turn.messages[1]["content"]
+        .as_str()
+        .unwrap()
+        .starts_with("[Summary of "));
+}
+
+#[tokio::test]
+async fn the_sliding_tail_never_parts_a_call_from_its_result_and_keeps_at_least_four() {
+    let summariser = working_summariser();
+    let (store, outputs, guard) = stores();
+    let g = governor(100_000, &summariser, &store, &outputs, &guard);
+    // 61 messages: the last 30 would start on a tool result; its call comes along.
+    let h = history(15, "output");
+    assert_eq!(h[61 - 30]["role"], "tool");
+    let governed = g.govern(h.clone(), &sliding()).await.unwrap();
+    let m = &governed.messages;
+    assert_eq!(&m[..5], &h[..5]);
+    assert_eq!(
+        &m[6..],
+        &h[30..],
+        "31 kept: the call and everything after it"
+    );
+    assert_eq!(m[6]["tool_calls"][0]["id"], "call_7");
+    assert_pairs_whole(m);
+
+    // Seven messages: half would be 3; the tail keeps 4.
+    let short: Vec<Value> = (0..7)
+        .map(|i| {
+            let role = if i % 2 == 0 { "user" } else { "assistant" };
+            json!({"role": role, "content": format!("message {i}")})
+        })
+        .collect();
+    let s = strategy(
+        json!({"mode": "summarize", "summary_window": "sliding", "max_history_messages": 6}),
+    );
+    let governed = g.govern(short.clone(), &s).await.unwrap();
+    let m = &governed.messages;
+    assert_eq!(
+        &m[..2],
+        &short[..2],
+        "the first run: a question and its answer"
+    );
+    assert_eq!(governed.report.summarised_messages, 1);
+    assert_eq!(&m[3..], &short[3..], "the last four");
+}
+
+#[tokio::test]
+async fn the_sliding_window_falls_back_to_the_static_marker() {
+    let summariser = Scripted {
+        calls: AtomicUsize::new(0),
+        fail: true,
+    };
+    let (store, outputs, guard) = stores();
+    let g = governor(100_000, &summariser, &store, &outputs, &guard);
+    let h = history(12, "output");
+    let governed = g.govern(h.clone(), &sliding()).await.unwrap();
+    let m = &governed.messages;
+    assert_eq!(governed.report.summary, Some(SummaryOutcome::StaticMarker));
+    assert_eq!(&m[..5], &h[..5]);
+    assert_eq!(m[5], static_marker(20));
+    assert_eq!(
+        m[5]["content"],
+        "[Earlier conversation trimmed — 20 messages removed to stay within context budget]"
+    );
+    assert_eq!(&m[6..], &h[25..]);
+    // With no summariser at all, the same.
+    let mut none = governor(100_000, &summariser, &store, &outputs, &guard);
+    none.summariser = None;
+    let governed = none.govern(h.clone(), &sliding()).await.unwrap();
+    assert_eq!(governed.messages[5], static_marker(20));
+}
+
+#[test]
+fn a_strategy_with_a_bad_summary_window_is_refused_naming_the_field() {
+    for bad in [json!("sideways"), json!(true), json!({"sliding": 4})] {
+        let err = Strategy::from_json(json!({"summary_window": bad}))
+            .unwrap_err()
+            .to_string();
+        assert!(err.starts_with("summary_window"), "{bad}: {err}");
+    }
+    let merged = Strategy::from_json(json!({"mode": "auto"}))
+        .unwrap()
+        .over(&Strategy::from_json(json!({"summary_window": "sliding"})).unwrap());
+    assert_eq!(
+        merged.resolve().summary_window,
+        mnemo_context::SummaryWindow::Sliding
+    );
 }
