@@ -31,6 +31,8 @@ pub(crate) struct ContextState {
     no_tokenizer: std::sync::atomic::AtomicBool,
     /// By `c/<conversation>` or `s/<session>`.
     guards: Mutex<HashMap<String, Arc<InflationGuard>>>,
+    /// Compactions asked for the next request, with their focus, by the same keys.
+    compact_requests: Mutex<HashMap<String, Option<String>>>,
 }
 
 impl ContextState {
@@ -44,6 +46,7 @@ impl ContextState {
             counters: Mutex::default(),
             no_tokenizer: Default::default(),
             guards: Mutex::default(),
+            compact_requests: Mutex::default(),
         }
     }
 
@@ -78,6 +81,34 @@ impl ContextState {
     pub(crate) fn guard(&self, key: String) -> Arc<InflationGuard> {
         let mut guards = self.guards.lock().unwrap_or_else(|p| p.into_inner());
         guards.entry(key).or_default().clone()
+    }
+
+    /// Marks `key` (`c/<conversation>`, `s/<session>`) so that its next request compacts
+    /// with `focus`; a later ask replaces an earlier one.
+    pub(crate) fn request_compact(&self, key: String, focus: Option<String>) {
+        let mut requests = self
+            .compact_requests
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        requests.insert(key, focus);
+    }
+
+    /// Whether `key`'s next request is to compact.
+    pub(crate) fn compact_requested(&self, key: &str) -> bool {
+        let requests = self
+            .compact_requests
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        requests.contains_key(key)
+    }
+
+    /// Takes `key`'s compaction request: `Some(focus)` when there was one.
+    pub(crate) fn take_compact_request(&self, key: &str) -> Option<Option<String>> {
+        let mut requests = self
+            .compact_requests
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        requests.remove(key)
     }
 
     /// Counts, through the local LLM's own tokenizer, the message texts its counter does not

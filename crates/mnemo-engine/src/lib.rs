@@ -62,10 +62,10 @@ pub use api_types::{
     AddResult, AgentMemory, Deleted, History, HistoryResults, Memory, MemoryPage, SearchResult,
     Updated,
 };
-pub use chat::governance::StrategyChoice;
+pub use chat::governance::{CompactTarget, StrategyChoice};
 pub use chat::sessions::HistoryScope;
 pub use chat::sessions::{
-    CompactReport, MessagePage, SessionContext, SessionInfo, ToolOutputSlice,
+    CompactReport, MessagePage, SessionContext, SessionInfo, ToolOutputSlice, UNSUMMARISED_KEEP,
 };
 pub use chat::{context_json, ChatMemoryFields};
 pub use chat::{ChatAnswer, ChatReply, ChatStreamReply};

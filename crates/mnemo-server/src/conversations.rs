@@ -1,4 +1,5 @@
-//! `/v1/conversations/{id}/memory`: a conversation's stored context strategy.
+//! `/v1/conversations/{id}/...`: a conversation's stored context strategy, a compaction asked
+//! for its next request, and its offloaded tool outputs.
 //!
 //! The strategy is a hand-editable file in the store (`conversations/<id>/strategy.yaml`,
 //! versioned in git). A chat request's own `memory_strategy` overrides it field by field, and
@@ -7,19 +8,21 @@
 //! Reading needs a token that may read the conversation; changing it, one that may write it.
 
 use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
 use axum::Json;
 use mnemo_core::ConversationId;
-use mnemo_engine::{Access as _, HistoryScope, Strategy};
-use serde::Serialize;
+use mnemo_engine::{Access as _, CompactTarget, HistoryScope, Strategy};
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;
 
 use crate::auth::Grant;
-use crate::body::{JsonBody, QueryParams};
+use crate::body::{JsonBody, OptionalJsonBody, QueryParams};
 use crate::error::shared_answers::{
     BodyTooLarge, InvalidRequest, MayNotReadConversation, MayNotWriteConversation,
 };
-use crate::sessions::OutputQuery;
+use crate::sessions::{CompactRequested, OutputQuery};
 use crate::{ApiError, AppState, ErrorBody};
 
 /// A conversation's stored strategy.
@@ -98,6 +101,49 @@ pub(crate) async fn patch_strategy(
         conversation_id,
         strategy,
     }))
+}
+
+/// Ask that the conversation's next chat request (outside any session) summarise its history
+/// before it goes upstream, with an optional focus. The history is the client's, resent with
+/// each request, so there is nothing to compact now: the summary is written on the way of
+/// that request, whatever its strategy's triggers say.
+#[utoipa::path(
+    post,
+    path = "/v1/conversations/{id}/compact",
+    tag = "conversations",
+    params(("id" = String, Path, description = "The conversation id")),
+    request_body(content = ConversationCompactRequest, description = "Optional: a focus"),
+    responses(
+        (status = 202, description = "The next request compacts first", body = CompactRequested),
+        InvalidRequest,
+        MayNotWriteConversation,
+        BodyTooLarge,
+    )
+)]
+pub(crate) async fn compact(
+    State(state): State<AppState>,
+    grant: Grant,
+    Path(id): Path<String>,
+    OptionalJsonBody(request): OptionalJsonBody<ConversationCompactRequest>,
+) -> Result<Response, ApiError> {
+    let conversation_id = conversation(&id)?;
+    grant.check_write(conversation_id.as_str())?;
+    let target = CompactTarget::Conversation(conversation_id.clone());
+    let focus = state.client.request_compact(target, request.focus).await?;
+    let requested = CompactRequested {
+        target: "conversation",
+        id: conversation_id.to_string(),
+        focus,
+    };
+    Ok((StatusCode::ACCEPTED, Json(requested)).into_response())
+}
+
+/// What the next request's summary should focus on.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ConversationCompactRequest {
+    /// What the summary should keep above all.
+    pub focus: Option<String>,
 }
 
 /// Read a tool output that governance offloaded for a request of this conversation (outside

@@ -13,7 +13,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use chrono::{DateTime, Utc};
-use mnemo_engine::{Access as _, HistoryScope, SessionId, SessionMeta, SessionUse};
+use mnemo_engine::{Access as _, CompactTarget, HistoryScope, SessionId, SessionMeta, SessionUse};
 use mnemo_engine::{
     CompactReport, HistoryResults, MessagePage, SessionContext, SessionInfo, ToolOutputSlice,
 };
@@ -281,10 +281,25 @@ pub(crate) async fn fork(
 pub struct CompactRequest {
     /// What the summary should keep above all.
     pub focus: Option<String>,
+    /// Compact at the session's next chat request instead of now (answered with a 202).
+    #[serde(default)]
+    pub deferred: bool,
 }
 
-/// Compact a session now: a summary stands in upstream for its older messages (the log keeps
-/// them all). On failure the history is unchanged.
+/// A compaction asked for the next request.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CompactRequested {
+    /// `session` or `conversation`.
+    pub target: &'static str,
+    /// The session's or the conversation's id.
+    pub id: String,
+    /// The focus the summary will be asked for.
+    pub focus: Option<String>,
+}
+
+/// Compact a session: now, or with `deferred` at its next chat request. A summary stands in
+/// upstream for its older messages (the log keeps them all); when none can be written, the
+/// branch is cut to its last 10 messages behind a marker (`unsummarised` says why).
 #[utoipa::path(
     post,
     path = "/v1/sessions/{id}/compact",
@@ -293,11 +308,12 @@ pub struct CompactRequest {
     request_body(content = CompactRequest, description = "Optional: a focus"),
     responses(
         (status = 200, description = "What the compaction did", body = CompactReport),
+        (status = 202, description = "Deferred: the next chat request of the session compacts first", body = CompactRequested),
         (status = 400, description = "Nothing to compact, or an invalid request", body = ErrorBody),
         MayNotWriteSession,
         NoSuchSession,
         (status = 409, description = "The session is deleted", body = ErrorBody),
-        (status = 502, description = "The LLM could not write the summary; nothing changed", body = ErrorBody),
+        (status = 502, description = "No summary could be written and the session is too short to cut; nothing changed", body = ErrorBody),
     )
 )]
 pub(crate) async fn compact(
@@ -305,12 +321,21 @@ pub(crate) async fn compact(
     grant: Grant,
     Path(id): Path<String>,
     OptionalJsonBody(request): OptionalJsonBody<CompactRequest>,
-) -> Result<Json<CompactReport>, ApiError> {
+) -> Result<Response, ApiError> {
     let id = session_id(&id)?;
     check_session(&state, &grant, &id, SessionUse::Write).await?;
-    Ok(Json(
-        state.client.compact_session(&id, request.focus).await?,
-    ))
+    if request.deferred {
+        let target = CompactTarget::Session(id.clone());
+        let focus = state.client.request_compact(target, request.focus).await?;
+        let requested = CompactRequested {
+            target: "session",
+            id: id.to_string(),
+            focus,
+        };
+        return Ok((StatusCode::ACCEPTED, Json(requested)).into_response());
+    }
+    let report = state.client.compact_session(&id, request.focus).await?;
+    Ok(Json(report).into_response())
 }
 
 /// How full a session's context is: tokens against the window and the threshold, messages,

@@ -276,6 +276,86 @@ async fn compaction_summarises_with_a_focus_and_a_failure_changes_nothing() {
     server.shutdown().await;
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn a_deferred_compaction_runs_at_the_next_request_of_a_session_or_conversation() {
+    let llm = ScriptedLlm::with_handler(summarising_model).await;
+    let server = Server::start(Some(llm.base_url())).await;
+    for text in ["alpha", "beta", "gamma"] {
+        say(&server, "d", vec![user(text)]).await;
+    }
+    let compact_url = format!("{}/v1/sessions/d/compact", server.url);
+    let (status, body) = post(
+        &compact_url,
+        json!({"focus": "  the Greek letters ", "deferred": true}),
+    )
+    .await;
+    assert_eq!(status, 202, "{body}");
+    assert_eq!(
+        body,
+        json!({"target": "session", "id": "d", "focus": "the Greek letters"})
+    );
+    let context_url = format!("{}/v1/sessions/d/context", server.url);
+    let (_, context) = get(&context_url).await;
+    assert_eq!(context["compressions"], 0, "nothing yet: {context}");
+
+    say(&server, "d", vec![user("delta")]).await;
+    let sent = forwarded_texts(&llm);
+    assert_eq!(
+        sent,
+        [
+            "[Summary of 4 earlier messages of this session]\nSUMMARY focused on the Greek letters",
+            "gamma",
+            "You said: gamma",
+            "delta"
+        ],
+        "compacted before the request went"
+    );
+    let (_, context) = get(&context_url).await;
+    assert_eq!(context["compressions"], 1, "{context}");
+    let (status, body) = post(
+        &format!("{}/v1/sessions/nope/compact", server.url),
+        json!({"deferred": true}),
+    )
+    .await;
+    assert_eq!(status, 404, "{body}");
+
+    // A conversation's history is the client's: its next request is summarised on the way,
+    // whatever its strategy (none here) says, and only that one.
+    let (status, body) = post(
+        &format!("{}/v1/conversations/c9/compact", server.url),
+        json!({"focus": "pets"}),
+    )
+    .await;
+    assert_eq!(status, 202, "{body}");
+    let history = vec![
+        user("I have a cat"),
+        assistant("Nice."),
+        user("and a dog"),
+        assistant("Lovely."),
+        user("what do I have?"),
+    ];
+    let request = |messages: Vec<Value>| json!({"model": "m", "memory_id": "c9", "memory_top_k": 0, "messages": messages});
+    let (status, body) = post(
+        &format!("{}/v1/chat/completions", server.url),
+        request(history.clone()),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["memory_context"]["summary"], "new", "{body}");
+    let sent = forwarded_texts(&llm);
+    assert_eq!(sent.len(), 2, "{sent:?}");
+    assert!(sent[0].ends_with("SUMMARY focused on pets"), "{sent:?}");
+    assert_eq!(sent[1], "what do I have?");
+    let (status, _) = post(
+        &format!("{}/v1/chat/completions", server.url),
+        request(history.clone()),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(forwarded_texts(&llm).len(), 5, "asked once, done once");
+    server.shutdown().await;
+}
+
 /// Fails summary calls with a 500, answers others like [`model`].
 fn summariser_down(request: &ChatRequest) -> Reply {
     if request
@@ -312,7 +392,7 @@ async fn compaction_without_a_summary_keeps_the_last_ten_messages_behind_a_marke
     say(&server, "m", vec![user("message 7")]).await;
     let sent = forwarded_texts(&llm);
     assert!(
-        sent[0].starts_with("[4 earlier messages of this session were removed"),
+        sent[0].starts_with("[Earlier conversation trimmed — 4 messages removed"),
         "{sent:?}"
     );
     assert!(sent[1].starts_with("message 2 "), "{sent:?}");

@@ -161,10 +161,11 @@ pub fn compaction_message(compaction: &Compaction) -> Value {
     serde_json::json!({"role": "user", "content": content})
 }
 
-/// What stands upstream for messages dropped without a summary.
+/// What stands upstream for messages dropped without a summary: the words governance's
+/// static marker uses (`mnemo_context::summarize::static_marker`), so a model sees one form.
 fn removed_marker(covers: usize) -> String {
     format!(
-        "[{covers} earlier messages of this session were removed to fit the context window; no summary of them could be written]"
+        "[Earlier conversation trimmed — {covers} messages removed to stay within context budget]"
     )
 }
 
@@ -459,7 +460,7 @@ mod tests {
         assert_eq!(upstream.len(), 3);
         assert_eq!(
             upstream[0]["content"],
-            "[3 earlier messages of this session were removed to fit the context window; no summary of them could be written]"
+            "[Earlier conversation trimmed — 3 messages removed to stay within context budget]"
         );
 
         let mut history = logged(&[u("1"), a("2"), u("3"), a("4"), u("5")]);
@@ -469,7 +470,10 @@ mod tests {
             .as_str()
             .unwrap()
             .to_owned();
-        assert!(first.starts_with("[4 earlier messages"), "{first}");
+        assert!(
+            first.starts_with("[Earlier conversation trimmed — 4 messages"),
+            "{first}"
+        );
         assert!(
             first.ends_with("[Summary of the earliest of them]\ncounted to two"),
             "{first}"

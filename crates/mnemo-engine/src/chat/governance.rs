@@ -79,6 +79,21 @@ pub(crate) struct GovernPlan {
     reserve: u64,
 }
 
+impl GovernPlan {
+    /// Makes this request summarise its history now, with `focus` if given: the mode
+    /// becomes `summarize` (`auto` stays, it summarises too) and every history is over the
+    /// message limit.
+    pub(crate) fn summarise_now(&mut self, focus: Option<String>) {
+        if self.strategy.mode != Mode::Auto {
+            self.strategy.mode = Mode::Summarize;
+        }
+        self.strategy.max_history_messages = 1;
+        if focus.is_some() {
+            self.strategy.focus = focus;
+        }
+    }
+}
+
 /// The fields that reserve tokens for the answer, in the order they count.
 const RESERVE_FIELDS: [&str; 2] = ["max_completion_tokens", "max_tokens"];
 
@@ -100,6 +115,27 @@ fn reserved_output(body: &Value, default: u64) -> Result<(Option<&'static str>, 
     Ok((None, default))
 }
 
+/// Whose next chat request a deferred compaction is for ([`MemoryClient::request_compact`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CompactTarget {
+    /// A conversation's next request outside any session: its outgoing history is
+    /// summarised (everything before the current turn), whatever the triggers say.
+    Conversation(ConversationId),
+    /// A session's next request: the session is compacted first, as
+    /// [`MemoryClient::compact_session`] does, and the request continues the result.
+    Session(mnemo_session::SessionId),
+}
+
+impl CompactTarget {
+    /// The key governance state keeps it under (the inflation guard's).
+    pub(crate) fn key(&self) -> String {
+        match self {
+            CompactTarget::Conversation(conversation) => format!("c/{conversation}"),
+            CompactTarget::Session(id) => format!("s/{id}"),
+        }
+    }
+}
+
 /// The settings that choose a request's strategy.
 #[derive(Debug, Clone, Default)]
 pub struct StrategyChoice {
@@ -110,6 +146,43 @@ pub struct StrategyChoice {
 }
 
 impl MemoryClient {
+    /// Asks that the next chat request of `target` compact first, with `focus` (over the
+    /// strategy's own), instead of compacting now: the summary is then written on the way
+    /// of a request that is sent anyway. A later ask replaces an earlier one; the ask is
+    /// kept in memory until that request comes (a restart forgets it). A focus is checked
+    /// as a strategy's `focus` is; a session must exist and not be deleted. Returns the focus
+    /// as kept (trimmed; none when blank).
+    pub async fn request_compact(
+        &self,
+        target: CompactTarget,
+        focus: Option<String>,
+    ) -> Result<Option<String>, EngineError> {
+        let focus = focus.map(|f| f.trim().to_owned()).filter(|f| !f.is_empty());
+        if let Some(focus) = &focus {
+            Strategy::from_json(json!({ "focus": focus }))
+                .map_err(|e| EngineError::InvalidInput(e.to_string()))?;
+        }
+        if let CompactTarget::Session(id) = &target {
+            let meta = self.inner.sessions.store.existing_meta(id)?;
+            if let Some(at) = meta.deleted_at {
+                return Err(mnemo_session::SessionError::Deleted {
+                    id: id.to_string(),
+                    at: at.to_rfc3339(),
+                }
+                .into());
+            }
+        }
+        self.inner
+            .context
+            .request_compact(target.key(), focus.clone());
+        Ok(focus)
+    }
+
+    /// Whether a compaction was asked for `target`'s next request.
+    pub fn compact_requested(&self, target: &CompactTarget) -> bool {
+        self.inner.context.compact_requested(&target.key())
+    }
+
     /// The strategy stored for `conversation` (empty when none is).
     pub async fn conversation_strategy(
         &self,

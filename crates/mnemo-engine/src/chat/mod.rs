@@ -395,6 +395,9 @@ impl MemoryClient {
         }
         let mut fields = take_memory_fields(&mut body)?;
         let mut body = Value::Object(body);
+        if let Some(id) = &fields.session {
+            self.compact_session_if_asked(id, access).await?;
+        }
         let pending = match fields.session.clone() {
             Some(id) => Some(
                 self.match_session(&id, fields.history, &mut fields.strategy.agent, &mut body)
@@ -424,9 +427,15 @@ impl MemoryClient {
         fields.search.without_global = !access.reads_global();
         // The cheap checks before any work: the reserve for the answer, and whether what no
         // governance can shrink fits the window at all.
-        let plan = self
+        let mut plan = self
             .plan_governance(&fields.conversation, &fields.strategy, &body)
             .await?;
+        if fields.session.is_none() {
+            let target = governance::CompactTarget::Conversation(fields.conversation.clone());
+            if let Some(focus) = self.inner.context.take_compact_request(&target.key()) {
+                plan.summarise_now(focus);
+            }
+        }
         self.preflight_before_retrieval(&plan, &body).await?;
         // A resent message of a session is not a new turn.
         let user_text = inject::last_user_text(&body)

@@ -770,6 +770,37 @@ impl MemoryClient {
         Ok(report)
     }
 
+    /// Runs the compaction asked for session `id`'s next request
+    /// ([`MemoryClient::request_compact`]), once the caller may chat in the session's
+    /// conversation. A failure is logged and the request goes on: it asked for an answer.
+    pub(crate) async fn compact_session_if_asked(
+        &self,
+        id: &SessionId,
+        access: &dyn crate::access::Access,
+    ) -> Result<(), EngineError> {
+        let key = crate::chat::governance::CompactTarget::Session(id.clone()).key();
+        if !self.inner.context.compact_requested(&key) {
+            return Ok(());
+        }
+        // What is wrong with the session itself is for the request to say.
+        let Ok(meta) = self.sessions().existing_meta(id) else {
+            return Ok(());
+        };
+        access.check_chat(&stored_conversation(id, &meta)?, meta.agent.as_deref())?;
+        let Some(focus) = self.inner.context.take_compact_request(&key) else {
+            return Ok(());
+        };
+        match self.compact_session(id, focus).await {
+            Ok(report) => tracing::info!(
+                session = %id,
+                compacted = report.compacted_messages,
+                "compacted as asked before this request"
+            ),
+            Err(e) => warn!(session = %id, "the compaction asked for could not run: {e}"),
+        }
+        Ok(())
+    }
+
     /// How full session `id`'s context is.
     pub async fn session_context(&self, id: &SessionId) -> Result<SessionContext, EngineError> {
         let (_slot, guard) = self.lock_session(id).await?;
