@@ -4,7 +4,7 @@
 use anyhow::anyhow;
 use clap::{Args, Subcommand};
 use mnemo_core::ConversationId;
-use mnemo_engine::{CompactReport, SessionContext, SessionInfo};
+use mnemo_engine::{CompactReport, SessionContext, SessionInfo, UsageTotals};
 use mnemo_engine::{Excerpt, HistoryScope, MemoryClient, SessionId};
 use serde::Serialize;
 
@@ -309,6 +309,25 @@ pub fn usage_bar(c: &SessionContext) -> String {
         c.compressions,
         bytes(c.log_bytes),
         c.model
+    ) + "\n"
+        + &spending(&c.usage)
+}
+
+/// What a session's answers took and cost upstream, on one line.
+pub fn spending(u: &UsageTotals) -> String {
+    let cost = match (u.requests, u.unpriced_requests) {
+        (0, _) => "nothing spent yet".to_owned(),
+        (n, unpriced) if unpriced == n => "no price known for its model".to_owned(),
+        (_, 0) => format!("${:.4}", u.cost_usd),
+        (_, unpriced) => format!("${:.4} (+{unpriced} unpriced)", u.cost_usd),
+    };
+    let estimated = match u.estimated_requests {
+        0 => String::new(),
+        n => format!(" ({n} counted by mnemo)"),
+    };
+    format!(
+        "spent: {} answer(s), {} prompt + {} completion tokens{estimated} · {cost}",
+        u.requests, u.prompt_tokens, u.completion_tokens
     )
 }
 

@@ -201,6 +201,7 @@ async fn a_person_chats_compacts_interrupts_and_resumes() {
         "4 messages",
         "0 compressions",
         "log ",
+        "spent: ",
     ] {
         assert!(context.contains(part), "{part} missing from {context}");
     }

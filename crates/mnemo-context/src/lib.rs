@@ -5,7 +5,8 @@
 //! and only that copy: the caller keeps the history as it was.
 //!
 //! - Tokens and windows: [`tokens`] counts (exactly for OpenAI's tokenizers, else four
-//!   characters a token) and [`window`] knows how much a model takes.
+//!   characters a token), [`window`] knows how much a model takes and [`cost`] what a call
+//!   to it costs.
 //! - The [`strategy`] object says what to do; strategies from a request, a conversation and
 //!   an agent merge field by field ([`Strategy::over`]).
 //! - The [`pipeline`] runs the stages in order — [`repair`], [`offload`], [`compact`] (or
@@ -25,6 +26,7 @@ pub mod buffer;
 pub mod compact;
 pub mod compressor;
 pub mod config;
+pub mod cost;
 pub mod messages;
 pub mod offload;
 pub mod pipeline;

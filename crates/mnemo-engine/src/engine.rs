@@ -147,6 +147,8 @@ pub(crate) struct Engine {
     pub(crate) recovery: std::sync::OnceLock<Recovery>,
     /// Context governance's windows, token counters and inflation guards.
     pub context: crate::governance_state::ContextState,
+    /// Upstream tokens and cost: the process's totals, and the lock for the files.
+    pub usage: crate::usage::UsageLedger,
     /// Chat sessions: their store, locks and cached logs.
     pub sessions: crate::session_cache::SessionState,
     /// Serialises changes to agents' notes.
@@ -329,6 +331,7 @@ impl MemoryClient {
         let client = Self {
             inner: Arc::new(Engine {
                 context: crate::governance_state::ContextState::new(&config.context),
+                usage: crate::usage::UsageLedger::default(),
                 sessions: crate::session_cache::SessionState::new(store.root().to_path_buf()),
                 agent_lock: Arc::default(),
                 config,

@@ -55,6 +55,7 @@ mod pass_queue;
 mod retrieval;
 mod session_cache;
 mod text;
+mod usage;
 mod write;
 
 pub use access::{Access, MemoryListing, ScopedClient, SessionUse, Unrestricted};
@@ -69,6 +70,7 @@ pub use chat::sessions::{
 };
 pub use chat::{context_json, ChatMemoryFields};
 pub use chat::{ChatAnswer, ChatReply, ChatStreamReply};
+pub use usage::UsageTotals;
 pub use engine::{Consistency, IndexBackend, MemoryClient, OpenOptions};
 pub use error::EngineError;
 pub use index::keys::SPEAKER_FIELD;

@@ -106,6 +106,9 @@ pub struct DeltaAccumulator {
     tool_calls: Vec<Value>,
     finish_reason: Option<String>,
     done: bool,
+    /// The `usage` object a chunk carried (the last chunk, when the request asked
+    /// `stream_options.include_usage`).
+    usage: Option<Value>,
 }
 
 impl DeltaAccumulator {
@@ -154,6 +157,11 @@ impl DeltaAccumulator {
         self.finish_reason.as_deref()
     }
 
+    /// The token usage the stream reported, if it did.
+    pub fn usage(&self) -> Option<&Value> {
+        self.usage.as_ref()
+    }
+
     /// Merges one `delta.tool_calls` item into the call at its `index`.
     fn add_tool_call_delta(&mut self, delta: &Value) {
         let index = delta["index"].as_u64().unwrap_or(0) as usize;
@@ -194,6 +202,9 @@ impl DeltaAccumulator {
                     continue;
                 }
             };
+            if chunk["usage"].is_object() {
+                self.usage = Some(chunk["usage"].clone());
+            }
             let Some(choice) = chunk["choices"].as_array().and_then(|choices| {
                 choices
                     .iter()
@@ -297,6 +308,8 @@ mod tests {
             chunk(r#"{"content":", wörld"}"#, "null"),
             "data: not json\n\n".to_string(),
             chunk("{}", r#""stop""#),
+            "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":9,\"completion_tokens\":3}}\n\n"
+                .to_string(),
             "data: [DONE]\n\n".to_string(),
         ]
         .concat();
@@ -306,11 +319,13 @@ mod tests {
         }
         assert!(acc.is_complete());
         assert_eq!(acc.finish_reason(), Some("stop"));
+        assert_eq!(acc.usage().unwrap()["completion_tokens"], 3);
         assert_eq!(acc.finish(), "Hello, wörld");
 
         let mut cut_short = DeltaAccumulator::new();
         cut_short.feed(chunk(r#"{"content":"Hel"}"#, "null").as_bytes());
         assert!(!cut_short.is_complete());
+        assert_eq!(cut_short.usage(), None);
         assert_eq!(cut_short.text(), "Hel");
     }
 

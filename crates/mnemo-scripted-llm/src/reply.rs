@@ -249,12 +249,6 @@ fn completion(request: &ChatRequest, content: String, streams: &StreamLog) -> Re
             .collect();
         return stream(request, pieces, streams);
     }
-    let prompt_tokens: usize = request
-        .messages()
-        .iter()
-        .map(|m| words(&content_text(&m["content"])))
-        .sum();
-    let completion_tokens = words(&content);
     let body = json!({
         "id": format!("chatcmpl-scripted-{}", request.call),
         "object": "chat.completion",
@@ -265,17 +259,29 @@ fn completion(request: &ChatRequest, content: String, streams: &StreamLog) -> Re
             "message": { "role": "assistant", "content": content },
             "finish_reason": "stop",
         }],
-        "usage": {
-            "prompt_tokens": prompt_tokens,
-            "completion_tokens": completion_tokens,
-            "total_tokens": prompt_tokens + completion_tokens,
-        },
+        "usage": usage(request, &content),
     });
     json_response(StatusCode::OK, &body)
 }
 
+/// Token usage as the scripted server counts it: words.
+fn usage(request: &ChatRequest, answer: &str) -> Value {
+    let prompt_tokens: usize = request
+        .messages()
+        .iter()
+        .map(|m| words(&content_text(&m["content"])))
+        .sum();
+    let completion_tokens = words(answer);
+    json!({
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+    })
+}
+
 /// `chat.completion.chunk` events: the role at once, each piece after its delay, then the
-/// finish reason and `[DONE]`.
+/// finish reason, the usage when the request asks for it (as OpenAI sends it: a chunk with
+/// no choices), and `[DONE]`.
 fn stream(request: &ChatRequest, pieces: Vec<(Duration, String)>, log: &StreamLog) -> Response {
     let chunk = |delta: Value, finish_reason: Value| {
         let chunk = json!({
@@ -287,6 +293,7 @@ fn stream(request: &ChatRequest, pieces: Vec<(Duration, String)>, log: &StreamLo
         });
         Bytes::from(format!("data: {chunk}\n\n"))
     };
+    let answer: String = pieces.iter().map(|(_, piece)| piece.as_str()).collect();
     let mut events = vec![(
         Duration::ZERO,
         chunk(json!({"role": "assistant", "content": ""}), Value::Null),
@@ -295,6 +302,17 @@ fn stream(request: &ChatRequest, pieces: Vec<(Duration, String)>, log: &StreamLo
         events.push((delay, chunk(json!({ "content": piece }), Value::Null)));
     }
     events.push((Duration::ZERO, chunk(json!({}), json!("stop"))));
+    if request.wants_stream_usage() {
+        let last = json!({
+            "id": format!("chatcmpl-scripted-{}", request.call),
+            "object": "chat.completion.chunk",
+            "created": CREATED,
+            "model": model(request),
+            "choices": [],
+            "usage": usage(request, &answer),
+        });
+        events.push((Duration::ZERO, Bytes::from(format!("data: {last}\n\n"))));
+    }
     events.push((Duration::ZERO, Bytes::from_static(b"data: [DONE]\n\n")));
     let guard = Arc::new(StreamGuard {
         log: log.clone(),

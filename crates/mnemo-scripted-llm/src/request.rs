@@ -85,6 +85,11 @@ impl ChatRequest {
         self.body["stream"] == true
     }
 
+    /// Whether a stream is to end with a usage chunk (`stream_options.include_usage`).
+    pub fn wants_stream_usage(&self) -> bool {
+        self.body["stream_options"]["include_usage"] == true
+    }
+
     /// The body's `model`, when it names one.
     pub fn model(&self) -> Option<&str> {
         self.body["model"].as_str()

@@ -1,5 +1,5 @@
-//! `/v1/conversations/{id}/...`: a conversation's stored context strategy, a compaction asked
-//! for its next request, and its offloaded tool outputs.
+//! `/v1/conversations/{id}/...`: a conversation's stored context strategy, its usage totals,
+//! a compaction asked for its next request, and its offloaded tool outputs.
 //!
 //! The strategy is a hand-editable file in the store (`conversations/<id>/strategy.yaml`,
 //! versioned in git). A chat request's own `memory_strategy` overrides it field by field, and
@@ -12,7 +12,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use mnemo_core::ConversationId;
-use mnemo_engine::{Access as _, CompactTarget, HistoryScope, Strategy};
+use mnemo_engine::{Access as _, CompactTarget, HistoryScope, Strategy, UsageTotals};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;
@@ -136,6 +136,44 @@ pub(crate) async fn compact(
         focus,
     };
     Ok((StatusCode::ACCEPTED, Json(requested)).into_response())
+}
+
+/// What a conversation's chat answers took and cost upstream.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ConversationUsage {
+    /// The conversation.
+    #[schema(value_type = String)]
+    pub conversation_id: ConversationId,
+    /// Its answers' totals, its sessions' included.
+    pub usage: UsageTotals,
+}
+
+/// The tokens and cost of a conversation's chat answers upstream, over its life (its
+/// sessions' answers included): as the upstream reported them, or counted by mnemo where it
+/// reported none; the cost where genai-prices knows the model.
+#[utoipa::path(
+    get,
+    path = "/v1/conversations/{id}/usage",
+    tag = "conversations",
+    params(("id" = String, Path, description = "The conversation id")),
+    responses(
+        (status = 200, description = "The totals (zero before the first answer)", body = ConversationUsage),
+        InvalidRequest,
+        MayNotReadConversation,
+    )
+)]
+pub(crate) async fn usage(
+    State(state): State<AppState>,
+    grant: Grant,
+    Path(id): Path<String>,
+) -> Result<Json<ConversationUsage>, ApiError> {
+    let conversation_id = conversation(&id)?;
+    grant.check_read(conversation_id.as_str())?;
+    let usage = state.client.conversation_usage(&conversation_id).await?;
+    Ok(Json(ConversationUsage {
+        conversation_id,
+        usage,
+    }))
 }
 
 /// What the next request's summary should focus on.

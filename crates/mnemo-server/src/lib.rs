@@ -123,6 +123,7 @@ fn documented_routes() -> OpenApiRouter<AppState> {
             conversations::patch_strategy
         ))
         .routes(routes!(conversations::compact))
+        .routes(routes!(conversations::usage))
         .routes(routes!(conversations::tool_output))
         .routes(routes!(sessions::list))
         .routes(routes!(sessions::get_one, sessions::delete))

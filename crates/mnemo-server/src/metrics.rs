@@ -6,7 +6,11 @@
 //!   governance (a histogram, `phase` = `before` | `after`);
 //! - `mnemo_request_duration_seconds{route}`: request latency by route;
 //! - `mnemo_upstream_errors_total{kind}`: failed calls to the upstream LLM;
-//! - `mnemo_background_queue_depth`: write-path work queued or running.
+//! - `mnemo_background_queue_depth`: write-path work queued or running;
+//! - `mnemo_upstream_answers_total`, `mnemo_upstream_tokens_total{kind}` (`prompt` |
+//!   `completion`) and `mnemo_upstream_cost_usd_total`: what chat answers took and cost
+//!   upstream since the server started (the engine's totals, `crate::usage` there; answers
+//!   whose model has no price add no cost).
 
 use axum::extract::{MatchedPath, Request, State};
 use axum::http::header;
@@ -14,7 +18,8 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use mnemo_engine::ContextReport;
 use prometheus::{
-    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, Opts, Registry, TextEncoder,
+    Counter, Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts,
+    Registry, TextEncoder,
 };
 
 use crate::AppState;
@@ -28,6 +33,9 @@ pub(crate) struct Metrics {
     latency: HistogramVec,
     upstream_errors: IntCounterVec,
     queue_depth: IntGauge,
+    answers: IntCounter,
+    upstream_tokens: IntCounterVec,
+    cost: Counter,
 }
 
 impl Metrics {
@@ -67,6 +75,24 @@ impl Metrics {
             "Write-path work queued or running in the background",
         )
         .expect("valid metric");
+        let answers = IntCounter::new(
+            "mnemo_upstream_answers_total",
+            "Chat answers the upstream LLM gave",
+        )
+        .expect("valid metric");
+        let upstream_tokens = IntCounterVec::new(
+            Opts::new(
+                "mnemo_upstream_tokens_total",
+                "Tokens chat answers took upstream, by kind (prompt, completion)",
+            ),
+            &["kind"],
+        )
+        .expect("valid metric");
+        let cost = Counter::new(
+            "mnemo_upstream_cost_usd_total",
+            "US dollars chat answers cost upstream, where genai-prices knows the model",
+        )
+        .expect("valid metric");
         let registry = Registry::new();
         for metric in [
             Box::new(compaction_items.clone()) as Box<dyn prometheus::core::Collector>,
@@ -74,6 +100,9 @@ impl Metrics {
             Box::new(latency.clone()),
             Box::new(upstream_errors.clone()),
             Box::new(queue_depth.clone()),
+            Box::new(answers.clone()),
+            Box::new(upstream_tokens.clone()),
+            Box::new(cost.clone()),
         ] {
             registry.register(metric).expect("metric names are unique");
         }
@@ -84,6 +113,29 @@ impl Metrics {
             latency,
             upstream_errors,
             queue_depth,
+            answers,
+            upstream_tokens,
+            cost,
+        }
+    }
+
+    /// Brings the usage counters up to the engine's totals (which only grow).
+    fn catch_up_usage(&self, totals: &mnemo_engine::UsageTotals) {
+        let int = |counter: &IntCounter, total: u64| {
+            counter.inc_by(total.saturating_sub(counter.get()));
+        };
+        int(&self.answers, totals.requests);
+        int(
+            &self.upstream_tokens.with_label_values(&["prompt"]),
+            totals.prompt_tokens,
+        );
+        int(
+            &self.upstream_tokens.with_label_values(&["completion"]),
+            totals.completion_tokens,
+        );
+        let more = totals.cost_usd - self.cost.get();
+        if more > 0.0 {
+            self.cost.inc_by(more);
         }
     }
 
@@ -150,6 +202,7 @@ pub(crate) async fn metrics(State(state): State<AppState>) -> Response {
     metrics
         .queue_depth
         .set(i64::try_from(state.client.background_tasks()).unwrap_or(i64::MAX));
+    metrics.catch_up_usage(&state.client.usage_since_start());
     let encoder = TextEncoder::new();
     let mut text = Vec::new();
     if let Err(e) = encoder.encode(&metrics.registry.gather(), &mut text) {

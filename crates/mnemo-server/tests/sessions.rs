@@ -356,6 +356,88 @@ async fn a_deferred_compaction_runs_at_the_next_request_of_a_session_or_conversa
     server.shutdown().await;
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn answers_add_up_to_tokens_and_cost_per_session_and_conversation() {
+    let llm = ScriptedLlm::with_handler(model).await;
+    let server = Server::start(Some(llm.base_url())).await;
+    let chat_url = format!("{}/v1/chat/completions", server.url);
+    let request = |text: &str, stream: Option<bool>| {
+        let mut body = json!({"model": "gpt-4o", "memory_id": "spend", "memory_top_k": 0,
+            "memory_session": "u", "messages": [user(text)]});
+        if let Some(include_usage) = stream {
+            body["stream"] = json!(true);
+            body["stream_options"] = json!({"include_usage": include_usage});
+        }
+        body
+    };
+    // Two whole answers and a stream that report usage; a stream that does not.
+    for (text, stream) in [
+        ("one two three", None),
+        ("four five", None),
+        ("six", Some(true)),
+        ("seven", Some(false)),
+    ] {
+        let (status, body) = post(&chat_url, request(text, stream)).await;
+        assert!(status == 200, "{status}: {body}");
+    }
+    let context_url = format!("{}/v1/sessions/u/context", server.url);
+    let mut usage = Value::Null;
+    for _ in 0..100 {
+        usage = get(&context_url).await.1["usage"].clone();
+        if usage["requests"] == 4 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(usage["requests"], 4, "{usage}");
+    assert_eq!(
+        usage["estimated_requests"], 1,
+        "the stream without usage: {usage}"
+    );
+    assert_eq!(usage["unpriced_requests"], 0, "{usage}");
+    assert!(
+        usage["cost_usd"].as_f64().is_some_and(|c| c > 0.0),
+        "{usage}"
+    );
+    // The scripted upstream counts words: "You said: one two three" is 5.
+    assert!(
+        usage["completion_tokens"].as_u64() >= Some(5 + 4 + 3 + 3),
+        "{usage}"
+    );
+
+    let (status, conversation) = get(&format!("{}/v1/conversations/spend/usage", server.url)).await;
+    assert_eq!(status, 200, "{conversation}");
+    assert_eq!(
+        conversation["usage"], usage,
+        "all its answers are the session's"
+    );
+    let (_, other) = get(&format!("{}/v1/conversations/quiet/usage", server.url)).await;
+    assert_eq!(other["usage"]["requests"], 0);
+
+    let metrics = http()
+        .get(format!("{}/metrics", server.url))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("mnemo_upstream_answers_total 4"),
+        "{metrics}"
+    );
+    let prompt = format!(
+        "mnemo_upstream_tokens_total{{kind=\"prompt\"}} {}",
+        usage["prompt_tokens"]
+    );
+    assert!(metrics.contains(&prompt), "{metrics}");
+    assert!(
+        metrics.contains("mnemo_upstream_cost_usd_total 0."),
+        "{metrics}"
+    );
+    server.shutdown().await;
+}
+
 /// Fails summary calls with a 500, answers others like [`model`].
 fn summariser_down(request: &ChatRequest) -> Reply {
     if request

@@ -583,6 +583,9 @@ async fn a_session_page_shows_its_context_use_and_marks_compacted_and_offloaded_
     assert_eq!(status, 200);
     assert!(page.contains("<meter class=\"usage\""), "{page}");
     assert!(page.contains("1 compressions"), "{page}");
+    // Both answers were counted while the compaction ran; "m" has no price.
+    assert!(page.contains("Spent upstream: 2 answers"), "{page}");
+    assert!(page.contains("2 with no known price"), "{page}");
     assert_eq!(
         page.matches("class=\"message compacted").count(),
         compacted,

@@ -48,6 +48,9 @@ pub const STRATEGY_FILE: &str = "strategy.yaml";
 pub const CONTEXT_SUMMARIES_DIR: &str = "summaries";
 /// The folder, inside a conversation's settings, of the tool outputs governance offloaded.
 pub const TOOL_OUTPUTS_DIR: &str = "tool_outputs";
+/// The file, inside a conversation's settings or a session's folder, of the tokens and cost
+/// its upstream calls added up to (rewritten on every answer, so not versioned).
+pub const USAGE_FILE: &str = "usage.json";
 /// The folder of chat sessions' logs (append-only records, not versioned).
 pub const SESSIONS_DIR: &str = "sessions";
 /// The advisory lock file, at the store's root, that one process at a time holds.
@@ -192,6 +195,7 @@ pub fn unversioned() -> Vec<String> {
         format!("/{VOCABULARY_FILE}"),
         format!("/{CONVERSATIONS_DIR}/*/{CONTEXT_SUMMARIES_DIR}/"),
         format!("/{CONVERSATIONS_DIR}/*/{TOOL_OUTPUTS_DIR}/"),
+        format!("/{CONVERSATIONS_DIR}/*/{USAGE_FILE}"),
         format!("/{SESSIONS_DIR}/"),
         format!("/{PENDING_DIR}/"),
         format!("{}*", crate::atomic::TEMP_PREFIX),

@@ -103,6 +103,12 @@ pub async fn one(
                 (usage_bar(context.tokens as u64, context.window, context.threshold))
                 " " (context.tokens) " of " (context.window) " tokens (" (context.model) ", counted with " (context.counter) "); compaction at " (context.threshold)
             }
+            p.usage {
+                "Spent upstream: " (context.usage.requests) " answers, " (context.usage.prompt_tokens) " prompt + " (context.usage.completion_tokens) " completion tokens"
+                @if context.usage.estimated_requests > 0 { " (" (context.usage.estimated_requests) " counted by mnemo)" }
+                @if context.usage.requests > context.usage.unpriced_requests { "; $" (format!("{:.4}", context.usage.cost_usd)) }
+                @if context.usage.unpriced_requests > 0 { "; " (context.usage.unpriced_requests) " with no known price" }
+            }
             p { (context.compressions) " compressions; the first " (context.compacted_messages) " of " (context.messages) " messages go upstream as a summary; " (context.logged_messages) " messages logged in all" }
         }
         h2 { "Log" }

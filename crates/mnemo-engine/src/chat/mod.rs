@@ -62,6 +62,7 @@ use crate::engine::MemoryClient;
 use crate::error::EngineError;
 use crate::retrieval::SearchHit;
 use crate::retrieval::SearchRequest;
+use crate::usage::{TurnUsage, UsageTotals};
 use mnemo_context::ContextReport;
 use mnemo_session::{HistoryStyle, SessionId};
 
@@ -535,6 +536,9 @@ impl MemoryClient {
         let text = answer["choices"][0]["message"]["content"]
             .as_str()
             .map(str::to_owned);
+        let spent = UsageOfAnswer::of(&prepared);
+        let turn = spent.turn(self, answer.get("usage"), &answer_message(&answer));
+        self.record_usage(&prepared.conversation, spent.session.as_ref(), turn);
         if let Some(turn) = prepared.session {
             let logged = self.spawn_log_answer(turn, None, answer_message(&answer), false);
             if let Err(e) = logged.await {
@@ -562,9 +566,11 @@ impl MemoryClient {
         let prepared = self.prepare_chat(body, access).await?;
         let llm = self.inner.llm.as_ref().ok_or(EngineError::NoUpstream)?;
         let upstream = llm.chat_stream(&prepared.body).await?;
+        let spent = UsageOfAnswer::of(&prepared);
         let recorder = RecordingStream {
             inner: upstream.body,
             words: DeltaAccumulator::new(),
+            spent,
             session: prepared.session,
             finish: Some(TurnEnd {
                 client: self.clone(),
@@ -579,6 +585,42 @@ impl MemoryClient {
             context: prepared.context,
             body: Box::pin(recorder),
         })
+    }
+
+    /// Adds an answer's usage to its conversation's totals and its session's, in the
+    /// background ([`crate::usage`]).
+    fn record_usage(
+        &self,
+        conversation: &ConversationId,
+        session: Option<&SessionId>,
+        turn: TurnUsage,
+    ) {
+        let mut folders = vec![self.settings_dir(conversation)];
+        folders.extend(session.map(|id| self.inner.sessions.store.dir(id)));
+        let inner = self.inner.clone();
+        self.inner.background.spawn(async move {
+            let recorded = crate::blocking::blocking(move || {
+                inner.usage.record(&folders, &turn);
+                Ok(())
+            });
+            if let Err(e) = recorded.await {
+                warn!("cannot record the answer's usage: {e}");
+            }
+        });
+    }
+
+    /// The upstream tokens and cost of `conversation`'s answers, sessions' included.
+    pub async fn conversation_usage(
+        &self,
+        conversation: &ConversationId,
+    ) -> Result<UsageTotals, EngineError> {
+        let folder = self.settings_dir(conversation);
+        crate::blocking::blocking(move || Ok(crate::usage::read_totals(&folder))).await
+    }
+
+    /// The upstream tokens and cost of every answer since the engine opened.
+    pub fn usage_since_start(&self) -> UsageTotals {
+        self.inner.usage.overall()
     }
 
     /// Step 5, in the background: the assistant's turn, then the write path, queued and
@@ -653,6 +695,38 @@ pub fn context_json(report: &ContextReport) -> Value {
     serde_json::to_value(report).unwrap_or(Value::Null)
 }
 
+/// What an answer's usage is counted against, and what mnemo counts when the upstream
+/// reports none: the model it went to, the prompt as governance counted it.
+struct UsageOfAnswer {
+    conversation: ConversationId,
+    session: Option<SessionId>,
+    model: String,
+    prompt_tokens: u64,
+}
+
+impl UsageOfAnswer {
+    fn of(prepared: &PreparedChat) -> Self {
+        Self {
+            conversation: prepared.conversation.clone(),
+            session: prepared.session.as_ref().map(|turn| turn.id.clone()),
+            model: prepared.body["model"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
+            prompt_tokens: prepared.context.tokens_after as u64,
+        }
+    }
+
+    /// The answer's usage: `reported`, or the prompt's count and `answer`'s.
+    fn turn(&self, client: &MemoryClient, reported: Option<&Value>, answer: &Value) -> TurnUsage {
+        TurnUsage::new(&self.model, reported, || {
+            let counter = client.inner.context.counter(&self.model);
+            let completion = mnemo_context::tokens::message_tokens(counter.as_ref(), answer);
+            (self.prompt_tokens, completion as u64)
+        })
+    }
+}
+
 /// What to do when a stream ends, however it ends.
 struct TurnEnd {
     client: MemoryClient,
@@ -664,6 +738,8 @@ struct TurnEnd {
 struct RecordingStream {
     inner: ByteStream,
     words: DeltaAccumulator,
+    /// What the answer's usage counts against.
+    spent: UsageOfAnswer,
     /// The session whose answer this is, until the answer is logged.
     session: Option<SessionTurn>,
     finish: Option<TurnEnd>,
@@ -685,6 +761,11 @@ impl RecordingStream {
     fn end(&mut self, complete: bool) {
         self.log_answer(complete);
         if let Some(end) = self.finish.take() {
+            let answer = self.words.message();
+            let turn = self.spent.turn(&end.client, self.words.usage(), &answer);
+            let spent = &self.spent;
+            end.client
+                .record_usage(&spent.conversation, spent.session.as_ref(), turn);
             let text = self.words.text().to_owned();
             end.client
                 .finish_turn(end.conversation, end.user_turn, Some(text), !complete);

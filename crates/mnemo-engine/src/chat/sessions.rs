@@ -171,6 +171,8 @@ pub struct SessionContext {
     pub log_bytes: u64,
     /// What counted the tokens.
     pub counter: String,
+    /// What the session's answers took and cost upstream, over its life.
+    pub usage: crate::usage::UsageTotals,
 }
 
 /// What a compaction did.
@@ -825,6 +827,8 @@ impl MemoryClient {
             _ => Vec::new(),
         };
         upstream.extend(loaded.history.upstream_messages());
+        let folder = self.sessions().dir(id);
+        let usage = blocking(move || Ok(crate::usage::read_totals(&folder))).await?;
         Ok(SessionContext {
             id: id.clone(),
             tokens: messages_tokens(counter.as_ref(), &upstream),
@@ -837,6 +841,7 @@ impl MemoryClient {
             log_bytes: loaded.log_bytes,
             counter: counter.name(),
             model,
+            usage,
         })
     }
 

@@ -70,7 +70,7 @@ impl Server {
 }
 
 /// The routes mnemo serves itself, as (method, path).
-pub const ROUTES: [(&str, &str); 26] = [
+pub const ROUTES: [(&str, &str); 27] = [
     ("post", "/v1/chat/completions"),
     ("get", "/health"),
     ("get", "/openapi.json"),
@@ -83,6 +83,7 @@ pub const ROUTES: [(&str, &str); 26] = [
     ("get", "/v1/conversations/{id}/memory"),
     ("patch", "/v1/conversations/{id}/memory"),
     ("post", "/v1/conversations/{id}/compact"),
+    ("get", "/v1/conversations/{id}/usage"),
     ("get", "/v1/conversations/{id}/tool-outputs/{call_id}"),
     ("get", "/metrics"),
     ("get", "/v1/sessions"),
