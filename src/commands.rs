@@ -108,6 +108,10 @@ pub struct SearchArgs {
     /// Metadata filter as JSON, e.g. '{"topic": "food", "weight": {"gte": 3}}'
     #[arg(long)]
     filter: Option<String>,
+    /// Search the memories as they were at this git revision (a hash or a prefix of one,
+    /// HEAD~3, a branch); the first search as of a revision indexes its memories
+    #[arg(long, value_name = "REV")]
+    as_of: Option<String>,
     /// Print results as JSON, with each stage's scores
     #[arg(long)]
     json: bool,
@@ -284,9 +288,6 @@ pub async fn search(global: &GlobalArgs, args: SearchArgs) -> CommandResult {
         .context("--filter is not JSON")
         .map_err(Failure::invalid)?;
     let client = open_client(global).await?;
-    // A server has built its vocabulary long before most searches; a one-off search waits,
-    // so that it finds what the server would (quick: the words' vectors are kept on disk).
-    client.vocabulary_built().await;
     let request = SearchRequest {
         top_k: args.top_k,
         recency_weight: args.recency_weight,
@@ -296,10 +297,52 @@ pub async fn search(global: &GlobalArgs, args: SearchArgs) -> CommandResult {
         filter,
         ..SearchRequest::new(args.query, conv.clone())
     };
+    if let Some(rev) = &args.as_of {
+        return search_as_of(&client, rev, request, args.json).await;
+    }
+    // A server has built its vocabulary long before most searches; a one-off search waits,
+    // so that it finds what the server would (quick: the words' vectors are kept on disk).
+    client.vocabulary_built().await;
     let hits = client.search(request).await?;
     if args.json {
         return print_json(&hits);
     }
+    print_hits(&hits, &conv);
+    Ok(())
+}
+
+/// `mnemo search --as-of REV`: the commit it answers from, then the hits (paths as the
+/// commit's tree names them); `--json` prints both as one object.
+async fn search_as_of(
+    client: &MemoryClient,
+    rev: &str,
+    request: SearchRequest,
+    json: bool,
+) -> CommandResult {
+    let conv = request.conversation_id.clone();
+    let found = client.search_as_of(rev, request).await.map_err(|e| {
+        // An unknown revision is the caller's mistake, as with `mnemo show`.
+        if e.is_not_found() {
+            Failure::invalid(anyhow!(e))
+        } else {
+            Failure::from(e)
+        }
+    })?;
+    if json {
+        return print_json(&found);
+    }
+    let commit = &found.as_of;
+    println!(
+        "as of commit {}  {}  {}",
+        commit.short_id,
+        commit.time.format("%Y-%m-%d %H:%M:%S"),
+        commit.message.lines().next().unwrap_or_default()
+    );
+    print_hits(&found.hits, &conv);
+    Ok(())
+}
+
+fn print_hits(hits: &[mnemo_engine::SearchHit], conv: &ConversationId) {
     if hits.is_empty() {
         println!("no memories found in {conv:?} or \"global\"");
     }
@@ -314,7 +357,6 @@ pub async fn search(global: &GlobalArgs, args: SearchArgs) -> CommandResult {
         );
         println!("      {}  {}", hit.id, hit.path.display());
     }
-    Ok(())
 }
 
 pub async fn list(global: &GlobalArgs, args: ListArgs) -> CommandResult {

@@ -844,6 +844,50 @@ fn log_and_show_browse_the_history_of_the_memories() {
     assert_eq!(bad.status.code(), Some(2));
 }
 
+#[test]
+fn search_as_of_a_revision_answers_from_that_commit() {
+    let store = Store::new();
+    let added = store.ok_json(&["add", "--json", "-c", "garden", "The roses need water."]);
+    // Removed by hand: the next run commits the removal with its own memory.
+    std::fs::remove_file(added[0]["path"].as_str().unwrap()).unwrap();
+    store.ok_json(&["add", "--json", "-c", "garden", "The oven is broken."]);
+    let search = [
+        "search",
+        "do the roses need water",
+        "-c",
+        "garden",
+        "--json",
+    ];
+
+    let now = store.ok_json(&search);
+    assert!(!contents(&now).contains(&"The roses need water.".to_owned()));
+    let then = store.ok_json(&[&search[..], &["--as-of", "HEAD~1"]].concat());
+    assert!(then["as_of"]["message"]
+        .as_str()
+        .unwrap()
+        .starts_with("mnemo: garden"));
+    assert_eq!(contents(&then["hits"]), ["The roses need water."]);
+    assert!(then["hits"][0]["path"]
+        .as_str()
+        .unwrap()
+        .starts_with("entries/garden/facts/"));
+    let short_id = then["as_of"]["short_id"].as_str().unwrap();
+
+    let human = store.mnemo(&["search", "roses", "-c", "garden", "--as-of", short_id]);
+    assert_success(&human);
+    let text = String::from_utf8_lossy(&human.stdout);
+    assert!(
+        text.starts_with(&format!("as of commit {short_id}  ")),
+        "{text}"
+    );
+    assert!(text.contains("The roses need water."), "{text}");
+
+    let bad = store.mnemo(&["search", "roses", "--as-of", "no-such-rev"]);
+    assert_eq!(bad.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&bad.stderr);
+    assert!(stderr.contains("no revision \"no-such-rev\""), "{stderr}");
+}
+
 /// Runs `mnemo` with a deadline: a command that hangs (on a FIFO, say) fails the test
 /// instead of hanging it.
 fn mnemo_within(store: &Store, args: &[&str], deadline: std::time::Duration) -> Output {

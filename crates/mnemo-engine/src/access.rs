@@ -225,6 +225,25 @@ impl ScopedClient {
         Ok(SearchResult {
             conversation_id,
             hits,
+            as_of: None,
+        })
+    }
+
+    /// [`search_as_of`](MemoryClient::search_as_of) for this caller, checked as
+    /// [`search`](Self::search) is: the memories as they were at git revision `rev`.
+    pub async fn search_as_of(
+        &self,
+        rev: &str,
+        mut request: SearchRequest,
+    ) -> Result<SearchResult, EngineError> {
+        self.access.check_read(request.conversation_id.as_str())?;
+        request.without_global |= !self.access.reads_global();
+        let conversation_id = request.conversation_id.clone();
+        let found = self.client.search_as_of(rev, request).await?;
+        Ok(SearchResult {
+            conversation_id,
+            hits: found.hits,
+            as_of: Some(found.as_of),
         })
     }
 

@@ -16,6 +16,7 @@ use schemars::JsonSchema;
 use serde::Serialize;
 use utoipa::ToSchema;
 
+use crate::as_of::AsOfCommit;
 use crate::retrieval::SearchHit;
 use crate::write::WriteReport;
 
@@ -81,6 +82,10 @@ pub struct SearchResult {
     pub conversation_id: ConversationId,
     /// The memories found, best first, with each stage's scores; paths relative to the store.
     pub hits: Vec<SearchHit>,
+    /// For a search as of a revision: the commit the memories are as of (their paths are
+    /// those of its tree). Absent for a search of the memories as they are.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub as_of: Option<AsOfCommit>,
 }
 
 /// An updated fact: the old id, tombstoned, and the new one.

@@ -114,7 +114,7 @@ pub(crate) struct Engine {
     pub lexical: LexicalEncoder,
     pub key_scheme: KeySchemeInUse,
     /// The cross-encoder, when one is loaded.
-    pub reranker: Option<Reranker>,
+    pub reranker: Option<Arc<Reranker>>,
     pub index: Arc<dyn VectorIndex>,
     /// The upstream LLM, when one is configured.
     pub llm: Option<LlmClient>,
@@ -153,6 +153,15 @@ pub(crate) struct Engine {
     pub sessions: crate::session_cache::SessionState,
     /// Serialises changes to agents' notes.
     pub agent_lock: Arc<tokio::sync::Mutex<()>>,
+    /// Engines over the store as it was at recent revisions (`crate::as_of`).
+    pub as_of: crate::as_of::Revisions,
+}
+
+/// The models an engine may lend another opened with the same configuration (one over the
+/// store as it was at a revision): loaded once, shared between threads.
+pub(crate) struct SharedModels {
+    pub embedder: Arc<Embedder>,
+    pub reranker: Option<Arc<Reranker>>,
 }
 
 /// Waits before the second and third try of a git commit.
@@ -162,8 +171,38 @@ const COMMIT_RETRIES: [std::time::Duration; 2] = [
 ];
 
 /// What the write path, the chat path and the admin calls share: a conversation's lock, its
-/// summary, the commit.
+/// summary, the commit; and the read path over this engine's index.
 impl Engine {
+    /// Runs the read path ([`ReadPath::search`]) over this engine's index, with the words
+    /// of query expansion when there are some. Blocks.
+    pub(crate) fn read(
+        &self,
+        request: &SearchRequest,
+        settings: &ResolvedSearch,
+        expansion: Option<&str>,
+    ) -> Result<Vec<SearchHit>, EngineError> {
+        let timeline = self.timeline();
+        ReadPath {
+            config: &self.config,
+            embedder: &self.embedder,
+            lexical: &self.lexical,
+            index: self.index.as_ref(),
+            reranker: self.reranker.as_deref(),
+            timeline: &timeline,
+            vocabulary: self.vocabulary.as_deref(),
+            store_root: self.store.root(),
+        }
+        .search(request, settings, expansion)
+    }
+
+    /// The models this engine loaded, to lend another.
+    pub(crate) fn shared_models(&self) -> SharedModels {
+        SharedModels {
+            embedder: self.embedder.clone(),
+            reranker: self.reranker.clone(),
+        }
+    }
+
     /// The lock that serialises the write path of one conversation.
     pub(crate) fn conversation_lock(
         &self,
@@ -214,15 +253,26 @@ impl Engine {
 impl MemoryClient {
     /// Opens the store, model and index named by `config`, and syncs the index with the files.
     pub async fn open(config: Config, options: OpenOptions) -> Result<Self, EngineError> {
-        blocking(move || Self::open_blocking(config, options)).await
+        blocking(move || Self::open_blocking(config, options, None)).await
     }
 
-    fn open_blocking(config: Config, mut options: OpenOptions) -> Result<Self, EngineError> {
+    /// Opens like [`open`](Self::open), on the calling thread; with `models`, borrows them
+    /// instead of loading its own (they must be the ones `config` names).
+    pub(crate) fn open_blocking(
+        config: Config,
+        mut options: OpenOptions,
+        models: Option<SharedModels>,
+    ) -> Result<Self, EngineError> {
         let store = FileStore::open(&config.memory_path)?;
         let queue = crate::pass_queue::PassQueue::new(store.root());
         let paths = config.model_paths();
-        let embedder = Arc::new(Embedder::load(&embedder_config(&config))?);
-        let reranker = load_reranker(&config, &paths)?;
+        let SharedModels { embedder, reranker } = match models {
+            Some(models) => models,
+            None => SharedModels {
+                embedder: Arc::new(Embedder::load(&embedder_config(&config))?),
+                reranker: load_reranker(&config, &paths)?.map(Arc::new),
+            },
+        };
         let lexical = lexical_encoder(&config)?;
         let lock = lock_store(&store)?;
         store.remove_stale_temp_files();
@@ -357,6 +407,7 @@ impl MemoryClient {
                 startup_sync,
                 index_backend,
                 recovery: std::sync::OnceLock::new(),
+                as_of: crate::as_of::Revisions::default(),
             }),
         };
         let runtime = tokio::runtime::Handle::try_current().ok();
@@ -405,27 +456,13 @@ impl MemoryClient {
         let settings = request.resolve(&self.inner.config)?;
         let expansion = self.expand_query(&request, &settings).await;
         let inner = self.inner.clone();
-        blocking(move || {
-            let timeline = inner.timeline();
-            ReadPath {
-                config: &inner.config,
-                embedder: &inner.embedder,
-                lexical: &inner.lexical,
-                index: inner.index.as_ref(),
-                reranker: inner.reranker.as_ref(),
-                timeline: &timeline,
-                vocabulary: inner.vocabulary.as_deref(),
-                store_root: inner.store.root(),
-            }
-            .search(&request, &settings, expansion.as_deref())
-        })
-        .await
+        blocking(move || inner.read(&request, &settings, expansion.as_deref())).await
     }
 
     /// Words an answer to the query would use, from the upstream LLM, when
     /// `retrieval.query_expansion` is on. A search never fails for want of them: no upstream,
     /// an error or a late answer (past `query_expansion_timeout_ms`) leaves the query as it is.
-    async fn expand_query(
+    pub(crate) async fn expand_query(
         &self,
         request: &SearchRequest,
         settings: &ResolvedSearch,

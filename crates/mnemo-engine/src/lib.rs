@@ -32,7 +32,9 @@
 //! Beside them, state the engine owns and the wings share, in modules that never name
 //! `MemoryClient`: governance's windows and counters (`governance_state`), the write
 //! pass queue (`pass_queue`), sessions' cached logs (`session_cache`), per-key locks
-//! (`locks`). `api_types` holds the answers of the API that REST and MCP return.
+//! (`locks`). `api_types` holds the answers of the API that REST and MCP return. `as_of`
+//! answers a search from the memories as they were at a git revision, with a second,
+//! read-only engine over that revision's files.
 //!
 //! Every module is private and the public names are re-exported here, so other crates
 //! import from the root and the folders can move without breaking them; inside the
@@ -43,6 +45,7 @@
 
 mod access;
 mod api_types;
+mod as_of;
 mod blocking;
 mod chat;
 mod engine;
@@ -59,6 +62,7 @@ mod usage;
 mod write;
 
 pub use access::{Access, MemoryListing, ScopedClient, SessionUse, Unrestricted};
+pub use as_of::{AsOfCommit, AsOfSearch};
 pub use api_types::{
     AddResult, AgentMemory, Deleted, History, HistoryResults, Memory, MemoryPage, SearchResult,
     Updated,

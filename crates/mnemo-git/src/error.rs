@@ -55,6 +55,28 @@ pub enum GitError {
         /// The repository's root.
         root: PathBuf,
     },
+    /// Exporting a revision would pass one of [`crate::ExportLimits`]' caps; nothing was
+    /// written.
+    #[error("revision {rev} in {root} holds more than {limit}, the most one export writes")]
+    ExportTooLarge {
+        /// The revision as given.
+        rev: String,
+        /// The cap it passes (`100000 files`, `536870912 bytes`).
+        limit: String,
+        /// The repository's root.
+        root: PathBuf,
+    },
+    /// A picked file of a revision has a name that could land outside the export's folder
+    /// (`..`, an empty name, a separator); nothing was written.
+    #[error("revision {rev} in {root} holds a file whose path cannot be written safely: {path:?}")]
+    UnsafePath {
+        /// The path as the tree names it.
+        path: String,
+        /// The revision as given.
+        rev: String,
+        /// The repository's root.
+        root: PathBuf,
+    },
     /// A path outside the store's root, or one that climbs out of it with `..`.
     #[error("{path} is not a path inside the store {root}")]
     OutsideStore {

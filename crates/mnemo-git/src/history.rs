@@ -187,7 +187,12 @@ impl Versioning {
         }))
     }
 
-    fn resolve<'r>(&self, repo: &'r Repository, rev: &str) -> Result<Commit<'r>, GitError> {
+    /// The commit `rev` resolves to; [`GitError::NoRevision`] when it names none.
+    pub(crate) fn resolve<'r>(
+        &self,
+        repo: &'r Repository,
+        rev: &str,
+    ) -> Result<Commit<'r>, GitError> {
         let object = repo.revparse_single(rev).map_err(|e| match e.code() {
             ErrorCode::NotFound | ErrorCode::InvalidSpec | ErrorCode::UnbornBranch => {
                 GitError::NoRevision {
@@ -197,9 +202,14 @@ impl Versioning {
             }
             _ => self.git_err(format!("cannot resolve revision {rev}"))(e),
         })?;
-        object
-            .peel_to_commit()
-            .map_err(self.git_err(format!("{rev} is not a commit")))
+        // A tree or a blob (`HEAD:entries`) resolves to no commit.
+        object.peel_to_commit().map_err(|e| match e.code() {
+            ErrorCode::Peel | ErrorCode::InvalidSpec => GitError::NoRevision {
+                rev: rev.to_owned(),
+                root: self.root().to_owned(),
+            },
+            _ => self.git_err(format!("{rev} is not a commit"))(e),
+        })
     }
 }
 

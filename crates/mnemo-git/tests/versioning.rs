@@ -787,3 +787,177 @@ fn a_corrupt_index_is_rebuilt_from_head() {
         .count();
     assert!(kept_aside >= 1);
 }
+
+/// Every file of `dir`, as `/`-separated paths relative to it, sorted.
+fn files_under(dir: &Path) -> Vec<String> {
+    fn walk(dir: &Path, base: &Path, out: &mut Vec<String>) {
+        for entry in fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                walk(&path, base, out);
+            } else {
+                let relative = path.strip_prefix(base).unwrap();
+                out.push(relative.to_string_lossy().replace('\\', "/"));
+            }
+        }
+    }
+    let mut out = Vec::new();
+    if dir.exists() {
+        walk(dir, dir, &mut out);
+    }
+    out.sort();
+    out
+}
+
+fn entries_only(path: &str) -> bool {
+    path.starts_with("entries/")
+}
+
+#[test]
+fn export_writes_the_picked_files_of_a_revision_as_they_were() {
+    let (dir, versioning) = new_store();
+    let root = dir.path();
+    let (a, b, c) = (MemoryId::random(), MemoryId::random(), MemoryId::random());
+    write(root, &fact_path("c", a), &fact(a, "Anne likes tea."));
+    write(root, &fact_path("c", b), &fact(b, "The cat is Miso."));
+    write(root, "conversations/c/strategy.yaml", "mode: trim\n");
+    std::os::unix::fs::symlink("/etc/passwd", root.join("entries/c/facts/link.md")).unwrap();
+    let first = versioning.commit_all("first").unwrap().unwrap();
+    write(root, &fact_path("c", a), &fact(a, "Anne likes coffee."));
+    fs::remove_file(root.join(fact_path("c", b))).unwrap();
+    write(root, &fact_path("c", c), &fact(c, "Bob plays the cello."));
+    versioning.commit_all("second").unwrap().unwrap();
+
+    let out = tempfile::tempdir().unwrap();
+    let dest = out.path().join("as-of");
+    let export = versioning
+        .export("HEAD~1", &dest, entries_only, &Default::default())
+        .unwrap();
+    assert_eq!(export.commit.id, first.id);
+    assert_eq!(export.commit.message, "first");
+    assert!(export.commit.changes.is_empty());
+    assert_eq!(export.files, 2, "the link is not a regular file");
+    assert!(export.oversized.is_empty());
+    assert_eq!(
+        files_under(&dest),
+        sorted_paths([fact_path("c", a), fact_path("c", b)])
+    );
+    let old_a = fs::read_to_string(dest.join(fact_path("c", a))).unwrap();
+    assert!(old_a.contains("Anne likes tea."), "{old_a}");
+    assert_eq!(
+        export.bytes,
+        (old_a.len() + fact(b, "The cat is Miso.").len()) as u64
+    );
+    assert_eq!(versioning.commit_of("HEAD~1").unwrap(), export.commit);
+    assert_eq!(versioning.commit_of(&first.short_id).unwrap().id, first.id);
+
+    let err = versioning
+        .export(
+            "no-such-rev",
+            &out.path().join("x"),
+            entries_only,
+            &Default::default(),
+        )
+        .unwrap_err();
+    assert!(matches!(err, GitError::NoRevision { .. }), "{err}");
+    assert!(
+        !out.path().join("x").exists(),
+        "nothing is written for a bad revision"
+    );
+    assert!(matches!(
+        versioning.commit_of("HEAD~9").unwrap_err(),
+        GitError::NoRevision { .. }
+    ));
+}
+
+fn sorted_paths<const N: usize>(paths: [String; N]) -> Vec<String> {
+    let mut paths = paths.to_vec();
+    paths.sort();
+    paths
+}
+
+#[test]
+fn an_export_over_its_caps_writes_nothing_and_names_the_cap() {
+    let (dir, versioning) = new_store();
+    let root = dir.path();
+    let (a, b) = (MemoryId::random(), MemoryId::random());
+    write(root, &fact_path("c", a), &fact(a, "Anne likes tea."));
+    write(root, &fact_path("c", b), &fact(b, &"long ".repeat(100)));
+    versioning.commit_all("two").unwrap().unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let export = |limits: mnemo_git::ExportLimits, name: &str| {
+        versioning.export("HEAD", &out.path().join(name), entries_only, &limits)
+    };
+
+    let err = export(
+        mnemo_git::ExportLimits {
+            max_files: 1,
+            ..Default::default()
+        },
+        "files",
+    )
+    .unwrap_err();
+    assert!(matches!(err, GitError::ExportTooLarge { .. }), "{err}");
+    assert!(err.to_string().contains("more than 1 files"), "{err}");
+    let err = export(
+        mnemo_git::ExportLimits {
+            max_total_bytes: 200,
+            ..Default::default()
+        },
+        "bytes",
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("more than 200 bytes"), "{err}");
+    assert_eq!(files_under(out.path()), Vec::<String>::new());
+
+    let export = export(
+        mnemo_git::ExportLimits {
+            max_file_bytes: 300,
+            ..Default::default()
+        },
+        "one",
+    )
+    .unwrap();
+    assert_eq!(export.oversized, [fact_path("c", b)]);
+    assert_eq!(files_under(&out.path().join("one")), [fact_path("c", a)]);
+}
+
+#[test]
+fn an_export_refuses_a_picked_path_that_climbs_out() {
+    let (dir, versioning) = new_store();
+    // A tree no git command writes: a file named `..` inside `entries/`.
+    let repo = git2::Repository::open(dir.path()).unwrap();
+    let blob = repo.blob(b"escaped").unwrap();
+    let mut raw = b"100644 ..\0".to_vec();
+    raw.extend_from_slice(blob.as_bytes());
+    let odb = repo.odb().unwrap();
+    let entries = odb.write(git2::ObjectType::Tree, &raw).unwrap();
+    let mut raw = b"40000 entries\0".to_vec();
+    raw.extend_from_slice(entries.as_bytes());
+    let top = odb.write(git2::ObjectType::Tree, &raw).unwrap();
+    let tree = repo.find_tree(top).unwrap();
+    let signature = git2::Signature::now("t", "t@localhost").unwrap();
+    let head = repo.head().unwrap().peel_to_commit().unwrap();
+    repo.commit(
+        Some("HEAD"),
+        &signature,
+        &signature,
+        "hostile",
+        &tree,
+        &[&head],
+    )
+    .unwrap();
+
+    let out = tempfile::tempdir().unwrap();
+    let dest = out.path().join("in");
+    let err = versioning
+        .export("HEAD", &dest, |_| true, &Default::default())
+        .unwrap_err();
+    assert!(matches!(err, GitError::UnsafePath { .. }), "{err}");
+    assert_eq!(files_under(out.path()), Vec::<String>::new());
+    // Unpicked, it is never looked at.
+    let export = versioning
+        .export("HEAD", &dest, |p| p.ends_with(".md"), &Default::default())
+        .unwrap();
+    assert_eq!(export.files, 0);
+}

@@ -195,6 +195,8 @@ pub async fn serve(
     )
     .with_graceful_shutdown(shutdown)
     .await?;
+    // The engines of searches as of a revision, and their folders, go now.
+    client.close_revisions();
     info!(?grace, "finishing queued memory writes");
     if !client.wait_idle_for(grace).await {
         // Stopped before the caller stops the LLM they run on: a pass finishing against a

@@ -78,32 +78,47 @@ pub(crate) async fn add(
     Ok((StatusCode::CREATED, Json(result)).into_response())
 }
 
+/// Where in the store's history a search looks.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct SearchQuery {
+    /// Answer from the memories as they were at this git revision: a commit hash or a
+    /// prefix of one, `HEAD~3`, a branch. The first search as of a revision indexes that
+    /// revision's memories (seconds for a large store); the last two revisions asked about
+    /// stay ready. Unset: the memories as they are.
+    #[param(max_length = 256)]
+    as_of: Option<String>,
+}
+
 /// Search the memories of a conversation and of `global` (unless the token may not read
-/// `global`).
+/// `global`), as they are or, with `as_of`, as they were at a git revision.
 #[utoipa::path(
     post,
     path = "/v1/memories/search",
     tag = "memories",
+    params(SearchQuery),
     request_body = SearchRequest,
     responses(
-        (status = 200, description = "Results, best first, with each stage's scores", body = SearchResult),
-        InvalidRequest,
+        (status = 200, description = "Results, best first, with each stage's scores; with `as_of`, the commit they are as of", body = SearchResult),
+        (status = 400, description = "Invalid request, or `as_of` on a store without git versioning", body = ErrorBody),
         MayNotReadConversation,
+        (status = 404, description = "`as_of` names no commit of the store's history", body = ErrorBody),
         BodyTooLarge,
     )
 )]
 pub(crate) async fn search(
     State(state): State<AppState>,
     grant: Grant,
+    QueryParams(query): QueryParams<SearchQuery>,
     JsonBody(request): JsonBody<SearchRequest>,
 ) -> Result<Json<SearchResult>, ApiError> {
-    Ok(Json(
-        state
-            .client
-            .as_caller(grant.access())
-            .search(request)
-            .await?,
-    ))
+    let caller = state.client.as_caller(grant.access());
+    let result = match query.as_of {
+        Some(rev) => caller.search_as_of(&rev, request).await?,
+        None => caller.search(request).await?,
+    };
+    Ok(Json(result))
 }
 
 /// Which memories to list.

@@ -320,6 +320,101 @@ async fn the_memory_api_adds_searches_lists_gets_deletes_and_shows_history() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_search_as_of_a_revision_answers_from_that_commits_memories() {
+    let llm = ScriptedLlm::with_handler(model).await;
+    let server = Server::start(Some(llm.base_url())).await;
+    let base = format!("{}/v1/memories", server.url);
+    let (status, added) = post(
+        &base,
+        json!({"texts": ["The spare key hides under the blue flowerpot.", "I live in Ghent."], "conversation_id": "c1"}),
+    )
+    .await;
+    assert_eq!(status, 201, "{added}");
+    let commit = added["commit"].as_str().unwrap().to_owned();
+    let key = added["added"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["content"].as_str().unwrap().contains("spare key"))
+        .unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let deleted = http().delete(format!("{base}/{key}")).send().await.unwrap();
+    assert_eq!(deleted.status(), 200);
+    let query = json!({"query": "where is the spare key", "conversation_id": "c1", "top_k": 3});
+
+    let (status, now) = post(&format!("{base}/search"), query.clone()).await;
+    assert_eq!(status, 200, "{now}");
+    assert!(now.get("as_of").is_none(), "{now}");
+    assert!(now["hits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|h| h["id"] != key.as_str()));
+
+    for rev in [commit.as_str(), "HEAD~1"] {
+        let (status, then) = post(&format!("{base}/search?as_of={rev}"), query.clone()).await;
+        assert_eq!(status, 200, "{rev}: {then}");
+        assert!(
+            then["as_of"]["id"].as_str().unwrap().starts_with(&commit),
+            "{then}"
+        );
+        assert_eq!(then["as_of"]["short_id"], commit.as_str());
+        assert!(then["as_of"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("mnemo: c1"));
+        assert!(then["as_of"]["time"].is_string());
+        assert_eq!(then["hits"][0]["id"], key.as_str(), "{then}");
+        let path = then["hits"][0]["path"].as_str().unwrap();
+        assert!(path.starts_with("entries/c1/facts/"), "{path}");
+    }
+
+    let (status, body) = post(&format!("{base}/search?as_of=no-such-rev"), query.clone()).await;
+    assert_eq!(status, 404, "{body}");
+    assert_eq!(body["error"]["type"], "not_found");
+    assert!(
+        error_message(&body).contains("no revision \"no-such-rev\""),
+        "{body}"
+    );
+    assert!(!error_message(&body).contains(&server.root.display().to_string()));
+    let (status, body) = post(&format!("{base}/search?asof=HEAD"), query.clone()).await;
+    assert_eq!(status, 400, "a misspelt parameter is refused: {body}");
+
+    let spec: Value = http()
+        .get(format!("{}/openapi.json", server.url))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let search = &spec["paths"]["/v1/memories/search"]["post"];
+    assert_eq!(search["parameters"][0]["name"], "as_of", "{search}");
+    assert!(search["responses"]["404"].is_object(), "{search}");
+    assert!(
+        spec["components"]["schemas"]["SearchResult"]["properties"]["as_of"].is_object(),
+        "documented"
+    );
+    server.shutdown().await;
+
+    let unversioned =
+        Server::start_with(Some(llm.base_url()), ServerOptions::default(), |config| {
+            config.enable_git_versioning = false;
+        })
+        .await;
+    let (status, body) = post(
+        &format!("{}/v1/memories/search?as_of=HEAD", unversioned.url),
+        query,
+    )
+    .await;
+    assert_eq!(status, 400, "{body}");
+    assert!(error_message(&body).contains("git is off"), "{body}");
+    unversioned.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn shutdown_finishes_queued_memory_writes() {
     let llm = ScriptedLlm::with_handler(|r: &ChatRequest| match r.schema_name() {
         Some("facts") => Reply::delay(

@@ -111,13 +111,30 @@ impl VocabularyFile {
 
     /// The vectors the file holds; none when there is no file.
     pub fn read(&self) -> Result<StoredWords, VocabularyFileError> {
-        let most = 64 + MAX_MODEL_BYTES + MAX_WORDS * (1 + MAX_WORD_BYTES + 4 * self.dimension);
-        let bytes = match mnemo_store::untrusted::read_regular(&self.path, most as u64) {
-            Ok(bytes) => bytes,
-            Err(e) if e.is_not_found() => return Ok(StoredWords::default()),
-            Err(e) => return Err(e.into()),
+        let Some(bytes) = self.read_bytes()? else {
+            return Ok(StoredWords::default());
         };
         self.decode(&bytes)
+    }
+
+    /// The file's bytes, read as untrusted (a regular file no larger than the most the
+    /// format can fill); `None` when there is no file.
+    fn read_bytes(&self) -> Result<Option<Vec<u8>>, VocabularyFileError> {
+        let most = 64 + MAX_MODEL_BYTES + MAX_WORDS * (1 + MAX_WORD_BYTES + 4 * self.dimension);
+        match mnemo_store::untrusted::read_regular(&self.path, most as u64) {
+            Ok(bytes) => Ok(Some(bytes)),
+            Err(e) if e.is_not_found() => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Copies the file, when there is one, to `to` (another store's), so a build there
+    /// embeds only the words this one has not. The copy is checked when it is read.
+    pub(crate) fn copy_to(&self, to: &Path) -> Result<(), VocabularyFileError> {
+        if let Some(bytes) = self.read_bytes()? {
+            mnemo_store::atomic::write_atomic(to, &bytes).map_err(Refusal::Io)?;
+        }
+        Ok(())
     }
 
     /// The file's bytes for `words`, each with its vector (`dimension` components).
