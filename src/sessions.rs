@@ -1,10 +1,10 @@
 //! `mnemo sessions ...` and `mnemo agent-memory ...`: chat sessions and agents' notes from the
 //! command line, through the same engine calls as the REST API.
 
-use anyhow::anyhow;
+use anyhow::{anyhow, Context as _};
 use clap::{Args, Subcommand};
 use mnemo_core::ConversationId;
-use mnemo_engine::{CompactReport, SessionContext, SessionInfo, UsageTotals};
+use mnemo_engine::{CompactReport, SessionContext, SessionExport, SessionInfo, UsageTotals};
 use mnemo_engine::{Excerpt, HistoryScope, MemoryClient, SessionId};
 use serde::Serialize;
 
@@ -46,6 +46,21 @@ enum SessionsCommand {
     },
     /// Delete a session (softly: its log stays on disk)
     Delete { id: String },
+    /// Write a session (settings and whole log) as one JSON document
+    Export {
+        id: String,
+        /// The file to write [default: standard output]
+        #[arg(short, long)]
+        output: Option<std::path::PathBuf>,
+    },
+    /// Create a session from an exported one
+    Import {
+        /// The exported JSON ('-' for standard input)
+        file: std::path::PathBuf,
+        /// The id to give it [default: its exported id]
+        #[arg(long = "as")]
+        new_id: Option<String>,
+    },
     /// Summarise a session's older messages now, with an optional focus
     Compact {
         id: String,
@@ -135,6 +150,30 @@ pub async fn sessions(global: &GlobalArgs, args: SessionsArgs) -> CommandResult 
                 Ok(())
             }
         }
+        SessionsCommand::Export { id, output } => {
+            let export = client.export_session(&session_id(&id)?).await?;
+            let text = serde_json::to_string_pretty(&export).map_err(anyhow::Error::from)?;
+            match output {
+                Some(path) => {
+                    mnemo_store::atomic::write_atomic(&path, text.as_bytes())
+                        .with_context(|| format!("cannot write {}", path.display()))?;
+                    eprintln!("exported session {id} to {}", path.display());
+                }
+                None => println!("{text}"),
+            }
+            Ok(())
+        }
+        SessionsCommand::Import { file, new_id } => {
+            let new_id = new_id.as_deref().map(session_id).transpose()?;
+            let export = read_export(&file)?;
+            let (id, meta) = client.import_session(export, new_id).await?;
+            if json {
+                print_json(&serde_json::json!({"id": id, "session": meta}))
+            } else {
+                println!("{id}");
+                Ok(())
+            }
+        }
         SessionsCommand::Context { id } => {
             let context = client.session_context(&session_id(&id)?).await?;
             if json {
@@ -166,6 +205,37 @@ pub async fn sessions(global: &GlobalArgs, args: SessionsArgs) -> CommandResult 
         }
         SessionsCommand::Compact { .. } => unreachable!("handled above"),
     }
+}
+
+/// The largest export read: a full log and its settings.
+const MAX_EXPORT_BYTES: u64 = mnemo_session::log::MAX_LOG_BYTES + (16 << 20);
+
+/// An exported session from `file` (`-`: standard input), read as untrusted: a regular file
+/// (no link, no device), bounded in size, JSON of the export's shape.
+fn read_export(file: &std::path::Path) -> Result<SessionExport, Failure> {
+    let bytes = if file.as_os_str() == "-" {
+        use std::io::Read;
+        let mut bytes = Vec::new();
+        std::io::stdin()
+            .take(MAX_EXPORT_BYTES + 1)
+            .read_to_end(&mut bytes)
+            .context("cannot read standard input")?;
+        if bytes.len() as u64 > MAX_EXPORT_BYTES {
+            return Err(Failure::invalid(anyhow!(
+                "standard input holds more than {MAX_EXPORT_BYTES} bytes: not an exported session"
+            )));
+        }
+        bytes
+    } else {
+        mnemo_store::untrusted::read_regular(file, MAX_EXPORT_BYTES)
+            .map_err(|e| Failure::invalid(anyhow!("{}: {e}", file.display())))?
+    };
+    serde_json::from_slice(&bytes).map_err(|e| {
+        Failure::invalid(anyhow!(
+            "{} is not an exported session: {e}",
+            file.display()
+        ))
+    })
 }
 
 async fn list(

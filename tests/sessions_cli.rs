@@ -101,6 +101,33 @@ fn sessions_are_listed_shown_searched_forked_and_deleted() {
         serde_json::from_str(&ok(&mnemo(&root, &["sessions", "list", "--all", "--json"]))).unwrap();
     assert_eq!(all.as_array().unwrap().len(), 2);
 
+    // Export to a file, import under a new id; the copy shows the same messages.
+    let file = dir.path().join("parser.json");
+    let file_arg = file.to_str().unwrap();
+    ok(&mnemo(
+        &root,
+        &["sessions", "export", "parser", "-o", file_arg],
+    ));
+    let imported = ok(&mnemo(
+        &root,
+        &["sessions", "import", file_arg, "--as", "parser-3"],
+    ));
+    assert_eq!(imported.trim(), "parser-3");
+    let copy = ok(&mnemo(&root, &["sessions", "show", "parser-3", "-n", "2"]));
+    assert!(copy.contains("you: Done, it passes."), "{copy}");
+    assert!(copy.contains("4 logged"), "{copy}");
+    let taken = mnemo(&root, &["sessions", "import", file_arg]);
+    assert_ne!(taken.status.code(), Some(0));
+    assert!(
+        String::from_utf8_lossy(&taken.stderr).contains("exists already"),
+        "{}",
+        String::from_utf8_lossy(&taken.stderr)
+    );
+    std::fs::write(&file, "{\"format\": \"something else\"}").unwrap();
+    let foreign = mnemo(&root, &["sessions", "import", file_arg, "--as", "p4"]);
+    assert_eq!(foreign.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&foreign.stderr).contains("not an exported session"));
+
     let missing = mnemo(&root, &["sessions", "show", "nope"]);
     assert_eq!(missing.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&missing.stderr).contains("no session \"nope\""));

@@ -62,11 +62,11 @@ mod usage;
 mod write;
 
 pub use access::{Access, MemoryListing, ScopedClient, SessionUse, Unrestricted};
-pub use as_of::{AsOfCommit, AsOfSearch};
 pub use api_types::{
     AddResult, AgentMemory, Deleted, History, HistoryResults, Memory, MemoryPage, SearchResult,
     Updated,
 };
+pub use as_of::{AsOfCommit, AsOfSearch};
 pub use chat::governance::{CompactTarget, StrategyChoice};
 pub use chat::sessions::HistoryScope;
 pub use chat::sessions::{
@@ -85,7 +85,7 @@ pub use index::sync::{SyncProgress, SyncReport};
 pub use index::vocabulary_file::VocabularyFile;
 pub use index::watcher::WatcherHandle;
 pub use mnemo_context::{ContextReport, Strategy};
-pub use mnemo_session::{Excerpt, HistoryStyle, SessionId, SessionMeta};
+pub use mnemo_session::{Excerpt, HistoryStyle, SessionExport, SessionId, SessionMeta};
 pub use retrieval::{SearchHit, SearchRequest, StageScores};
 pub use write::GROUNDED_ON;
 pub use write::{WriteReport, MAX_TEXTS_PER_ADD};

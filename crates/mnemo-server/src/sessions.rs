@@ -13,17 +13,20 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use chrono::{DateTime, Utc};
+use mnemo_core::ConversationId;
 use mnemo_engine::{Access as _, CompactTarget, HistoryScope, SessionId, SessionMeta, SessionUse};
 use mnemo_engine::{
-    CompactReport, HistoryResults, MessagePage, SessionContext, SessionInfo, ToolOutputSlice,
+    CompactReport, HistoryResults, MessagePage, SessionContext, SessionExport, SessionInfo,
+    ToolOutputSlice,
 };
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use crate::auth::Grant;
-use crate::body::{OptionalJsonBody, QueryParams};
+use crate::body::{JsonBody, OptionalJsonBody, QueryParams};
 use crate::error::shared_answers::{
-    InvalidRequest, MayNotReadConversation, MayNotReadSession, MayNotWriteSession, NoSuchSession,
+    BodyTooLarge, InvalidRequest, MayNotReadConversation, MayNotReadSession,
+    MayNotWriteConversation, MayNotWriteSession, NoSuchSession,
 };
 use crate::{ApiError, AppState, ErrorBody};
 
@@ -273,6 +276,78 @@ pub(crate) async fn fork(
         meta,
     };
     Ok((StatusCode::CREATED, Json(forked)).into_response())
+}
+
+/// Export a session as one JSON document: its settings and every record of its log
+/// (abandoned branches and compactions included). `POST /v1/sessions` takes it back.
+#[utoipa::path(
+    get,
+    path = "/v1/sessions/{id}/export",
+    tag = "sessions",
+    params(("id" = String, Path, description = "The session id")),
+    responses(
+        (status = 200, description = "The session", body = SessionExport),
+        InvalidRequest,
+        MayNotReadSession,
+        NoSuchSession,
+    )
+)]
+pub(crate) async fn export(
+    State(state): State<AppState>,
+    grant: Grant,
+    Path(id): Path<String>,
+) -> Result<Json<SessionExport>, ApiError> {
+    let id = session_id(&id)?;
+    check_session(&state, &grant, &id, SessionUse::Read).await?;
+    Ok(Json(state.client.export_session(&id).await?))
+}
+
+/// Where an imported session goes.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct ImportQuery {
+    /// The id to import it as; the exported id when unset.
+    #[serde(rename = "as")]
+    as_id: Option<String>,
+}
+
+/// Import an exported session (`GET /v1/sessions/{id}/export`) under its id or `?as=`. The
+/// document is checked as any store file is: its format and version, a free session id, its
+/// conversation and agent names, chat messages in its records. A deleted session comes back
+/// live. Needs write on its conversation (and its agent, if it has one).
+#[utoipa::path(
+    post,
+    path = "/v1/sessions",
+    tag = "sessions",
+    params(ImportQuery),
+    request_body(content = SessionExport, description = "An exported session"),
+    responses(
+        (status = 201, description = "The imported session", body = Forked),
+        InvalidRequest,
+        MayNotWriteConversation,
+        BodyTooLarge,
+        (status = 409, description = "A session has that id already", body = ErrorBody),
+    )
+)]
+pub(crate) async fn import(
+    State(state): State<AppState>,
+    grant: Grant,
+    QueryParams(query): QueryParams<ImportQuery>,
+    JsonBody(export): JsonBody<SessionExport>,
+) -> Result<Response, ApiError> {
+    let as_id = query.as_id.as_deref().map(session_id).transpose()?;
+    let conversation = ConversationId::new(&export.meta.conversation)
+        .map_err(|e| ApiError::invalid(format!("the export's conversation: {e}")))?;
+    grant
+        .access()
+        .check_chat(&conversation, export.meta.agent.as_deref())?;
+    let (id, meta) = state.client.import_session(export, as_id).await?;
+    let imported = Forked {
+        id: id.to_string(),
+        meta,
+    };
+    Ok((StatusCode::CREATED, Json(imported)).into_response())
 }
 
 /// What to focus a compaction on.

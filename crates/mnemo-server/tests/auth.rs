@@ -516,6 +516,7 @@ async fn sessions_conversations_and_agents_are_scoped() {
         ),
         (Method::POST, format!("{s}/fork")),
         (Method::POST, format!("{s}/compact")),
+        (Method::GET, format!("{s}/export")),
         (Method::DELETE, s.clone()),
     ] {
         let (status, body, _) = send(method.clone(), &route, Some(ALICE), None).await;
@@ -541,6 +542,20 @@ async fn sessions_conversations_and_agents_are_scoped() {
     )
     .await;
     assert_eq!(status, 201, "{body}");
+
+    // Its own session exports; the export imports for it, but not into bob's conversation.
+    let (status, mut export) = get_as(&format!("{url}/v1/sessions/alice-s/export"), ALICE).await;
+    assert_eq!(status, 200, "{export}");
+    let (status, body) = post_as(
+        &format!("{url}/v1/sessions?as=alice-s3"),
+        ALICE,
+        export.clone(),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    export["meta"]["conversation"] = json!("bob");
+    let (status, body) = post_as(&format!("{url}/v1/sessions?as=bob-s9"), ALICE, export).await;
+    assert_forbidden(status, &body, "may not write conversation \"bob\"");
 
     // Conversation settings: read and write by conversation; global is read-only to it.
     let strategy = |conversation: &str| format!("{url}/v1/conversations/{conversation}/memory");

@@ -438,6 +438,51 @@ async fn answers_add_up_to_tokens_and_cost_per_session_and_conversation() {
     server.shutdown().await;
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn a_session_exports_as_json_and_imports_under_a_new_id() {
+    let llm = ScriptedLlm::with_handler(model).await;
+    let server = Server::start(Some(llm.base_url())).await;
+    say(&server, "x", vec![user("remember the blue door")]).await;
+    say(&server, "x", vec![user("and the red key")]).await;
+    let (status, export) = get(&format!("{}/v1/sessions/x/export", server.url)).await;
+    assert_eq!(status, 200, "{export}");
+    assert_eq!(export["format"], "mnemo-session");
+    assert_eq!(export["records"].as_array().map(Vec::len), Some(4));
+
+    let sessions = format!("{}/v1/sessions", server.url);
+    let (status, body) = post(&sessions, export.clone()).await;
+    assert_eq!(status, 409, "x exists: {body}");
+    let (status, body) = post(&format!("{sessions}?as=y"), export.clone()).await;
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(body["id"], "y");
+    assert_eq!(
+        logged(&server, "y", false).await,
+        logged(&server, "x", false).await
+    );
+    // The import continues like any session.
+    say(&server, "y", vec![user("what did I say?")]).await;
+    assert_eq!(
+        forwarded_texts(&llm).len(),
+        5,
+        "the whole history went upstream"
+    );
+
+    let mut hostile = export.clone();
+    hostile["meta"]["conversation"] = json!("../../etc");
+    let (status, body) = post(&format!("{sessions}?as=z"), hostile).await;
+    assert_eq!(status, 400, "{body}");
+    let (status, body) = post(&format!("{sessions}?as=..%2Fz"), export.clone()).await;
+    assert_eq!(status, 400, "{body}");
+    let mut newer = export;
+    newer["version"] = json!(2);
+    let (status, body) = post(&format!("{sessions}?as=z"), newer).await;
+    assert_eq!(status, 400, "{body}");
+    assert!(error_message(&body).contains("upgrade mnemo"), "{body}");
+    let (status, _) = get(&format!("{sessions}/z")).await;
+    assert_eq!(status, 404, "nothing was left of the refused imports");
+    server.shutdown().await;
+}
+
 /// Fails summary calls with a 500, answers others like [`model`].
 fn summariser_down(request: &ChatRequest) -> Reply {
     if request

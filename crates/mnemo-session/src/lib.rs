@@ -10,6 +10,7 @@
 //! - [`store`]: `sessions/<id>/`, with `session.yaml` (title, conversation, agent, counts),
 //!   listing, fork and soft delete.
 //! - [`search`]: archive search over whole logs, with labelled excerpts.
+//! - [`export`]: a session as one JSON document, exported and imported.
 //! - [`agent`]: `agents/<agent>/MEMORY.md`, read, appended to and updated in place.
 //!
 //! Nothing here talks to an LLM or an index: the engine (`mnemo-engine`) puts sessions into
@@ -17,6 +18,7 @@
 
 pub mod agent;
 mod error;
+pub mod export;
 pub mod history;
 mod id;
 pub mod log;
@@ -25,6 +27,7 @@ pub mod store;
 
 pub use agent::AgentNotes;
 pub use error::SessionError;
+pub use export::SessionExport;
 pub use history::{History, HistoryStyle, Split};
 pub use id::SessionId;
 pub use log::Record;

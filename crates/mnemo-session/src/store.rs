@@ -326,6 +326,38 @@ impl SessionStore {
         Ok(sessions)
     }
 
+    /// Creates session `id` with `meta` and `records`, all or nothing: a session that cannot
+    /// be written whole leaves no folder (so its id is free again).
+    pub(crate) fn create_with(
+        &self,
+        id: &SessionId,
+        meta: &SessionMeta,
+        records: &[Record],
+    ) -> Result<(), SessionError> {
+        self.claim(id)?;
+        let written = self
+            .append(id, records)
+            .and_then(|_| self.write_meta(id, meta));
+        if written.is_err() {
+            self.remove_claimed(id);
+        }
+        written
+    }
+
+    /// Removes the folder a failed fork or import claimed, once it is checked to be a real
+    /// folder of the store.
+    fn remove_claimed(&self, id: &SessionId) {
+        let made = self.dir(id);
+        if made.check().is_ok() {
+            if let Err(e) = std::fs::remove_dir_all(made.path()) {
+                warn!(
+                    "cannot remove {} after a failed write: {e}",
+                    self.relative(made.path())
+                );
+            }
+        }
+    }
+
     /// Creates session `id`'s folder, durably; a folder that exists already is a
     /// [`SessionError::Exists`] (two creators cannot both win).
     fn claim(&self, id: &SessionId) -> Result<(), SessionError> {
@@ -350,16 +382,7 @@ impl SessionStore {
         self.claim(new_id)?;
         let copied = self.copy_session(id, new_id, source);
         if copied.is_err() {
-            let made = self.dir(new_id);
-            // Only what this fork made: the folder it claimed, a real folder (checked).
-            if made.check().is_ok() {
-                if let Err(e) = std::fs::remove_dir_all(made.path()) {
-                    warn!(
-                        "cannot remove {} after a failed fork: {e}",
-                        self.relative(made.path())
-                    );
-                }
-            }
+            self.remove_claimed(new_id);
         }
         copied
     }

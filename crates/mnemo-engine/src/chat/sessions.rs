@@ -22,8 +22,8 @@ use mnemo_core::ConversationId;
 use mnemo_session::agent::INJECTED_LINES;
 use mnemo_session::history::{split, HistoryStyle};
 use mnemo_session::{
-    AgentNotes, Excerpt, History, LoadedSession, Record, SessionError, SessionId, SessionMeta,
-    SessionStore,
+    AgentNotes, Excerpt, History, LoadedSession, Record, SessionError, SessionExport, SessionId,
+    SessionMeta, SessionStore,
 };
 use serde::Serialize;
 use serde_json::{json, Value};
@@ -590,6 +590,41 @@ impl MemoryClient {
         let meta = blocking(move || Ok(store.fork(&from, &to)?)).await?;
         *guard = None;
         Ok((new_id, meta))
+    }
+
+    /// Session `id` as one JSON document: its settings and every record of its log.
+    pub async fn export_session(&self, id: &SessionId) -> Result<SessionExport, EngineError> {
+        let store = self.sessions().clone();
+        let id = id.clone();
+        blocking(move || Ok(store.export(&id)?)).await
+    }
+
+    /// Creates a session from an exported one, under `as_id` or its exported id (which must
+    /// be free). Its conversation and agent must be names mnemo accepts: the document is as
+    /// untrusted as any file of the store.
+    pub async fn import_session(
+        &self,
+        export: SessionExport,
+        as_id: Option<SessionId>,
+    ) -> Result<(SessionId, SessionMeta), EngineError> {
+        let invalid = |field: &str, e: mnemo_core::IdError, what: &str| {
+            EngineError::InvalidInput(format!("the export's {field}: {}", e.describe(what)))
+        };
+        ConversationId::new(&export.meta.conversation)
+            .map_err(|e| invalid("conversation", e, "conversation id"))?;
+        if let Some(agent) = &export.meta.agent {
+            ConversationId::new(agent).map_err(|e| invalid("agent", e, "agent name"))?;
+        }
+        let target = match &as_id {
+            Some(id) => id.clone(),
+            None => SessionId::new(&export.id)
+                .map_err(|e| EngineError::InvalidInput(format!("the export's id: {e}")))?,
+        };
+        let (_slot, mut guard) = self.lock_session(&target).await?;
+        let store = self.sessions().clone();
+        let imported = blocking(move || Ok(store.import(export, Some(target))?)).await?;
+        *guard = None;
+        Ok(imported)
     }
 
     /// Deletes session `id` softly: it is marked deleted, leaves listings and takes no more

@@ -70,7 +70,7 @@ impl Server {
 }
 
 /// The routes mnemo serves itself, as (method, path).
-pub const ROUTES: [(&str, &str); 27] = [
+pub const ROUTES: [(&str, &str); 29] = [
     ("post", "/v1/chat/completions"),
     ("get", "/health"),
     ("get", "/openapi.json"),
@@ -91,6 +91,8 @@ pub const ROUTES: [(&str, &str); 27] = [
     ("delete", "/v1/sessions/{id}"),
     ("get", "/v1/sessions/{id}/messages"),
     ("post", "/v1/sessions/{id}/fork"),
+    ("get", "/v1/sessions/{id}/export"),
+    ("post", "/v1/sessions"),
     ("post", "/v1/sessions/{id}/compact"),
     ("get", "/v1/sessions/{id}/context"),
     ("get", "/v1/sessions/{id}/tool-outputs/{call_id}"),
