@@ -50,6 +50,7 @@ const HELP: &str = "\
 /context          how full the context is: tokens / window, threshold, messages, compressions, log size
 /sessions         list sessions, newest first
 /resume ID        continue session ID
+/clear            start a new session (this one is kept: /resume ID returns to it)
 /delete ID        delete session ID (its log stays on disk)
 /memory           what long-term memory holds for this conversation (and the agent's notes)
 /search QUERY     search everything said in this conversation's sessions
@@ -272,6 +273,17 @@ impl Chat {
                     self.client.session(&id).await?;
                     self.session = id;
                     self.show_history().await?;
+                }
+            }
+            "clear" => {
+                let old = std::mem::replace(&mut self.session, SessionId::generate());
+                match self.client.session(&old).await {
+                    Ok(_) => println!(
+                        "new session {}; {old} is kept (/resume {old} returns to it)",
+                        self.session
+                    ),
+                    Err(e) if e.is_not_found() => println!("new session {}", self.session),
+                    Err(e) => return Err(e.into()),
                 }
             }
             "delete" => {

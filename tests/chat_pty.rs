@@ -217,6 +217,16 @@ async fn a_person_chats_compacts_interrupts_and_resumes() {
     assert!(term.expect("you> ").contains("My cat is called Tom."));
     term.type_keys("/help\n");
     assert!(term.expect("you> ").contains("/resume ID"));
+    // /clear starts afresh and keeps the session; /resume goes back to it.
+    term.type_keys("/clear\n");
+    let cleared = term.expect("you> ");
+    assert!(cleared.contains(&format!("{session} is kept")), "{cleared}");
+    term.type_keys("/context\n");
+    assert!(term
+        .expect("you> ")
+        .contains("the session starts with your first message"));
+    term.type_keys(&format!("/resume {session}\n"));
+    assert!(term.expect("you> ").contains("My cat is called Tom."));
 
     // Ctrl-C in the middle of an answer stops it; the part received is logged.
     term.type_keys("Tell me a long story.\n");

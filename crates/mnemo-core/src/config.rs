@@ -79,6 +79,9 @@ pub struct Config {
     /// Keep a rolling summary per conversation, rewritten by the LLM whenever a message changes
     /// its facts.
     pub enable_summarization: bool,
+    /// How a new chat session is titled: by its first message (`first_message`, its first
+    /// 100 characters) or by a few words the LLM writes after its first answer (`llm`).
+    pub session_titles: SessionTitles,
     /// The write path's rules beside the LLM: keep an extracted fact only when the user's own
     /// words support it, said of the same person and in the same way; show the reconciler
     /// only facts about the people the new facts are about; retract what the user takes back
@@ -261,6 +264,19 @@ pub struct RetrievalConfig {
     pub bm25_avg_len: f64,
 }
 
+/// How a new chat session is titled (`session_titles`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionTitles {
+    /// Its first message, on one line, cut to 100 characters: free, at once, and what the
+    /// user typed.
+    FirstMessage,
+    /// A few words the LLM (`llm_model`) writes from the first message and its answer, in
+    /// the background after that answer; the first message's title stays until then, and
+    /// if the call fails.
+    Llm,
+}
+
 /// When the read path uses the cross-encoder (`[retrieval] reranker`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -366,6 +382,7 @@ impl Default for Config {
             score_threshold: None,
             min_rerank_score: None,
             enable_summarization: true,
+            session_titles: SessionTitles::FirstMessage,
             fact_grounding: true,
             openai_base_url: None,
             openai_api_key: None,
@@ -435,6 +452,7 @@ const STRING_KEYS: &[&str] = &[
     "local_llm_model",
     "git_author_name",
     "git_author_email",
+    "session_titles",
 ];
 
 /// Optional keys: absent from the defaults, but settable.

@@ -483,6 +483,78 @@ async fn a_session_exports_as_json_and_imports_under_a_new_id() {
     server.shutdown().await;
 }
 
+/// Answers a titling request with a quoted title, others like [`model`].
+fn titling_model(request: &ChatRequest) -> Reply {
+    if request
+        .system_prompt()
+        .is_some_and(|s| s.contains("You title chat sessions"))
+    {
+        return Reply::text("\"Lisbon Trip Planning.\"");
+    }
+    model(request)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn with_llm_titles_a_new_session_is_titled_after_its_first_answer() {
+    let llm = ScriptedLlm::with_handler(titling_model).await;
+    let server = Server::start_with(
+        Some(llm.base_url()),
+        mnemo_server::ServerOptions::default(),
+        |config| config.session_titles = mnemo_core::SessionTitles::Llm,
+    )
+    .await;
+    say(
+        &server,
+        "t1",
+        vec![user("I want to spend four days in Lisbon in May")],
+    )
+    .await;
+    let url = format!("{}/v1/sessions/t1", server.url);
+    let mut title = Value::Null;
+    for _ in 0..100 {
+        title = get(&url).await.1["title"].clone();
+        if title == "Lisbon Trip Planning" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(title, "Lisbon Trip Planning");
+    // Only a new session's first answer asks: a second turn keeps the title and asks nothing.
+    let titling = |llm: &ScriptedLlm| {
+        llm.requests()
+            .iter()
+            .filter(|r| {
+                r.body.as_ref().is_some_and(|b| {
+                    b["messages"][0]["content"]
+                        .as_str()
+                        .is_some_and(|s| s.contains("You title chat sessions"))
+                })
+            })
+            .count()
+    };
+    assert_eq!(titling(&llm), 1);
+    say(&server, "t1", vec![user("and what about Porto?")]).await;
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    assert_eq!(titling(&llm), 1, "asked once");
+    assert_eq!(get(&url).await.1["title"], "Lisbon Trip Planning");
+
+    // A titling call that fails leaves the first message's title.
+    llm.set_handler(|request: &ChatRequest| {
+        if request
+            .system_prompt()
+            .is_some_and(|s| s.contains("You title chat sessions"))
+        {
+            return Reply::status(500, "down");
+        }
+        model(request)
+    });
+    say(&server, "t2", vec![user("Fix the parser crash")]).await;
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let (_, info) = get(&format!("{}/v1/sessions/t2", server.url)).await;
+    assert_eq!(info["title"], "Fix the parser crash");
+    server.shutdown().await;
+}
+
 /// Fails summary calls with a 500, answers others like [`model`].
 fn summariser_down(request: &ChatRequest) -> Reply {
     if request

@@ -18,7 +18,7 @@ use mnemo_context::summarize::SummaryOutcome;
 use mnemo_context::summarize::{cut, prefix_hashes, SummaryAsk, SummaryCall};
 use mnemo_context::tokens::messages_tokens;
 use mnemo_context::{DirOutputStore, DirSummaryStore, OutputStore, Summariser};
-use mnemo_core::ConversationId;
+use mnemo_core::{ConversationId, SessionTitles};
 use mnemo_session::agent::INJECTED_LINES;
 use mnemo_session::history::{split, HistoryStyle};
 use mnemo_session::{
@@ -51,6 +51,9 @@ pub(crate) struct SessionTurn {
     window: u64,
     /// Whether governance wrote a summary for this request.
     summarised: bool,
+    /// The first prompt of a session this request created: its title is written once the
+    /// answer is in, when the LLM titles sessions.
+    titled_from: Option<String>,
 }
 
 /// A request matched against its session, before anything is written.
@@ -353,7 +356,7 @@ impl MemoryClient {
             first_prompt,
             ..
         } = pending;
-        let turn = SessionTurn {
+        let mut turn = SessionTurn {
             id: id.clone(),
             slot,
             answer_at: next.messages.len(),
@@ -364,10 +367,15 @@ impl MemoryClient {
                 report.summary,
                 Some(SummaryOutcome::New | SummaryOutcome::Extended)
             ),
+            titled_from: None,
         };
         let meta = match (meta, first_prompt) {
             (Some(meta), _) => meta,
-            (None, Some(prompt)) => SessionMeta::new(conversation.as_str(), agent, &prompt),
+            (None, Some(prompt)) => {
+                let meta = SessionMeta::new(conversation.as_str(), agent, &prompt);
+                turn.titled_from = Some(prompt);
+                meta
+            }
             // No user message yet: the session is not created.
             (None, None) => return Ok(turn),
         };
@@ -431,13 +439,76 @@ impl MemoryClient {
         let client = self.clone();
         self.inner.background.spawn(async move {
             let id = turn.id.clone();
+            let titled_from = turn.titled_from.clone();
+            let answer = message["content"].as_str().unwrap_or_default().to_owned();
             if let Err(e) = client
                 .log_answer_inner(turn, guard, message, incomplete)
                 .await
             {
                 warn!(session = %id, "cannot log the answer: {e}");
+                return;
+            }
+            let by_llm = client.inner.config.session_titles == SessionTitles::Llm;
+            if let (true, Some(prompt)) = (by_llm, titled_from) {
+                client.title_by_llm(&id, &prompt, &answer).await;
             }
         })
+    }
+
+    /// Asks the LLM for a title of the session that `prompt` began and `answer` answered,
+    /// and sets it if the title is still the one the prompt gave (an edit or a rename since
+    /// wins). A failure leaves the prompt's title, with a warning.
+    async fn title_by_llm(&self, id: &SessionId, prompt: &str, answer: &str) {
+        let Some(llm) = self.inner.llm.as_ref() else {
+            return;
+        };
+        let body = json!({
+            "model": self.inner.config.llm_model,
+            "messages": titling_prompt(prompt, answer),
+            "temperature": 0,
+            "max_tokens": 32,
+        });
+        let written = match llm.chat(&body).await {
+            Ok(answer) => answer["choices"][0]["message"]["content"]
+                .as_str()
+                .and_then(clean_title),
+            Err(e) => {
+                warn!(session = %id, "no title from the LLM ({e}); the first message's stays");
+                return;
+            }
+        };
+        let Some(title) = written else {
+            warn!(session = %id, "the LLM's title was empty; the first message's stays");
+            return;
+        };
+        if let Err(e) = self.retitle(id, prompt, title).await {
+            warn!(session = %id, "cannot set the session's title: {e}");
+        }
+    }
+
+    /// Sets session `id`'s title to `title` if it is still the one `prompt` gave.
+    async fn retitle(
+        &self,
+        id: &SessionId,
+        prompt: &str,
+        title: String,
+    ) -> Result<(), EngineError> {
+        let (_slot, mut guard) = self.lock_session(id).await?;
+        let Some(loaded) = guard.as_mut() else {
+            return Ok(());
+        };
+        if loaded.meta.title != mnemo_session::store::title_of(prompt) {
+            return Ok(());
+        }
+        let meta = SessionMeta {
+            title,
+            ..loaded.meta.clone()
+        };
+        let store = self.sessions().clone();
+        let (sid, written) = (id.clone(), meta.clone());
+        blocking(move || Ok(store.write_meta(&sid, &written)?)).await?;
+        loaded.meta = meta;
+        Ok(())
     }
 
     async fn log_answer_inner(
@@ -1182,4 +1253,50 @@ pub(crate) fn answer_message(answer: &Value) -> Value {
         out["tool_calls"] = Value::Array(calls.clone());
     }
     out
+}
+
+/// What the LLM is asked for a session's title: the first exchange, each side cut to 1,000
+/// characters (a title needs the topic, not the whole paste).
+fn titling_prompt(prompt: &str, answer: &str) -> Value {
+    let cut = |text: &str| text.chars().take(1000).collect::<String>();
+    json!([
+        {"role": "system", "content": "You title chat sessions. Given the first exchange of a session, answer with a title of at most eight words that says what it is about. Answer with the title alone: no quotes, no full stop, no preamble."},
+        {"role": "user", "content": format!("User: {}\n\nAssistant: {}", cut(prompt), cut(answer))},
+    ])
+}
+
+/// A title from the LLM's answer: its first line, without quotes, a `Title:` label or a
+/// closing full stop, cut to the title length; `None` when nothing is left.
+fn clean_title(answer: &str) -> Option<String> {
+    let line = answer.lines().map(str::trim).find(|l| !l.is_empty())?;
+    let line = line
+        .strip_prefix("Title:")
+        .or_else(|| line.strip_prefix("title:"))
+        .unwrap_or(line)
+        .trim()
+        .trim_matches(|c| matches!(c, '"' | '\'' | '*' | '`' | '“' | '”'))
+        .trim_end_matches('.')
+        .trim();
+    let title = mnemo_session::store::title_of(line);
+    (!title.is_empty()).then_some(title)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_title_is_the_first_line_without_quotes_labels_or_full_stop() {
+        assert_eq!(
+            clean_title("\n  \"Planning a Trip to Lisbon.\"\nBecause you asked").as_deref(),
+            Some("Planning a Trip to Lisbon")
+        );
+        assert_eq!(
+            clean_title("Title: Fixing the parser").as_deref(),
+            Some("Fixing the parser")
+        );
+        assert_eq!(clean_title(" \n\"\" ").as_deref(), None);
+        let long = "word ".repeat(60);
+        assert!(clean_title(&long).unwrap().chars().count() <= mnemo_session::store::TITLE_CHARS);
+    }
 }
