@@ -458,13 +458,10 @@ impl ConversationBuffer {
         std::fs::rename(&tmp, path).map_err(io)
     }
 
-    /// Loads a buffer saved at `path`; a file that is not there is an error (see
-    /// [`ConversationBuffer::load_or_new`]).
-    pub fn load(path: &Path) -> Result<Self, BufferError> {
-        Self::read(path)?.ok_or_else(|| BufferError::Io {
-            path: path.display().to_string(),
-            source: std::io::ErrorKind::NotFound.into(),
-        })
+    /// Loads the buffer saved at `path`: `None` when no file is there (no buffer yet, as on an
+    /// agent's first run). Anything else that keeps it from loading is an error.
+    pub fn load(path: &Path) -> Result<Option<Self>, BufferError> {
+        Self::read(path)
     }
 
     /// Loads the buffer saved at `path`, or a new empty one when no file is there: an agent's
@@ -815,7 +812,7 @@ mod tests {
         buffer.set_summary(Some("earlier".into()));
         buffer.metadata_mut().insert("agent".into(), "coder".into());
         buffer.save(&path).unwrap();
-        let loaded = ConversationBuffer::load(&path).unwrap();
+        let loaded = ConversationBuffer::load(&path).unwrap().unwrap();
         assert_eq!(loaded, buffer);
         assert_eq!(loaded.to_json()["format"], json!(2));
         let mut newer = buffer.to_json();
