@@ -32,7 +32,7 @@
 //! Beside them, state the engine owns and the wings share, in modules that never name
 //! `MemoryClient`: governance's windows and counters (`governance_state`), the write
 //! pass queue (`pass_queue`), sessions' cached logs (`session_cache`), per-key locks
-//! (`locks`). `api_types` holds the answers of the API that REST and MCP return. `as_of`
+//! (`locks`), the upstream tokens and cost of answers (`usage`). `api_types` holds the answers of the API that REST and MCP return. `as_of`
 //! answers a search from the memories as they were at a git revision, with a second,
 //! read-only engine over that revision's files.
 //!
@@ -74,7 +74,6 @@ pub use chat::sessions::{
 };
 pub use chat::{context_json, ChatMemoryFields};
 pub use chat::{ChatAnswer, ChatReply, ChatStreamReply};
-pub use usage::UsageTotals;
 pub use engine::{Consistency, IndexBackend, MemoryClient, OpenOptions};
 pub use error::EngineError;
 pub use index::keys::SPEAKER_FIELD;
@@ -87,5 +86,6 @@ pub use index::watcher::WatcherHandle;
 pub use mnemo_context::{ContextReport, Strategy};
 pub use mnemo_session::{Excerpt, HistoryStyle, SessionExport, SessionId, SessionMeta};
 pub use retrieval::{SearchHit, SearchRequest, StageScores};
+pub use usage::UsageTotals;
 pub use write::GROUNDED_ON;
 pub use write::{WriteReport, MAX_TEXTS_PER_ADD};
