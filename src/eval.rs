@@ -10,6 +10,7 @@ use mnemo_core::{MemoryRecord, Role};
 use mnemo_engine::{MemoryClient, OpenOptions, SearchRequest};
 use serde::Serialize;
 
+use crate::answer_eval::{print_answer_report, run_answers, AnswerRun, Setup};
 use crate::commands::{load_config, print_json, progress_bar, CommandResult, Failure, GlobalArgs};
 use crate::locomo;
 
@@ -57,6 +58,26 @@ struct LocomoArgs {
     /// one that was stopped) asks the LLM only about turns it has not seen
     #[arg(long, value_name = "FILE")]
     facts_cache: Option<PathBuf>,
+    /// Score answers instead of retrieval: ask each question (categories 1-5) through the
+    /// chat path of the configured upstream (or the local LLM) in each of `--setups`, and
+    /// score them by LoCoMo's F1, an LLM judge and whether the evidence was injected
+    #[arg(long)]
+    answer: bool,
+    /// With --answer: how many questions, stratified by category [default: all]
+    #[arg(long, value_name = "N")]
+    questions: Option<usize>,
+    /// With --answer --questions: the sample's seed
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// With --answer: the setups that answer, comma-separated
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [Setup::None, Setup::Recent, Setup::Mnemo, Setup::Full])]
+    setups: Vec<Setup>,
+    /// With --answer: skip the LLM judges (F1 and evidence only)
+    #[arg(long)]
+    no_judge: bool,
+    /// With --answer: also write one JSON line per answer to this file
+    #[arg(long, value_name = "FILE")]
+    answers_out: Option<PathBuf>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -102,7 +123,9 @@ pub async fn eval(global: &GlobalArgs, args: EvalArgs) -> CommandResult {
     config.start_watcher = false;
     config.enable_git_versioning = false;
     let extracting = args.observations == Some(Observations::Extracted);
-    let (local_llm, _) = crate::serve::start_upstream(&mut config, extracting).await?;
+    let (local_llm, _) =
+        crate::serve::start_upstream(&mut config, extracting || args.answer).await?;
+    let model = config.llm_model.clone();
     let client = MemoryClient::open(config, OpenOptions::default()).await?;
 
     let ingest_started = std::time::Instant::now();
@@ -125,6 +148,13 @@ pub async fn eval(global: &GlobalArgs, args: EvalArgs) -> CommandResult {
     // A store measured again is opened with its vocabulary still to build.
     client.vocabulary_built().await;
     let ingest_s = ingest_started.elapsed().as_secs_f64();
+    if args.answer {
+        let answered = answer(&client, &samples, &args, &model).await;
+        if let Some(llm) = local_llm {
+            llm.stop().await;
+        }
+        return answered;
+    }
     if let Some(llm) = local_llm {
         llm.stop().await;
     }
@@ -198,6 +228,35 @@ pub async fn eval(global: &GlobalArgs, args: EvalArgs) -> CommandResult {
         return print_json(&report);
     }
     print_eval_report(&report, &ks);
+    Ok(())
+}
+
+/// `--answer`: the answer benchmark ([`crate::answer_eval`]).
+async fn answer(
+    client: &MemoryClient,
+    samples: &[locomo::Sample],
+    args: &LocomoArgs,
+    model: &str,
+) -> CommandResult {
+    let run = AnswerRun {
+        setups: args.setups.clone(),
+        questions: args.questions,
+        seed: args.seed,
+        judge: !args.no_judge,
+    };
+    let (report, lines) = run_answers(client, samples, &run, model).await?;
+    if let Some(path) = &args.answers_out {
+        let text: String = lines
+            .iter()
+            .map(|l| serde_json::to_string(l).map(|j| j + "\n"))
+            .collect::<Result<_, _>>()
+            .context("the answers serialise")?;
+        std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    if args.json {
+        return print_json(&report);
+    }
+    print_answer_report(&report);
     Ok(())
 }
 
@@ -383,7 +442,7 @@ fn category_name(category: u8) -> &'static str {
     }
 }
 
-fn percentile(sorted: &[f64], q: f64) -> f64 {
+pub(crate) fn percentile(sorted: &[f64], q: f64) -> f64 {
     if sorted.is_empty() {
         return 0.0;
     }

@@ -26,6 +26,9 @@ pub struct Sample {
     /// (`source_id`, and its `dia_id` in metadata).
     pub observations: Vec<MemoryRecord>,
     pub questions: Vec<Question>,
+    /// Every question of categories 1-5 with its gold answer, for the answer benchmark
+    /// (category 5, adversarial, answered "not mentioned"; evidence may be empty).
+    pub answer_questions: Vec<Question>,
     /// When the last session took place: "now" for the questions.
     pub last_session: DateTime<Utc>,
 }
@@ -35,6 +38,9 @@ pub struct Question {
     pub text: String,
     pub category: u8,
     pub evidence: HashSet<String>,
+    /// The gold answer (for category 5, what the conversation never says, so the right
+    /// answer is that it is not mentioned).
+    pub answer: String,
 }
 
 /// Reads the benchmark file: a JSON list of samples.
@@ -100,14 +106,18 @@ fn parse_sample(sample: &Value) -> anyhow::Result<Sample> {
         .filter_map(|t| Some((t.metadata["dia_id"].as_str()?, t.id)))
         .collect();
     let known: HashSet<&str> = turn_ids.keys().copied().collect();
-    let questions = sample["qa"]
+    let qa = sample["qa"]
         .as_array()
-        .map(|qa| {
-            qa.iter()
-                .filter_map(|q| parse_question(q, &known))
-                .collect()
-        })
+        .map(Vec::as_slice)
         .unwrap_or_default();
+    let questions = qa
+        .iter()
+        .filter_map(|q| parse_question(q, &known))
+        .collect();
+    let answer_questions = qa
+        .iter()
+        .filter_map(|q| parse_answer_question(q, &known))
+        .collect();
     let observations = parse_observations(sample, &conversation, &dates, &turn_ids);
     let last_session = dates.values().max().copied();
     Ok(Sample {
@@ -115,6 +125,7 @@ fn parse_sample(sample: &Value) -> anyhow::Result<Sample> {
         observations,
         turns,
         questions,
+        answer_questions,
         last_session: last_session.ok_or_else(|| anyhow!("no sessions"))?,
     })
 }
@@ -180,25 +191,39 @@ fn turn_text(turn: &Value) -> String {
 /// unanswerable) is skipped. Malformed evidence lists ("D8:6; D9:17", "D30:05", a bare "D")
 /// are split on `;`, `,` and whitespace, and only ids of existing turns are kept.
 fn parse_question(qa: &Value, known: &HashSet<&str>) -> Option<Question> {
+    let question = parse_answer_question(qa, known)?;
+    ((1..=4).contains(&question.category) && !question.evidence.is_empty()).then_some(question)
+}
+
+/// A question of any category 1-5 with its gold answer (a number in the data is read as
+/// its digits); the answer benchmark asks category 5 too, and questions whose evidence
+/// names no known turn.
+fn parse_answer_question(qa: &Value, known: &HashSet<&str>) -> Option<Question> {
     let category = qa["category"].as_u64()? as u8;
-    if !(1..=4).contains(&category) {
+    if !(1..=5).contains(&category) {
         return None;
     }
     let evidence: HashSet<String> = qa["evidence"]
-        .as_array()?
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default()
         .iter()
         .filter_map(Value::as_str)
         .flat_map(|e| e.split(|c: char| c == ';' || c == ',' || c.is_whitespace()))
         .filter(|id| known.contains(id))
         .map(str::to_owned)
         .collect();
-    if evidence.is_empty() {
-        return None;
-    }
+    let answer = match (category, &qa["answer"]) {
+        (5, _) => "Not mentioned in the conversation".to_owned(),
+        (_, Value::String(text)) => text.clone(),
+        (_, Value::Number(n)) => n.to_string(),
+        _ => return None,
+    };
     Some(Question {
         text: qa["question"].as_str()?.to_owned(),
         category,
         evidence,
+        answer,
     })
 }
 

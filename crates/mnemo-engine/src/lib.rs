@@ -73,7 +73,7 @@ pub use chat::sessions::{
     CompactReport, MessagePage, SessionContext, SessionInfo, ToolOutputSlice, UNSUMMARISED_KEEP,
 };
 pub use chat::{context_json, ChatMemoryFields};
-pub use chat::{ChatAnswer, ChatReply, ChatStreamReply};
+pub use chat::{ChatAnswer, ChatReply, ChatStreamReply, ChatTimings};
 pub use engine::{Consistency, IndexBackend, MemoryClient, OpenOptions};
 pub use error::EngineError;
 pub use index::keys::SPEAKER_FIELD;

@@ -413,7 +413,7 @@ impl MemoryClient {
 
     /// Counts `messages` by the local LLM's own tokenizer when `model` is the local model
     /// (and an upstream serves it); other models' counters need no server.
-    async fn count_locally(&self, model: &str, messages: &[Value]) {
+    pub(crate) async fn count_locally(&self, model: &str, messages: &[Value]) {
         if let (LOCAL_LLM_ALIAS, Some(llm)) = (model, self.inner.llm.as_ref()) {
             self.inner.context.count_on_the_server(llm, messages).await;
         }

@@ -82,6 +82,9 @@ pub struct MemoryFields {
     pub search: SearchRequest,
     /// How to govern what goes upstream.
     pub strategy: StrategyChoice,
+    /// Whether the exchange is stored (the user's turn, the answer and the facts drawn
+    /// from them); `memory_learn: false` asks without leaving a trace in memory.
+    pub learn: bool,
 }
 
 /// The `memory_*` fields a chat request may carry; mnemo takes them out before forwarding.
@@ -123,9 +126,13 @@ pub struct ChatMemoryFields {
     /// `server` (only new messages) or `auto` (told from the messages; the default).
     #[schema(pattern = "^(auto|client|server)$")]
     pub memory_history: Option<String>,
+    /// `false`: the exchange is not stored in long-term memory (no turns, no facts, no
+    /// summary), for a question that must not change what it asks about (a probe, a
+    /// benchmark). Retrieval, governance and a session's log are as usual. Default `true`.
+    pub memory_learn: Option<bool>,
 }
 
-const KNOWN_FIELDS: [&str; 10] = [
+const KNOWN_FIELDS: [&str; 11] = [
     "memory_id",
     "memory_top_k",
     "memory_recency_weight",
@@ -136,6 +143,7 @@ const KNOWN_FIELDS: [&str; 10] = [
     "memory_agent",
     "memory_session",
     "memory_history",
+    "memory_learn",
 ];
 
 /// Takes the `memory_*` fields out of `body` and checks them. An unknown `memory_*` field is
@@ -249,6 +257,15 @@ pub fn take_memory_fields(body: &mut Map<String, Value>) -> Result<MemoryFields,
             )))
         }
     };
+    let learn = match fields.get("memory_learn") {
+        None | Some(Value::Null) => true,
+        Some(Value::Bool(learn)) => *learn,
+        Some(other) => {
+            return Err(invalid(format!(
+                "memory_learn must be true or false, not {other}"
+            )))
+        }
+    };
     Ok(MemoryFields {
         conversation,
         conversation_named,
@@ -256,6 +273,7 @@ pub fn take_memory_fields(body: &mut Map<String, Value>) -> Result<MemoryFields,
         history,
         search,
         strategy: StrategyChoice { request, agent },
+        learn,
     })
 }
 
@@ -270,8 +288,12 @@ pub struct PreparedChat {
     pub hits: Vec<SearchHit>,
     /// The user's message, written as a turn.
     pub user_turn: Option<StoredMemory>,
+    /// Whether the exchange is stored (`memory_learn`).
+    pub learn: bool,
     /// What context governance did to the request.
     pub context: ContextReport,
+    /// How long retrieval and governance took.
+    pub timings: ChatTimings,
     /// The session the request was logged in, whose answer is logged next.
     pub(crate) session: Option<SessionTurn>,
 }
@@ -307,6 +329,20 @@ pub struct ChatAnswer {
     pub body: Value,
     /// What context governance did to the request (for metrics).
     pub context: ContextReport,
+    /// Where the time went.
+    pub timings: ChatTimings,
+}
+
+/// Where a chat answer's time went (a benchmark reads them; the answer's JSON does not carry
+/// them).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct ChatTimings {
+    /// Searching the memories (with the query's embedding) and reading the summary.
+    pub retrieval: std::time::Duration,
+    /// Context governance: counting, offloading, compaction, summaries.
+    pub governance: std::time::Duration,
+    /// The upstream call, until the whole answer was in.
+    pub upstream: std::time::Duration,
 }
 
 impl std::fmt::Debug for ChatReply {
@@ -481,6 +517,11 @@ impl MemoryClient {
                 &mut body,
             )
             .await?;
+        let timings = ChatTimings {
+            retrieval: retrieved,
+            governance: started.elapsed().saturating_sub(retrieved),
+            upstream: std::time::Duration::ZERO,
+        };
         let session = match pending {
             Some(pending) => {
                 let model = body["model"]
@@ -496,7 +537,7 @@ impl MemoryClient {
             None => None,
         };
 
-        let user_turn = match user_text {
+        let user_turn = match user_text.filter(|_| fields.learn) {
             Some(text) => {
                 let mut record =
                     MemoryRecord::new(fields.conversation.clone(), Role::User, stored_turn(text));
@@ -519,7 +560,9 @@ impl MemoryClient {
             body,
             hits,
             user_turn,
+            learn: fields.learn,
             context,
+            timings,
             session,
         })
     }
@@ -532,7 +575,12 @@ impl MemoryClient {
     ) -> Result<ChatAnswer, EngineError> {
         let prepared = self.prepare_chat(body, access).await?;
         let llm = self.inner.llm.as_ref().ok_or(EngineError::NoUpstream)?;
+        let asked = std::time::Instant::now();
         let mut answer = llm.chat(&prepared.body).await?;
+        let timings = ChatTimings {
+            upstream: asked.elapsed(),
+            ..prepared.timings
+        };
         let text = answer["choices"][0]["message"]["content"]
             .as_str()
             .map(str::to_owned);
@@ -549,10 +597,13 @@ impl MemoryClient {
             map.insert("memory_hits".into(), hits_json(&prepared.hits));
             map.insert("memory_context".into(), context_json(&prepared.context));
         }
-        self.finish_turn(prepared.conversation, prepared.user_turn, text, false);
+        if prepared.learn {
+            self.finish_turn(prepared.conversation, prepared.user_turn, text, false);
+        }
         Ok(ChatAnswer {
             body: answer,
             context: prepared.context,
+            timings,
         })
     }
 
@@ -576,6 +627,7 @@ impl MemoryClient {
                 client: self.clone(),
                 conversation: prepared.conversation,
                 user_turn: prepared.user_turn,
+                learn: prepared.learn,
             }),
         };
         Ok(ChatStreamReply {
@@ -616,6 +668,20 @@ impl MemoryClient {
     ) -> Result<UsageTotals, EngineError> {
         let folder = self.settings_dir(conversation);
         crate::blocking::blocking(move || Ok(crate::usage::read_totals(&folder))).await
+    }
+
+    /// The context window of `model`, as governance knows it (the configuration's
+    /// overrides, the local LLM's own context size, the bundled data).
+    pub fn context_window(&self, model: &str) -> u64 {
+        self.inner.context.window(model, None).tokens
+    }
+
+    /// The tokens of `messages` as governance counts them for `model` (the local LLM's own
+    /// tokenizer for the local model).
+    pub async fn count_message_tokens(&self, model: &str, messages: &[Value]) -> usize {
+        self.count_locally(model, messages).await;
+        let counter = self.inner.context.counter(model);
+        mnemo_context::tokens::messages_tokens(counter.as_ref(), messages)
     }
 
     /// The upstream tokens and cost of every answer since the engine opened.
@@ -732,6 +798,8 @@ struct TurnEnd {
     client: MemoryClient,
     conversation: ConversationId,
     user_turn: Option<StoredMemory>,
+    /// Whether the exchange is stored (`memory_learn`).
+    learn: bool,
 }
 
 /// The upstream's stream, passed through while the assistant's words are collected.
@@ -766,9 +834,11 @@ impl RecordingStream {
             let spent = &self.spent;
             end.client
                 .record_usage(&spent.conversation, spent.session.as_ref(), turn);
-            let text = self.words.text().to_owned();
-            end.client
-                .finish_turn(end.conversation, end.user_turn, Some(text), !complete);
+            if end.learn {
+                let text = self.words.text().to_owned();
+                end.client
+                    .finish_turn(end.conversation, end.user_turn, Some(text), !complete);
+            }
         }
     }
 }
@@ -880,6 +950,10 @@ mod tests {
                 "min_rerank_score must be between 0 and 1",
             ),
             (json!({"memory_topk": 3}), "unknown field \"memory_topk\""),
+            (
+                json!({"memory_learn": "no"}),
+                "memory_learn must be true or false",
+            ),
         ] {
             let mut b = body(fields.clone());
             let err = take_memory_fields(&mut b).unwrap_err();
