@@ -36,6 +36,9 @@ use crate::locomo::{Question, Sample};
 /// Tokens an answer may take.
 const ANSWER_TOKENS: u64 = 64;
 
+/// Tokens a judge's verdict may take: its reason comes before its label.
+const JUDGE_TOKENS: u64 = 160;
+
 /// The conversation the setups without memory (and the judges) ask from: nothing is ever
 /// stored in it.
 const NO_MEMORY: &str = "locomo-no-memory";
@@ -376,7 +379,7 @@ impl Asked<'_> {
             "model": self.model,
             "messages": judge_messages(prompt, &self.question.text, &self.question.answer, answer),
             "temperature": 0,
-            "max_tokens": 16,
+            "max_tokens": JUDGE_TOKENS,
             "memory_top_k": 0,
             "memory_learn": false,
             "memory_id": NO_MEMORY,

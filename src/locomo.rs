@@ -298,10 +298,10 @@ mod tests {
                 }
             },
             "qa": [
-                {"question": "What did Ann adopt?", "category": 4, "evidence": ["D1:1"]},
+                {"question": "What did Ann adopt?", "answer": "a cat", "category": 4, "evidence": ["D1:1"]},
                 {"question": "Pets?", "category": 1, "evidence": ["D1:1; D2:1", "D30:05", "D"]},
                 {"question": "Unanswerable", "category": 5, "evidence": ["D1:1"]},
-                {"question": "No evidence", "category": 2, "evidence": ["D9:9"]}
+                {"question": "No evidence", "answer": 2023, "category": 2, "evidence": ["D9:9"]}
             ]
         }])
     }
@@ -326,6 +326,20 @@ mod tests {
         );
         assert_eq!(s.last_session.to_rfc3339(), "2023-06-22T10:04:00+00:00");
         assert_eq!(s.questions.len(), 2, "category 5 and evidence-less skipped");
+        // The answer benchmark asks every question with a gold answer, category 5 included.
+        let answers: Vec<(&str, u8, &str)> = s
+            .answer_questions
+            .iter()
+            .map(|q| (q.text.as_str(), q.category, q.answer.as_str()))
+            .collect();
+        assert_eq!(
+            answers,
+            [
+                ("What did Ann adopt?", 4, "a cat"),
+                ("Unanswerable", 5, "Not mentioned in the conversation"),
+                ("No evidence", 2, "2023"),
+            ]
+        );
         assert_eq!(s.observations.len(), 1, "only observations of known turns");
         let fact = &s.observations[0];
         assert_eq!(fact.role, Role::Memory);
