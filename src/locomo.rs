@@ -191,14 +191,20 @@ fn turn_text(turn: &Value) -> String {
 /// unanswerable) is skipped. Malformed evidence lists ("D8:6; D9:17", "D30:05", a bare "D")
 /// are split on `;`, `,` and whitespace, and only ids of existing turns are kept.
 fn parse_question(qa: &Value, known: &HashSet<&str>) -> Option<Question> {
-    let question = parse_answer_question(qa, known)?;
+    let question = read_question(qa, known)?;
     ((1..=4).contains(&question.category) && !question.evidence.is_empty()).then_some(question)
 }
 
-/// A question of any category 1-5 with its gold answer (a number in the data is read as
-/// its digits); the answer benchmark asks category 5 too, and questions whose evidence
-/// names no known turn.
+/// A question of any category 1-5 with its gold answer: the answer benchmark asks category
+/// 5 too, and questions whose evidence names no known turn, but not a question without an
+/// answer to score against.
 fn parse_answer_question(qa: &Value, known: &HashSet<&str>) -> Option<Question> {
+    read_question(qa, known).filter(|q| !q.answer.is_empty())
+}
+
+/// A question of category 1-5, its evidence among the `known` turns, and its gold answer
+/// (a number in the data read as its digits; empty when there is none).
+fn read_question(qa: &Value, known: &HashSet<&str>) -> Option<Question> {
     let category = qa["category"].as_u64()? as u8;
     if !(1..=5).contains(&category) {
         return None;
@@ -215,9 +221,9 @@ fn parse_answer_question(qa: &Value, known: &HashSet<&str>) -> Option<Question> 
         .collect();
     let answer = match (category, &qa["answer"]) {
         (5, _) => "Not mentioned in the conversation".to_owned(),
-        (_, Value::String(text)) => text.clone(),
+        (_, Value::String(text)) => text.trim().to_owned(),
         (_, Value::Number(n)) => n.to_string(),
-        _ => return None,
+        _ => String::new(),
     };
     Some(Question {
         text: qa["question"].as_str()?.to_owned(),
