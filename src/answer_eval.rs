@@ -30,7 +30,7 @@ use crate::answer_scoring::{
     judge_messages, parse_judge, prompt_hash, score_f1, stratified_sample, ANSWER_PROMPT,
     JUDGE_PROMPT, STRICT_JUDGE_PROMPT,
 };
-use crate::commands::{progress_bar, Failure};
+use crate::commands::{percentile, progress_bar, Failure};
 use crate::locomo::{Question, Sample};
 
 /// Tokens an answer may take.
@@ -408,7 +408,7 @@ fn setup_report(setup: Setup, lines: &[AnswerLine], skipped: usize) -> SetupRepo
     let median = |f: fn(&AnswerLine) -> f64| {
         let mut values: Vec<f64> = mine.iter().map(|l| f(l)).collect();
         values.sort_by(f64::total_cmp);
-        crate::eval::percentile(&values, 0.5)
+        percentile(&values, 0.5)
     };
     SetupReport {
         setup,
@@ -417,8 +417,8 @@ fn setup_report(setup: Setup, lines: &[AnswerLine], skipped: usize) -> SetupRepo
         adversarial: scores(&|l: &AnswerLine| l.category == 5),
         skipped,
         tokens_sent_mean: mean(&sent),
-        tokens_sent_p50: crate::eval::percentile(&sent, 0.5),
-        tokens_sent_p95: crate::eval::percentile(&sent, 0.95),
+        tokens_sent_p50: percentile(&sent, 0.5),
+        tokens_sent_p95: percentile(&sent, 0.95),
         tokens_injected_mean: mean(
             &mine
                 .iter()

@@ -11,7 +11,9 @@ use mnemo_engine::{MemoryClient, OpenOptions, SearchRequest};
 use serde::Serialize;
 
 use crate::answer_eval::{print_answer_report, run_answers, AnswerRun, Setup};
-use crate::commands::{load_config, print_json, progress_bar, CommandResult, Failure, GlobalArgs};
+use crate::commands::{
+    load_config, percentile, print_json, progress_bar, CommandResult, Failure, GlobalArgs,
+};
 use crate::locomo;
 
 #[derive(Args)]
@@ -440,14 +442,6 @@ fn category_name(category: u8) -> &'static str {
         3 => "3 open-domain",
         _ => "4 single-hop",
     }
-}
-
-pub(crate) fn percentile(sorted: &[f64], q: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let i = ((sorted.len() as f64 - 1.0) * q).round() as usize;
-    (sorted[i] * 100.0).round() / 100.0
 }
 
 #[derive(Serialize)]

@@ -11,6 +11,20 @@ async fn get(url: &str) -> (u16, Value) {
     post_get(url).await
 }
 
+/// Field `name` of what `url` answers, once `done` accepts it (work that follows an answer
+/// in the background), or as it is after 5 s.
+async fn field_once(url: &str, name: &str, done: impl Fn(&Value) -> bool) -> Value {
+    let mut value = Value::Null;
+    for _ in 0..100 {
+        value = get(url).await.1[name].clone();
+        if done(&value) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    value
+}
+
 async fn delete(url: &str) -> (u16, Value) {
     let response = http().delete(url).send().await.unwrap();
     let status = response.status().as_u16();
@@ -387,14 +401,7 @@ async fn answers_add_up_to_tokens_and_cost_per_session_and_conversation() {
         assert!(status == 200, "{status}: {body}");
     }
     let context_url = format!("{}/v1/sessions/u/context", server.url);
-    let mut usage = Value::Null;
-    for _ in 0..100 {
-        usage = get(&context_url).await.1["usage"].clone();
-        if usage["requests"] == 4 {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
+    let usage = field_once(&context_url, "usage", |u| u["requests"] == 4).await;
     assert_eq!(usage["requests"], 4, "{usage}");
     assert_eq!(
         usage["estimated_requests"], 1,
@@ -516,14 +523,7 @@ async fn with_llm_titles_a_new_session_is_titled_after_its_first_answer() {
     )
     .await;
     let url = format!("{}/v1/sessions/t1", server.url);
-    let mut title = Value::Null;
-    for _ in 0..100 {
-        title = get(&url).await.1["title"].clone();
-        if title == "Lisbon Trip Planning" {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
+    let title = field_once(&url, "title", |t| t == "Lisbon Trip Planning").await;
     assert_eq!(title, "Lisbon Trip Planning");
     // Only a new session's first answer asks: a second turn keeps the title and asks nothing.
     let titling = |llm: &ScriptedLlm| {

@@ -433,7 +433,10 @@ impl MemoryClient {
         let mut fields = take_memory_fields(&mut body)?;
         let mut body = Value::Object(body);
         if let Some(id) = &fields.session {
-            self.compact_session_if_asked(id, access).await?;
+            if let Some((conversation, agent)) = self.compaction_asked(id)? {
+                access.check_chat(&conversation, agent.as_deref())?;
+                self.run_asked_compaction(id).await;
+            }
         }
         let pending = match fields.session.clone() {
             Some(id) => Some(

@@ -878,25 +878,31 @@ impl MemoryClient {
         Ok(report)
     }
 
-    /// Runs the compaction asked for session `id`'s next request
-    /// ([`MemoryClient::request_compact`]), once the caller may chat in the session's
-    /// conversation. A failure is logged and the request goes on: it asked for an answer.
-    pub(crate) async fn compact_session_if_asked(
+    /// The conversation and agent of session `id` when a compaction is asked for its next
+    /// request ([`MemoryClient::request_compact`]): the caller must be allowed to chat there
+    /// before [`run_asked_compaction`](Self::run_asked_compaction). `None` when none is
+    /// asked, or the session cannot be read (what is wrong with it is for the request to
+    /// say).
+    pub(crate) fn compaction_asked(
         &self,
         id: &SessionId,
-        access: &dyn crate::access::Access,
-    ) -> Result<(), EngineError> {
+    ) -> Result<Option<(ConversationId, Option<String>)>, EngineError> {
         let key = crate::chat::governance::CompactTarget::Session(id.clone()).key();
         if !self.inner.context.compact_requested(&key) {
-            return Ok(());
+            return Ok(None);
         }
-        // What is wrong with the session itself is for the request to say.
         let Ok(meta) = self.sessions().existing_meta(id) else {
-            return Ok(());
+            return Ok(None);
         };
-        access.check_chat(&stored_conversation(id, &meta)?, meta.agent.as_deref())?;
+        Ok(Some((stored_conversation(id, &meta)?, meta.agent)))
+    }
+
+    /// Runs the compaction asked for session `id`'s next request. A failure is logged and
+    /// the request goes on: it asked for an answer.
+    pub(crate) async fn run_asked_compaction(&self, id: &SessionId) {
+        let key = crate::chat::governance::CompactTarget::Session(id.clone()).key();
         let Some(focus) = self.inner.context.take_compact_request(&key) else {
-            return Ok(());
+            return;
         };
         match self.compact_session(id, focus).await {
             Ok(report) => tracing::info!(
@@ -906,7 +912,6 @@ impl MemoryClient {
             ),
             Err(e) => warn!(session = %id, "the compaction asked for could not run: {e}"),
         }
-        Ok(())
     }
 
     /// How full session `id`'s context is.
