@@ -9,14 +9,13 @@ use std::path::PathBuf;
 
 use chrono::{DateTime, Utc};
 use mnemo_core::{ConversationId, MemoryId, Metadata, Role};
-use mnemo_git::FileVersion;
+use mnemo_git::{CommitInfo, FileVersion};
 use mnemo_session::Excerpt;
 use mnemo_store::{FileStore, StoredMemory};
 use schemars::JsonSchema;
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use crate::as_of::AsOfCommit;
 use crate::retrieval::SearchHit;
 use crate::write::WriteReport;
 
@@ -195,4 +194,41 @@ pub struct AgentMemory {
 pub struct HistoryResults {
     /// Excerpts with five lines of context, labelled User/Assistant/Tool, best first.
     pub excerpts: Vec<Excerpt>,
+}
+
+/// The commit a search as of a revision answered from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema, schemars::JsonSchema)]
+pub struct AsOfCommit {
+    /// Its full hex id.
+    pub id: String,
+    /// The shortest unambiguous prefix of its id (at least 7 digits).
+    pub short_id: String,
+    /// When it was authored.
+    pub time: DateTime<Utc>,
+    /// Who authored it (`mnemo`, or whoever edited by hand and committed).
+    pub author: String,
+    /// Its message.
+    pub message: String,
+}
+
+impl From<CommitInfo> for AsOfCommit {
+    fn from(commit: CommitInfo) -> Self {
+        Self {
+            id: commit.id,
+            short_id: commit.short_id,
+            time: commit.time,
+            author: commit.author,
+            message: commit.message,
+        }
+    }
+}
+
+/// The answer of `MemoryClient::search_as_of`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AsOfSearch {
+    /// The commit the memories are as of.
+    pub as_of: AsOfCommit,
+    /// The memories found, best first; paths are relative to the store, as the commit's
+    /// tree names them (`mnemo show <commit>:<path>` shows one).
+    pub hits: Vec<SearchHit>,
 }

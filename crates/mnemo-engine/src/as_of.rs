@@ -23,21 +23,18 @@
 //! [`MemoryClient::close_revisions`], or when the client closes; its folder goes with it.
 //! A revision is a commit, so it never changes: a cached engine never goes stale.
 
-use std::collections::VecDeque;
 use std::path::Path;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Instant;
 
-use chrono::{DateTime, Utc};
 use mnemo_core::Config;
 use mnemo_git::{CommitInfo, ExportLimits, GitError};
 use mnemo_store::layout::{self, Location};
-use serde::Serialize;
-use tokio::sync::OnceCell;
 use tracing::{info, warn};
 
+use crate::api_types::{AsOfCommit, AsOfSearch};
 use crate::blocking::blocking;
-use crate::engine::{Engine, MemoryClient, OpenOptions};
+use crate::engine::{Engine, MemoryClient, OpenOptions, RevisionEngine, RevisionSlot};
 use crate::error::EngineError;
 use crate::index::vocabulary_file::VocabularyFile;
 use crate::retrieval::{SearchHit, SearchRequest};
@@ -55,120 +52,6 @@ pub(crate) const EXPORT_LIMITS: ExportLimits = ExportLimits {
 
 /// The longest revision accepted (git names are short; this is no place for a document).
 const MAX_REV_BYTES: usize = 256;
-
-/// The commit a search as of a revision answered from.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema, schemars::JsonSchema)]
-pub struct AsOfCommit {
-    /// Its full hex id.
-    pub id: String,
-    /// The shortest unambiguous prefix of its id (at least 7 digits).
-    pub short_id: String,
-    /// When it was authored.
-    pub time: DateTime<Utc>,
-    /// Who authored it (`mnemo`, or whoever edited by hand and committed).
-    pub author: String,
-    /// Its message.
-    pub message: String,
-}
-
-impl From<CommitInfo> for AsOfCommit {
-    fn from(commit: CommitInfo) -> Self {
-        Self {
-            id: commit.id,
-            short_id: commit.short_id,
-            time: commit.time,
-            author: commit.author,
-            message: commit.message,
-        }
-    }
-}
-
-/// The answer of [`MemoryClient::search_as_of`].
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct AsOfSearch {
-    /// The commit the memories are as of.
-    pub as_of: AsOfCommit,
-    /// The memories found, best first; paths are relative to the store, as the commit's
-    /// tree names them (`mnemo show <commit>:<path>` shows one).
-    pub hits: Vec<SearchHit>,
-}
-
-/// An engine over the store as it was at one commit, and the folder it lives in.
-struct RevisionEngine {
-    /// Declared first, so it closes before its folder goes.
-    client: MemoryClient,
-    commit: AsOfCommit,
-    _dir: tempfile::TempDir,
-}
-
-/// One revision's engine, opened once however many questions ask for it at the same time.
-type Slot = Arc<OnceCell<Arc<RevisionEngine>>>;
-
-/// The engines of the revisions asked about last, by commit id.
-#[derive(Default)]
-pub(crate) struct Revisions {
-    recent: Mutex<Recent<Slot>>,
-}
-
-impl Revisions {
-    /// The slot of commit `id`, now the most recent; a new one if it has none.
-    fn slot(&self, id: &str) -> Slot {
-        self.lock().get_or_insert(id, KEPT, Slot::default)
-    }
-
-    /// Forgets `slot` of commit `id` (its engine could not be opened), unless it was
-    /// replaced meanwhile.
-    fn forget(&self, id: &str, slot: &Slot) {
-        self.lock().remove_if(id, |kept| Arc::ptr_eq(kept, slot));
-    }
-
-    fn clear(&self) {
-        self.lock().clear();
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Recent<Slot>> {
-        self.recent.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-}
-
-/// The values of the last few keys asked for, most recent first.
-#[derive(Debug)]
-struct Recent<V> {
-    entries: VecDeque<(String, V)>,
-}
-
-impl<V> Default for Recent<V> {
-    fn default() -> Self {
-        Self {
-            entries: VecDeque::new(),
-        }
-    }
-}
-
-impl<V: Clone> Recent<V> {
-    /// The value of `key`, made by `make` if it has none, now the most recent; the least
-    /// recent go beyond `keep` entries.
-    fn get_or_insert(&mut self, key: &str, keep: usize, make: impl FnOnce() -> V) -> V {
-        let entry = match self.entries.iter().position(|(k, _)| k == key) {
-            Some(at) => self.entries.remove(at),
-            None => None,
-        };
-        let entry = entry.unwrap_or_else(|| (key.to_owned(), make()));
-        let value = entry.1.clone();
-        self.entries.push_front(entry);
-        self.entries.truncate(keep.max(1));
-        value
-    }
-
-    /// Removes `key` if `check` accepts its value.
-    fn remove_if(&mut self, key: &str, check: impl Fn(&V) -> bool) {
-        self.entries.retain(|(k, v)| k != key || !check(v));
-    }
-
-    fn clear(&mut self) {
-        self.entries.clear();
-    }
-}
 
 impl MemoryClient {
     /// [`search`](Self::search) over the memories as they were at git revision `rev`
@@ -207,7 +90,7 @@ impl MemoryClient {
         })
         .await?;
         Ok(AsOfSearch {
-            as_of: engine.commit.clone(),
+            as_of: AsOfCommit::from(engine.commit.clone()),
             hits,
         })
     }
@@ -220,15 +103,13 @@ impl MemoryClient {
     }
 
     /// The commit `rev` resolves to.
-    async fn commit_of(&self, rev: &str) -> Result<AsOfCommit, EngineError> {
+    async fn commit_of(&self, rev: &str) -> Result<CommitInfo, EngineError> {
         check_rev(rev)?;
         let inner = self.inner.clone();
         let rev = rev.to_owned();
         blocking(move || {
             let git = versioned(&inner, &rev)?;
-            git.commit_of(&rev)
-                .map(AsOfCommit::from)
-                .map_err(revision_error)
+            git.commit_of(&rev).map_err(revision_error)
         })
         .await
     }
@@ -236,22 +117,25 @@ impl MemoryClient {
     /// The engine of `commit`: the one kept, or a new one.
     async fn revision_engine(
         &self,
-        commit: AsOfCommit,
+        commit: CommitInfo,
     ) -> Result<Arc<RevisionEngine>, EngineError> {
         let id = commit.id.clone();
-        let slot = self.inner.as_of.slot(&id);
+        let slot = self.inner.as_of.slot(&id, KEPT, RevisionSlot::default);
         let opened = slot
             .get_or_try_init(|| self.open_revision(commit))
             .await
             .cloned();
         if opened.is_err() {
-            self.inner.as_of.forget(&id, &slot);
+            // Unless another search replaced it meanwhile.
+            self.inner
+                .as_of
+                .remove_if(&id, |kept| Arc::ptr_eq(kept, &slot));
         }
         opened
     }
 
     /// Exports `commit`'s memories and opens an engine on them, its vocabulary built.
-    async fn open_revision(&self, commit: AsOfCommit) -> Result<Arc<RevisionEngine>, EngineError> {
+    async fn open_revision(&self, commit: CommitInfo) -> Result<Arc<RevisionEngine>, EngineError> {
         let inner = self.inner.clone();
         let engine = blocking(move || RevisionEngine::open(&inner, commit)).await?;
         // Searches then expand with every word of the revision, not with what a build in
@@ -264,7 +148,7 @@ impl MemoryClient {
 impl RevisionEngine {
     /// Writes the memory files of `commit` into a new temporary folder and opens an engine
     /// on them with `live`'s configuration and models. Blocks.
-    fn open(live: &Engine, commit: AsOfCommit) -> Result<Self, EngineError> {
+    fn open(live: &Engine, commit: CommitInfo) -> Result<Self, EngineError> {
         let started = Instant::now();
         let git = versioned(live, &commit.short_id)?;
         let dir = tempfile::Builder::new()
@@ -385,30 +269,6 @@ fn revision_error(error: GitError) -> EngineError {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_most_recent_keys_are_kept_and_a_hit_moves_to_the_front() {
-        let mut recent = Recent::default();
-        let mut made = 0;
-        let mut get = |recent: &mut Recent<u32>, key: &str| {
-            recent.get_or_insert(key, 2, || {
-                made += 1;
-                made
-            })
-        };
-        assert_eq!(get(&mut recent, "a"), 1);
-        assert_eq!(get(&mut recent, "b"), 2);
-        assert_eq!(get(&mut recent, "a"), 1, "kept");
-        assert_eq!(get(&mut recent, "c"), 3, "b, the least recent, goes");
-        assert_eq!(get(&mut recent, "a"), 1);
-        assert_eq!(get(&mut recent, "b"), 4, "made again");
-        recent.remove_if("b", |v| *v == 0);
-        assert_eq!(get(&mut recent, "b"), 4, "not removed: the check refused");
-        recent.remove_if("b", |v| *v == 4);
-        assert_eq!(get(&mut recent, "b"), 5);
-        recent.clear();
-        assert!(recent.entries.is_empty());
-    }
 
     #[test]
     fn only_live_memory_files_are_exported() {

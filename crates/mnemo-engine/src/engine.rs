@@ -154,8 +154,20 @@ pub(crate) struct Engine {
     /// Serialises changes to agents' notes.
     pub agent_lock: Arc<tokio::sync::Mutex<()>>,
     /// Engines over the store as it was at recent revisions (`crate::as_of`).
-    pub as_of: crate::as_of::Revisions,
+    pub as_of: crate::revision_cache::Revisions<RevisionSlot>,
 }
+
+/// An engine over the store as it was at one commit (`crate::as_of`), and the folder it
+/// lives in.
+pub(crate) struct RevisionEngine {
+    /// Declared first, so it closes before its folder goes.
+    pub client: MemoryClient,
+    pub commit: mnemo_git::CommitInfo,
+    pub _dir: tempfile::TempDir,
+}
+
+/// One revision's engine, opened once however many questions ask for it at the same time.
+pub(crate) type RevisionSlot = Arc<tokio::sync::OnceCell<Arc<RevisionEngine>>>;
 
 /// The models an engine may lend another opened with the same configuration (one over the
 /// store as it was at a revision): loaded once, shared between threads.
@@ -407,7 +419,7 @@ impl MemoryClient {
                 startup_sync,
                 index_backend,
                 recovery: std::sync::OnceLock::new(),
-                as_of: crate::as_of::Revisions::default(),
+                as_of: crate::revision_cache::Revisions::default(),
             }),
         };
         let runtime = tokio::runtime::Handle::try_current().ok();

@@ -32,7 +32,8 @@
 //! Beside them, state the engine owns and the wings share, in modules that never name
 //! `MemoryClient`: governance's windows and counters (`governance_state`), the write
 //! pass queue (`pass_queue`), sessions' cached logs (`session_cache`), per-key locks
-//! (`locks`), the upstream tokens and cost of answers (`usage`). `api_types` holds the answers of the API that REST and MCP return. `as_of`
+//! (`locks`), the upstream tokens and cost of answers (`usage`), the engines of the
+//! revisions searched last (`revision_cache`). `api_types` holds the answers of the API that REST and MCP return. `as_of`
 //! answers a search from the memories as they were at a git revision, with a second,
 //! read-only engine over that revision's files.
 //!
@@ -56,6 +57,7 @@ mod indexed_writes;
 mod locks;
 mod pass_queue;
 mod retrieval;
+mod revision_cache;
 mod session_cache;
 mod text;
 mod usage;
@@ -63,10 +65,9 @@ mod write;
 
 pub use access::{Access, MemoryListing, ScopedClient, SessionUse, Unrestricted};
 pub use api_types::{
-    AddResult, AgentMemory, Deleted, History, HistoryResults, Memory, MemoryPage, SearchResult,
-    Updated,
+    AddResult, AgentMemory, AsOfCommit, AsOfSearch, Deleted, History, HistoryResults, Memory,
+    MemoryPage, SearchResult, Updated,
 };
-pub use as_of::{AsOfCommit, AsOfSearch};
 pub use chat::governance::{CompactTarget, StrategyChoice};
 pub use chat::sessions::HistoryScope;
 pub use chat::sessions::{
