@@ -1,13 +1,16 @@
 //! Putting retrieved memories into a chat request, as a pure function of the request.
 //!
 //! The last user message is replaced by one that carries, in this order: the conversation's
-//! rolling summary, the memories (most relevant first, each with its date), and then the
+//! rolling summary, the memories (most relevant first, each with its date and the relative
+//! dates it speaks of resolved against that date), and then the
 //! user's own message. Other messages, and every other field of the request, are left as they
 //! were. With neither a summary nor a memory the request is not touched at all.
 
+use chrono::NaiveDate;
 use serde_json::Value;
 
 use crate::retrieval::SearchHit;
+use crate::text::dates;
 
 /// Heading above the user's own words in an injected message.
 pub const CURRENT_MESSAGE_HEADING: &str = "Current message:";
@@ -57,12 +60,28 @@ pub fn context_block(summary: Option<&str>, memories: &[SearchHit]) -> Option<St
                 .split_whitespace()
                 .collect::<Vec<_>>()
                 .join(" ");
-            let day = memory.created_at.format("%Y-%m-%d");
-            block.push_str(&format!("- [{day}] {content}\n"));
+            block.push_str(&memory_line(&content, memory.created_at.date_naive()));
         }
         block.push('\n');
     }
     Some(block)
+}
+
+/// One memory as the model reads it: its day, its words, and what the relative dates in them
+/// ("yesterday", "last week") meant on that day, spelled as people write dates. A small model
+/// copies the date format it is shown into its answer, and cannot count back from a day.
+fn memory_line(content: &str, day: NaiveDate) -> String {
+    let mut line = format!("- [{}] {content}", dates::spell_day(day));
+    let resolved = dates::resolved_phrases(content, day);
+    if !resolved.is_empty() {
+        let notes: Vec<String> = resolved
+            .into_iter()
+            .map(|(phrase, date)| format!("{phrase} = {date}"))
+            .collect();
+        line.push_str(&format!(" ({})", notes.join("; ")));
+    }
+    line.push('\n');
+    line
 }
 
 /// Returns `request` with the context injected into its last user message; `None` when there
@@ -126,8 +145,8 @@ mod tests {
         let out = inject(&request(), Some("Planning dinners."), &memories).unwrap();
         let text = out["messages"][3]["content"].as_str().unwrap();
         let summary = text.find("Planning dinners.").unwrap();
-        let pizza = text.find("- [2026-03-02] I dislike pizza.").unwrap();
-        let anne = text.find("- [2026-03-01] Anne is my wife.").unwrap();
+        let pizza = text.find("- [2 March 2026] I dislike pizza.").unwrap();
+        let anne = text.find("- [1 March 2026] Anne is my wife.").unwrap();
         let current = text
             .find("Current message:\nWhat should I cook tonight?")
             .unwrap();
@@ -138,6 +157,25 @@ mod tests {
         assert_eq!(out["messages"][0], request()["messages"][0]);
         assert_eq!(out["temperature"], 0.2);
         assert_eq!(out["messages"].as_array().unwrap().len(), 4);
+    }
+
+    #[test]
+    fn relative_dates_in_a_memory_are_resolved_against_its_day() {
+        // 3 March 2026 was a Tuesday.
+        let memories = [memory(
+            "I ran my first 10k yesterday, two weeks ago I could not.",
+            3,
+        )];
+        let block = context_block(None, &memories).unwrap();
+        assert!(
+            block.contains(
+                "- [3 March 2026] I ran my first 10k yesterday, two weeks ago I could not. \
+                 (yesterday = 2 March 2026; two weeks ago = the week of 16 February 2026)\n"
+            ),
+            "{block}"
+        );
+        let plain = context_block(None, &[memory("I like tea.", 3)]).unwrap();
+        assert!(plain.contains("- [3 March 2026] I like tea.\n"), "{plain}");
     }
 
     #[test]

@@ -643,6 +643,73 @@ fn relative_at(words: &[Word]) -> Option<(usize, Relative)> {
     Some((len, relative))
 }
 
+/// A day as people write it: "5 July 2023".
+pub fn spell_day(day: NaiveDate) -> String {
+    day.format("%-d %B %Y").to_string()
+}
+
+impl Mention {
+    /// This mention as people write it: "5 July 2023", "the week of 29 May 2023" (its
+    /// Monday), "June 2023", "2022".
+    fn spelled(self) -> String {
+        match self {
+            Mention::Day(day) => spell_day(day),
+            Mention::Week(day) => {
+                let monday = day
+                    .checked_sub_days(Days::new(day.weekday().num_days_from_monday().into()))
+                    .unwrap_or(day);
+                format!("the week of {}", spell_day(monday))
+            }
+            Mention::Month(year, month) => {
+                let name = MONTHS[(month as usize).clamp(1, 12) - 1];
+                let mut chars = name.chars();
+                let capital: String = chars
+                    .next()
+                    .into_iter()
+                    .flat_map(char::to_uppercase)
+                    .collect();
+                format!("{capital}{} {year}", chars.as_str())
+            }
+            Mention::Year(year) => year.to_string(),
+        }
+    }
+}
+
+/// The relative time expressions of `text` that point away from `anchor` ("yesterday", "last
+/// week", "two weeks ago"; not "today"), each with what it resolves to, spelled as people
+/// write dates: `("yesterday", "5 July 2023")`. What a reader of an old memory cannot work out
+/// without a calendar, and what a small model gets wrong when it tries.
+pub fn resolved_phrases(text: &str, anchor: NaiveDate) -> Vec<(String, String)> {
+    let words = split_words(text);
+    let absolute = absolute_dates(&words, anchor);
+    let taken = |i: usize| absolute.iter().any(|a| (a.start..a.end).contains(&i));
+    let mut phrases: Vec<(String, String)> = Vec::new();
+    let mut i = 0;
+    while i < words.len() {
+        let relative = (!taken(i)).then(|| relative_at(&words[i..])).flatten();
+        let Some((len, relative)) = relative.filter(|(_, r)| !r.is_present()) else {
+            i += 1;
+            continue;
+        };
+        let named_day = absolute
+            .iter()
+            .find(|a| a.start >= i + len && a.start <= i + len + 3)
+            .and_then(|a| a.day);
+        let spelled: Vec<String> = relative
+            .resolve(named_day.unwrap_or(anchor))
+            .into_iter()
+            .map(Mention::spelled)
+            .collect();
+        let phrase: Vec<&str> = words[i..i + len].iter().map(|w| w.lower.as_str()).collect();
+        let entry = (phrase.join(" "), spelled.join(" and "));
+        if !spelled.is_empty() && !phrases.contains(&entry) {
+            phrases.push(entry);
+        }
+        i += len;
+    }
+    phrases
+}
+
 /// True when the text names a date other than the present ("in May", "last week", "on 3
 /// June"; not "today" or "this week"): such a query asks about that time, not about now.
 pub fn names_a_date(text: &str) -> bool {
@@ -664,6 +731,45 @@ mod tests {
     /// 8 May 2023 was a Monday.
     fn on_8_may(text: &str) -> Vec<Mention> {
         mentions(text, day(2023, 5, 8))
+    }
+
+    #[test]
+    fn relative_phrases_are_resolved_and_spelled_as_people_write_dates() {
+        let resolved = |text: &str| resolved_phrases(text, day(2023, 5, 8));
+        let pair = |a: &str, b: &str| (a.to_string(), b.to_string());
+        assert_eq!(
+            resolved("Yesterday I signed up, and last week I quit."),
+            vec![
+                pair("yesterday", "7 May 2023"),
+                pair("last week", "the week of 1 May 2023")
+            ]
+        );
+        assert_eq!(
+            resolved("We adopted her two weeks ago, last month we moved"),
+            vec![
+                pair("two weeks ago", "the week of 24 April 2023"),
+                pair("last month", "April 2023")
+            ]
+        );
+        assert_eq!(
+            resolved("last weekend"),
+            vec![pair("last weekend", "6 May 2023 and 7 May 2023")]
+        );
+        // Against the day named right after it, not the anchor.
+        assert_eq!(
+            resolved("the day before 3 June 2023"),
+            vec![pair("the day before", "2 June 2023")]
+        );
+        // The present, absolute dates and words that only look like dates give nothing.
+        for text in [
+            "today is fine",
+            "on 7 May 2023",
+            "this week",
+            "May I ask?",
+            "in 2019",
+        ] {
+            assert_eq!(resolved(text), vec![], "{text}");
+        }
     }
 
     #[test]
