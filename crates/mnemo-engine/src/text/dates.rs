@@ -80,9 +80,7 @@ impl Mention {
             Mention::Week(day) => {
                 let week = day.iso_week();
                 out.insert(format!("w{}w{:02}", week.year(), week.week()));
-                // Checked: a hand-edited date may sit at the end of the calendar.
-                let monday =
-                    day.checked_sub_days(Days::new(day.weekday().num_days_from_monday().into()));
+                let monday = monday_of(day);
                 let sunday = monday.and_then(|m| m.checked_add_days(Days::new(6)));
                 for d in [monday, sunday].into_iter().flatten() {
                     Mention::Month(d.year(), d.month()).tokens(out);
@@ -161,30 +159,48 @@ pub fn mentions(text: &str, anchor: NaiveDate) -> Vec<Mention> {
         .iter()
         .flat_map(|a| a.mentions.iter().map(move |m| (a.start, *m)))
         .collect();
-    let taken = |i: usize| absolute.iter().any(|a| (a.start..a.end).contains(&i));
-    let mut i = 0;
-    while i < words.len() {
-        if taken(i) {
-            i += 1;
-            continue;
-        }
-        let Some((len, relative)) = relative_at(&words[i..]) else {
-            i += 1;
-            continue;
-        };
-        // "the week before August 3": resolved against the day named just after it.
-        let named_day = absolute
-            .iter()
-            .find(|a| a.start >= i + len && a.start <= i + len + 3)
-            .and_then(|a| a.day);
-        for m in relative.resolve(named_day.unwrap_or(anchor)) {
-            found.push((i, m));
-        }
-        i += len;
+    for r in relative_dates(&words, &absolute, anchor) {
+        found.extend(r.resolved.into_iter().map(|m| (r.start, m)));
     }
     found.sort();
     found.dedup();
     found.into_iter().map(|(_, m)| m).collect()
+}
+
+/// A relative date in the text: words `start..start + len`, what it says, and what it
+/// resolves to.
+struct RelativeDate {
+    start: usize,
+    len: usize,
+    relative: Relative,
+    resolved: Vec<Mention>,
+}
+
+/// The relative dates among `words`, outside the `absolute` ones, resolved against
+/// `anchor`, or against the day named just after one ("the week before August 3").
+fn relative_dates(words: &[Word], absolute: &[Absolute], anchor: NaiveDate) -> Vec<RelativeDate> {
+    let taken = |i: usize| absolute.iter().any(|a| (a.start..a.end).contains(&i));
+    let mut found = Vec::new();
+    let mut i = 0;
+    while i < words.len() {
+        let Some((len, relative)) = (!taken(i)).then(|| relative_at(&words[i..])).flatten() else {
+            i += 1;
+            continue;
+        };
+        let named_day = absolute
+            .iter()
+            .find(|a| a.start >= i + len && a.start <= i + len + 3)
+            .and_then(|a| a.day);
+        let resolved = relative.resolve(named_day.unwrap_or(anchor));
+        found.push(RelativeDate {
+            start: i,
+            len,
+            relative,
+            resolved,
+        });
+        i += len;
+    }
+    found
 }
 
 /// An absolute date in the text: words `start..end`, what it names, and its day if it names
@@ -643,6 +659,12 @@ fn relative_at(words: &[Word]) -> Option<(usize, Relative)> {
     Some((len, relative))
 }
 
+/// The Monday of `day`'s week. Checked: a hand-edited date may sit at the end of the
+/// calendar.
+fn monday_of(day: NaiveDate) -> Option<NaiveDate> {
+    day.checked_sub_days(Days::new(day.weekday().num_days_from_monday().into()))
+}
+
 /// A day as people write it: "5 July 2023".
 pub fn spell_day(day: NaiveDate) -> String {
     day.format("%-d %B %Y").to_string()
@@ -655,21 +677,12 @@ impl Mention {
         match self {
             Mention::Day(day) => spell_day(day),
             Mention::Week(day) => {
-                let monday = day
-                    .checked_sub_days(Days::new(day.weekday().num_days_from_monday().into()))
-                    .unwrap_or(day);
-                format!("the week of {}", spell_day(monday))
+                format!("the week of {}", spell_day(monday_of(day).unwrap_or(day)))
             }
-            Mention::Month(year, month) => {
-                let name = MONTHS[(month as usize).clamp(1, 12) - 1];
-                let mut chars = name.chars();
-                let capital: String = chars
-                    .next()
-                    .into_iter()
-                    .flat_map(char::to_uppercase)
-                    .collect();
-                format!("{capital}{} {year}", chars.as_str())
-            }
+            Mention::Month(year, month) => match NaiveDate::from_ymd_opt(year, month, 1) {
+                Some(first) => first.format("%B %Y").to_string(),
+                None => format!("{year}-{month:02}"),
+            },
             Mention::Year(year) => year.to_string(),
         }
     }
@@ -682,30 +695,20 @@ impl Mention {
 pub fn resolved_phrases(text: &str, anchor: NaiveDate) -> Vec<(String, String)> {
     let words = split_words(text);
     let absolute = absolute_dates(&words, anchor);
-    let taken = |i: usize| absolute.iter().any(|a| (a.start..a.end).contains(&i));
     let mut phrases: Vec<(String, String)> = Vec::new();
-    let mut i = 0;
-    while i < words.len() {
-        let relative = (!taken(i)).then(|| relative_at(&words[i..])).flatten();
-        let Some((len, relative)) = relative.filter(|(_, r)| !r.is_present()) else {
-            i += 1;
+    for r in relative_dates(&words, &absolute, anchor) {
+        if r.relative.is_present() || r.resolved.is_empty() {
             continue;
-        };
-        let named_day = absolute
+        }
+        let phrase: Vec<&str> = words[r.start..r.start + r.len]
             .iter()
-            .find(|a| a.start >= i + len && a.start <= i + len + 3)
-            .and_then(|a| a.day);
-        let spelled: Vec<String> = relative
-            .resolve(named_day.unwrap_or(anchor))
-            .into_iter()
-            .map(Mention::spelled)
+            .map(|w| w.lower.as_str())
             .collect();
-        let phrase: Vec<&str> = words[i..i + len].iter().map(|w| w.lower.as_str()).collect();
+        let spelled: Vec<String> = r.resolved.into_iter().map(Mention::spelled).collect();
         let entry = (phrase.join(" "), spelled.join(" and "));
-        if !spelled.is_empty() && !phrases.contains(&entry) {
+        if !phrases.contains(&entry) {
             phrases.push(entry);
         }
-        i += len;
     }
     phrases
 }
