@@ -33,9 +33,9 @@
 //! `MemoryClient`: governance's windows and counters (`governance_state`), the write
 //! pass queue (`pass_queue`), sessions' cached logs (`session_cache`), per-key locks
 //! (`locks`), the upstream tokens and cost of answers (`usage`), the engines of the
-//! revisions searched last (`revision_cache`). `api_types` holds the answers of the API that REST and MCP return. `as_of`
-//! answers a search from the memories as they were at a git revision, with a second,
-//! read-only engine over that revision's files.
+//! revisions searched last (`revision_cache`). `api_types` holds the answers of the API
+//! that REST and MCP return. `as_of` answers a search from the memories as they were at a
+//! git revision, with a second, read-only engine over that revision's files.
 //!
 //! Every module is private and the public names are re-exported here, so other crates
 //! import from the root and the folders can move without breaking them; inside the

@@ -4,15 +4,15 @@
 use std::collections::VecDeque;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-/// The values of the last few keys asked for, behind a lock.
+/// The values of the last few keys asked for, most recent first, behind a lock.
 pub(crate) struct Revisions<V> {
-    recent: Mutex<Recent<V>>,
+    entries: Mutex<VecDeque<(String, V)>>,
 }
 
 impl<V> Default for Revisions<V> {
     fn default() -> Self {
         Self {
-            recent: Mutex::new(Recent::default()),
+            entries: Mutex::new(VecDeque::new()),
         }
     }
 }
@@ -21,12 +21,21 @@ impl<V: Clone> Revisions<V> {
     /// The value of `key`, made by `make` if it has none, now the most recent; the least
     /// recent go beyond `keep`.
     pub(crate) fn slot(&self, key: &str, keep: usize, make: impl FnOnce() -> V) -> V {
-        self.lock().get_or_insert(key, keep, make)
+        let mut entries = self.lock();
+        let entry = match entries.iter().position(|(k, _)| k == key) {
+            Some(at) => entries.remove(at),
+            None => None,
+        };
+        let entry = entry.unwrap_or_else(|| (key.to_owned(), make()));
+        let value = entry.1.clone();
+        entries.push_front(entry);
+        entries.truncate(keep.max(1));
+        value
     }
 
     /// Removes `key` if `check` accepts its value.
     pub(crate) fn remove_if(&self, key: &str, check: impl Fn(&V) -> bool) {
-        self.lock().remove_if(key, check);
+        self.lock().retain(|(k, v)| k != key || !check(v));
     }
 
     /// Forgets every value.
@@ -34,47 +43,8 @@ impl<V: Clone> Revisions<V> {
         self.lock().clear();
     }
 
-    fn lock(&self) -> MutexGuard<'_, Recent<V>> {
-        self.recent.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-}
-
-/// The values of the last few keys asked for, most recent first.
-#[derive(Debug)]
-struct Recent<V> {
-    entries: VecDeque<(String, V)>,
-}
-
-impl<V> Default for Recent<V> {
-    fn default() -> Self {
-        Self {
-            entries: VecDeque::new(),
-        }
-    }
-}
-
-impl<V: Clone> Recent<V> {
-    /// The value of `key`, made by `make` if it has none, now the most recent; the least
-    /// recent go beyond `keep` entries.
-    fn get_or_insert(&mut self, key: &str, keep: usize, make: impl FnOnce() -> V) -> V {
-        let entry = match self.entries.iter().position(|(k, _)| k == key) {
-            Some(at) => self.entries.remove(at),
-            None => None,
-        };
-        let entry = entry.unwrap_or_else(|| (key.to_owned(), make()));
-        let value = entry.1.clone();
-        self.entries.push_front(entry);
-        self.entries.truncate(keep.max(1));
-        value
-    }
-
-    /// Removes `key` if `check` accepts its value.
-    fn remove_if(&mut self, key: &str, check: impl Fn(&V) -> bool) {
-        self.entries.retain(|(k, v)| k != key || !check(v));
-    }
-
-    fn clear(&mut self) {
-        self.entries.clear();
+    fn lock(&self) -> MutexGuard<'_, VecDeque<(String, V)>> {
+        self.entries.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -84,25 +54,25 @@ mod tests {
 
     #[test]
     fn the_most_recent_keys_are_kept_and_a_hit_moves_to_the_front() {
-        let mut recent = Recent::default();
+        let recent = Revisions::default();
         let mut made = 0;
-        let mut get = |recent: &mut Recent<u32>, key: &str| {
-            recent.get_or_insert(key, 2, || {
+        let mut get = |recent: &Revisions<u32>, key: &str| {
+            recent.slot(key, 2, || {
                 made += 1;
                 made
             })
         };
-        assert_eq!(get(&mut recent, "a"), 1);
-        assert_eq!(get(&mut recent, "b"), 2);
-        assert_eq!(get(&mut recent, "a"), 1, "kept");
-        assert_eq!(get(&mut recent, "c"), 3, "b, the least recent, goes");
-        assert_eq!(get(&mut recent, "a"), 1);
-        assert_eq!(get(&mut recent, "b"), 4, "made again");
+        assert_eq!(get(&recent, "a"), 1);
+        assert_eq!(get(&recent, "b"), 2);
+        assert_eq!(get(&recent, "a"), 1, "kept");
+        assert_eq!(get(&recent, "c"), 3, "b, the least recent, goes");
+        assert_eq!(get(&recent, "a"), 1);
+        assert_eq!(get(&recent, "b"), 4, "made again");
         recent.remove_if("b", |v| *v == 0);
-        assert_eq!(get(&mut recent, "b"), 4, "not removed: the check refused");
+        assert_eq!(get(&recent, "b"), 4, "not removed: the check refused");
         recent.remove_if("b", |v| *v == 4);
-        assert_eq!(get(&mut recent, "b"), 5);
+        assert_eq!(get(&recent, "b"), 5);
         recent.clear();
-        assert!(recent.entries.is_empty());
+        assert!(recent.lock().is_empty());
     }
 }
