@@ -2,9 +2,9 @@
 //!
 //! The last user message is replaced by one that carries, in this order: the conversation's
 //! rolling summary, the memories (most relevant first, each with its date and the relative
-//! dates it speaks of resolved against that date), and then the
-//! user's own message. Other messages, and every other field of the request, are left as they
-//! were. With neither a summary nor a memory the request is not touched at all.
+//! dates it speaks of resolved against that date), and then the user's own message. Other
+//! messages, and every other field of the request, are left as they were. With neither a
+//! summary nor a memory the request is not touched at all.
 
 use chrono::NaiveDate;
 use serde_json::Value;
