@@ -1540,3 +1540,68 @@ async fn a_change_no_rule_reads_is_asked_about_and_the_old_fact_replaced() {
         "{live:?}"
     );
 }
+
+/// Adds every fact beside the old ones and answers "no" to every replaces question, as a
+/// small model often does with a correction.
+fn contrast_model(request: &ChatRequest) -> Reply {
+    let said = request.last_user_message().unwrap_or_default();
+    match request.schema_name() {
+        Some("facts") if said.contains("not the metro") => {
+            Reply::Json(json!({"facts": ["The user rides the tram to the depot."]}))
+        }
+        Some("facts") if said.contains("maps") => Reply::Json(json!({"facts": [
+            "The user rides the metro to the depot.",
+            "The user collects metro maps."
+        ]})),
+        Some("facts") => Reply::Json(json!({"facts": []})),
+        Some("memory_operations") => add_every_fact(request),
+        Some("replaces") => Reply::Json(json!({"replaces": false})),
+        Some("summary") => Reply::Json(json!({"summary": "The user rides to the depot."})),
+        _ => Reply::text("Noted."),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_contrast_takes_back_the_thing_it_denies_when_the_model_keeps_it() {
+    let llm = ScriptedLlm::with_handler(contrast_model).await;
+    let dir = tempfile::tempdir().unwrap();
+    let client = open(dir.path(), &llm).await;
+    let conversation = conv("commute");
+    learn_from(
+        &client,
+        &conversation,
+        "I ride the metro to the depot, and I collect metro maps.",
+    )
+    .await;
+    let (_, report) = learn_from(
+        &client,
+        &conversation,
+        "Sorry, it's the tram I ride to the depot, not the metro.",
+    )
+    .await;
+    assert_eq!(
+        report.retracted,
+        ["The user rides the metro to the depot."],
+        "{report:?}"
+    );
+    // The maps speak of something else than the ride the tram replaced.
+    assert_eq!(
+        live_facts(&client, &conversation).await,
+        [
+            "The user collects metro maps.",
+            "The user rides the tram to the depot."
+        ]
+    );
+
+    // A contrast whose replacement the pass did not write takes nothing back.
+    let other = conv("commute-unsaid");
+    learn_from(
+        &client,
+        &other,
+        "I ride the metro to the depot, and I collect metro maps.",
+    )
+    .await;
+    let (_, report) =
+        learn_from(&client, &other, "It isn't the metro I ride, it's the tram.").await;
+    assert!(report.retracted.is_empty(), "{report:?}");
+}

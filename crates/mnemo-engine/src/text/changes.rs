@@ -12,13 +12,20 @@
 //!   less the words naming people: "I gave up sugar two months ago" stopped "sugar".
 //! - **Contrast.** A clause that denies a name or number while its sentence states another:
 //!   "My locker is 14, not 41." takes back "41"; "It's Ilse, not Ilka." takes back "Ilka".
+//!   The same construction with other words — a short "not ..." after what the sentence
+//!   states ("it's the ferry I take, not the bus"), or "it's not ..." beside another clause
+//!   ("It's not the bus, it's the ferry") — takes back what it denies, with what the
+//!   sentence states in its place ([`Retraction::instead`]): such a retraction reaches only
+//!   a fact about the same thing as a new fact that states the replacement
+//!   ([`corrected_by`]), since "not" alone says nothing of which fact was wrong.
 //!
 //! A stored fact states what a retraction takes back ([`states_retracted`]) when it is about
 //! the same kind of person (the speaker, or someone else when the clause speaks of someone
 //! else) or about someone the retraction names, holds the retraction's names and numbers
 //! ("We cancelled the Kyoto trip" takes back "The user plans to visit Kyoto."), or all of its
-//! words when it names none (sharing their first four letters, or all of a shorter word:
-//! "run" in "runs"), and neither denies nor stops anything itself.
+//! words when it names none (sharing their first four letters, or, for a word shorter than
+//! that, the same stem: "run" in "runs", not "bus" in "busy"), and neither denies nor stops
+//! anything itself.
 //! A message that repairs what was said ("actually", "I meant", "scratch that": [`REPAIRS`])
 //! or says something changed ("now", "moved", "switched": [`CHANGES`]) may have new facts
 //! that replace old ones in words no rule can match ([`signals_a_change`]); the write path
@@ -30,7 +37,7 @@
 
 use super::clauses::{clauses, Person, Stance, PERSON_NOUNS};
 use super::subjects::{subject_of, Subject};
-use super::words::{sentences, words, Word};
+use super::words::{sentences, stem, words, Word};
 
 /// Phrases by which a speaker says something stopped being so.
 pub const STOPPING: &[&[&str]] = &[
@@ -152,6 +159,9 @@ pub struct Retraction {
     pub names: Vec<String>,
     /// The clause speaks of someone else ("She quit smoking."), not of the speaker.
     pub of_someone_else: bool,
+    /// For a contrast of things, the content words its sentence states in place of what it
+    /// denies ("green", "tea" in "it's green tea now, not coffee"); empty otherwise.
+    pub instead: Vec<String>,
 }
 
 impl Retraction {
@@ -161,9 +171,18 @@ impl Retraction {
             words: words.iter().map(base).collect(),
             names: words.iter().filter(|w| w.is_name()).map(base).collect(),
             of_someone_else,
+            instead: Vec::new(),
         }
     }
 }
+
+/// Most content words in a "not ..." piece read as a contrast: a contrast names a thing
+/// ("not the bus"), a longer piece is a clause of its own.
+const CONTRAST_WORDS: usize = 3;
+
+/// What may stand before the "not" of a piece that contrasts: a conjunction ("..., but not
+/// the bus"), or "it"/"that" and a form of "be" ("it's not the bus").
+const CONTRAST_LEADS: &[&str] = &["and", "but", "or", "it", "that", "is", "was"];
 
 /// Whether `word` says when or how rather than what: an adverb in "-ly" ("recently",
 /// "finally", "actually"), a unit of time, or a word that places one.
@@ -226,6 +245,7 @@ pub fn retractions(message: &str) -> Vec<Retraction> {
         }
     }
     found.extend(contrasts(message));
+    found.extend(contrasted_things(message));
     found
 }
 
@@ -277,6 +297,74 @@ fn contrasts(message: &str) -> Vec<Retraction> {
     found
 }
 
+/// The things (not names or numbers: [`contrasts`] reads those) a sentence denies in a short
+/// "not ..." piece while another of its clauses states something in their place: "it's the
+/// ferry I take, not the bus" takes back "bus", instead of "ferry" and "take".
+fn contrasted_things(message: &str) -> Vec<Retraction> {
+    let mut found = Vec::new();
+    for sentence in sentences(message) {
+        let parts = clauses(sentence);
+        if parts.iter().any(|c| c.asks) {
+            continue;
+        }
+        for (at, clause) in parts.iter().enumerate() {
+            let Some((denied, it_is_not)) = contrast_piece(clause, at) else {
+                continue;
+            };
+            // The clause it stands against: the one after "it's not the bus, it's the
+            // ferry", the one before "it's the ferry, not the bus".
+            let paired = match (it_is_not, at) {
+                (true, _) | (_, 0) if at + 1 < parts.len() => parts.get(at + 1),
+                _ => at.checked_sub(1).and_then(|before| parts.get(before)),
+            };
+            let instead: Vec<String> = paired
+                .into_iter()
+                .flat_map(|c| &c.words)
+                .filter(|(w, s)| *s == Stance::Stated && is_what(w))
+                .map(|(w, _)| w.base().to_owned())
+                .collect();
+            if !instead.is_empty() {
+                let mut retraction = Retraction::of(&denied, clause.person == Person::Someone);
+                retraction.instead = instead;
+                found.push(retraction);
+            }
+        }
+    }
+    found
+}
+
+/// The words `clause` (the `at`-th of its sentence) denies when it is a contrast piece, and
+/// whether it opens with "it"/"that": a "not" after a conjunction or nothing, past the
+/// sentence's first clause ("..., not the bus"), or after "it"/"that" and a form of "be"
+/// anywhere ("it's not the bus"), denying at most [`CONTRAST_WORDS`] content words, none a
+/// name or a number, and stopping nothing.
+fn contrast_piece(clause: &super::clauses::Clause, at: usize) -> Option<(Vec<&Word>, bool)> {
+    let texts: Vec<&str> = clause.words.iter().map(|(w, _)| w.text.as_str()).collect();
+    if stops(&texts) {
+        return None;
+    }
+    let negation = clause.words.iter().position(|(w, _)| w.negates())?;
+    let (lead, negation_word) = (&clause.words[..negation], &clause.words[negation].0);
+    if !(negation_word.text == "not" || negation_word.text.ends_with("n't")) {
+        return None;
+    }
+    let lead: Vec<&str> = lead.iter().map(|(w, _)| w.base()).collect();
+    if !lead.iter().all(|w| CONTRAST_LEADS.contains(w)) {
+        return None;
+    }
+    let names_it = lead.iter().any(|w| matches!(*w, "it" | "that"));
+    if at == 0 && !names_it {
+        return None;
+    }
+    let denied: Vec<&Word> = clause.words[negation + 1..]
+        .iter()
+        .filter(|(w, s)| *s == Stance::Denied && w.is_content())
+        .map(|(w, _)| w)
+        .collect();
+    let things = denied.iter().all(|w| is_what(w) && !w.is_name());
+    (things && !denied.is_empty() && denied.len() <= CONTRAST_WORDS).then_some((denied, names_it))
+}
+
 /// Whether `fact` states what `retraction` takes back: it is about the same kind of person,
 /// or about someone the retraction names ("We don't have Rufus anymore" takes back "The
 /// user's dog Rufus sleeps all day."); it neither stops nor denies anything itself; and it
@@ -287,11 +375,7 @@ pub fn states_retracted(fact: &str, retraction: &Retraction) -> bool {
     if stops(&texts) || fact_words.iter().any(Word::negates) {
         return false;
     }
-    let same = |a: &str, b: &str| {
-        let n = a.chars().count().min(b.chars().count()).min(4);
-        a.chars().take(n).eq(b.chars().take(n))
-    };
-    let holds = |word: &String| fact_words.iter().any(|w| same(word, w.base()));
+    let holds = |word: &String| fact_words.iter().any(|w| same_word(word, w.base()));
     let subject = subject_of(fact);
     let named = match &subject {
         Subject::Someone(known) => retraction.names.iter().any(|n| known.contains(n)),
@@ -307,11 +391,54 @@ pub fn states_retracted(fact: &str, retraction: &Retraction) -> bool {
     }
 }
 
-/// `fact` without its sentences that state what one of `retractions` takes back.
+/// Whether two words are one for a retraction: they share their first four letters, or,
+/// when one is shorter than that, their stems are equal ("run" and "runs", not "bus" and
+/// "busy").
+fn same_word(a: &str, b: &str) -> bool {
+    if a.chars().count() < 4 || b.chars().count() < 4 {
+        return stem(a) == stem(b);
+    }
+    a.chars().take(4).eq(b.chars().take(4))
+}
+
+/// Whether `new`, a fact the write path just wrote, is what a contrast put in place of
+/// `old`: it states one of the contrast's [`Retraction::instead`] words that `old` does not
+/// hold, and it speaks of the same thing as `old` — they share a content word besides the
+/// subject and what the contrast denies ("The user takes the ferry to the office." for "The
+/// user takes the bus to the office."; not "The user had a good day." for "The user has a
+/// bad knee."). Only a contrast of things puts something in place of what it takes back.
+pub fn corrected_by(old: &str, new: &str, retraction: &Retraction) -> bool {
+    let (old_words, new_words) = (words(old), words(new));
+    let holds = |ws: &[Word], x: &String| ws.iter().any(|w| same_word(x, w.base()));
+    let states_instead = retraction
+        .instead
+        .iter()
+        .any(|x| holds(&new_words, x) && !holds(&old_words, x));
+    let topic = |w: &Word| {
+        w.is_content()
+            && !matches!(w.base(), "user" | "users")
+            && !retraction.words.iter().any(|x| same_word(x, w.base()))
+    };
+    states_instead
+        && old_words.iter().filter(|w| topic(w)).any(|o| {
+            new_words
+                .iter()
+                .filter(|w| topic(w))
+                .any(|n| n.stem() == o.stem())
+        })
+}
+
+/// `fact` without its sentences that state what one of `retractions` takes back. A contrast
+/// of things cuts nothing: a new fact that names the old thing beside the new one ("The
+/// user takes the ferry instead of the bus.") states the new one.
 pub fn without_retracted_sentences(fact: &str, retractions: &[Retraction]) -> String {
     sentences(fact)
         .into_iter()
-        .filter(|sentence| !retractions.iter().any(|r| states_retracted(sentence, r)))
+        .filter(|sentence| {
+            !retractions
+                .iter()
+                .any(|r| r.instead.is_empty() && states_retracted(sentence, r))
+        })
         .collect::<String>()
         .trim()
         .to_owned()
@@ -374,6 +501,80 @@ mod tests {
         assert_eq!(taken_back("Sorry, her name is Ilse, not Ilka."), [["ilka"]]);
         assert!(retractions("I have never been to Oslo.").is_empty());
         assert!(retractions("Is it 14, not 41?").is_empty());
+    }
+
+    #[test]
+    fn a_contrast_of_things_takes_back_what_it_denies_with_what_stands_instead() {
+        let one = |message: &str| {
+            let found: Vec<Retraction> = retractions(message)
+                .into_iter()
+                .filter(|r| !r.instead.is_empty())
+                .collect();
+            assert_eq!(found.len(), 1, "{message}: {found:?}");
+            (found[0].words.clone(), found[0].instead.clone())
+        };
+        assert_eq!(
+            one("Hang on, it's the tram I ride, not the metro."),
+            (vec!["metro".into()], vec!["tram".into(), "ride".into()])
+        );
+        assert_eq!(
+            one("It isn't the oboe, it's the clarinet."),
+            (vec!["oboe".into()], vec!["clarinet".into()])
+        );
+        assert_eq!(
+            one("My brother fixes lorries, not buses.").0,
+            vec!["buses".to_owned()]
+        );
+        assert!(retractions("My brother fixes lorries, not buses.")[0].of_someone_else);
+        for nothing in [
+            // Not a contrast: a denial of its own, a long clause, a name (read apart).
+            "Not bad, I had a quiet weekend.",
+            "I bake bread, but I don't enjoy kneading the heavy rye dough at all.",
+            "Is it the tram, not the metro?",
+            "We met in Porto, not Lisbon.",
+        ] {
+            assert!(
+                retractions(nothing).iter().all(|r| r.instead.is_empty()),
+                "{nothing}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_contrast_reaches_only_a_fact_about_the_same_thing_as_its_replacement() {
+        let metro = retractions("It's the tram I ride to the depot, not the metro.")
+            .into_iter()
+            .find(|r| !r.instead.is_empty())
+            .expect("a contrast");
+        let old = "The user rides the metro to the depot.";
+        assert!(states_retracted(old, &metro));
+        assert!(corrected_by(
+            old,
+            "The user rides the tram to the depot.",
+            &metro
+        ));
+        // A new fact that does not state the replacement, or speaks of something else.
+        assert!(!corrected_by(old, "The user works at the depot.", &metro));
+        assert!(!corrected_by(
+            "The user collects metro maps.",
+            "The user rides the tram.",
+            &metro
+        ));
+        // The pass's own fact naming both keeps its sentence.
+        let taken = retractions("It's the tram I ride, not the metro.");
+        assert_eq!(
+            without_retracted_sentences("The user rides the tram instead of the metro.", &taken),
+            "The user rides the tram instead of the metro."
+        );
+    }
+
+    #[test]
+    fn a_short_word_is_the_same_only_by_its_stem() {
+        assert!(same_word("run", "runs"));
+        assert!(same_word("bus", "buses"));
+        assert!(!same_word("bus", "busy"));
+        assert!(!same_word("tea", "team"));
+        assert!(same_word("swim", "swimming"));
     }
 
     #[test]

@@ -403,14 +403,22 @@ impl WritePath<'_> {
         };
         let this_pass: std::collections::HashSet<MemoryId> =
             report.added.iter().map(|m| m.record.id).collect();
+        // A contrast of things reaches only what a fact of this pass replaces.
+        let corrected = |old: &str, r: &Retraction| {
+            r.instead.is_empty()
+                || report
+                    .added
+                    .iter()
+                    .any(|new| changes::corrected_by(old, &new.record.content, r))
+        };
         let operations: Vec<Operation> = existing
             .iter()
             .enumerate()
             .filter(|(_, fact)| !this_pass.contains(&fact.id))
             .filter(|(_, fact)| {
-                retractions
-                    .iter()
-                    .any(|r| changes::states_retracted(&fact.content, r))
+                retractions.iter().any(|r| {
+                    changes::states_retracted(&fact.content, r) && corrected(&fact.content, r)
+                })
             })
             .map(|(i, fact)| {
                 info!(conversation = %conversation, fact = %fact.content, "deleted: the user took it back");
