@@ -28,6 +28,10 @@
 //!    a boat ..." does not support "The user has a boat."). A fact that itself denies, stops
 //!    or supposes (a negation, "no longer", "quit", "dislikes", "would", "wants", "plans":
 //!    [`NEGATIVE_PREDICATES`], [`MODAL_WORDS`]) may.
+//! 7. **Something of its own.** A fact whose every content word is conversational filler
+//!    ([`crate::text::low_information`]: greetings, thanks, assent, hedges, light verbs)
+//!    says nothing worth keeping, however the user put it: "Have a good one!" does not give
+//!    "The user has a good one.".
 //!
 //! Function words, single letters and the extractor's framing ("user") are not content. What
 //! supported a kept fact is recorded with it ([`Grounding::matched`]); a refused fact is
@@ -247,13 +251,16 @@ pub fn ground_in(fact: &str, message: &str, earlier: &str) -> Grounding {
     grounding
 }
 
-/// Why a fact whose words the user said is still not theirs (rules 3, 5 and 6).
+/// Why a fact whose words the user said is still not theirs (rules 3, 5, 6 and 7).
 fn refusal(
     fact: &str,
     fact_words: &[Word],
     said: &Occurrences,
     had_earlier: bool,
 ) -> Option<String> {
+    if !super::low_information::says_something(fact, None) {
+        return Some("it says nothing of its own: every word is conversational filler".into());
+    }
     let content: Vec<&Word> = fact_words.iter().filter(|w| w.is_content()).collect();
     if had_earlier && !content.iter().any(|w| said.latest.contains(&w.stem())) {
         return Some("it repeats the earlier message; the latest one says nothing of it".into());
@@ -460,6 +467,18 @@ mod tests {
         assert!(
             why("The user plays the oboe.", "I don't play the oboe anymore.").contains("denied")
         );
+    }
+
+    #[test]
+    fn a_fact_of_filler_alone_says_nothing() {
+        assert!(why("The user has a good one.", "Right, have a good one!").contains("filler"));
+        assert!(why("The user is glad.", "Oh I'm so glad!").contains("filler"));
+        assert!(why("The user will give it a go.", "Nice, I'll give it a go.").contains("filler"));
+        assert!(kept(
+            "The user is glad to be back in Ghent.",
+            "So glad to be back in Ghent!"
+        ));
+        assert!(kept("The user loves hiking.", "I love hiking."));
     }
 
     #[test]

@@ -10,12 +10,13 @@
 //! words, and talk about the conversation itself ("help", "information", "remember",
 //! "share"). Names and numbers are content like any word, so "Thanks, Ilse!" says something.
 //! So is a question with a word of its own: it says nothing about the asker, but turns that
-//! only ask hold evidence often enough that ranking them down costs recall. Facts and
-//! summaries are never judged: they are what the write path kept.
+//! only ask hold evidence often enough that ranking them down costs recall. Stored facts and
+//! summaries are never ranked down: they are what the write path kept.
 //!
 //! The read path gives such a turn only the places left after every memory that says
-//! something (`[retrieval] low_information_last`), and the write path asks for no facts from
-//! a user message that says nothing.
+//! something (`[retrieval] low_information_last`); the write path asks for no facts from a
+//! user message that says nothing, and keeps no extracted fact that says nothing
+//! ([`crate::text::grounding`]: "The user has a good one.").
 
 use std::collections::HashSet;
 use std::sync::OnceLock;
@@ -95,10 +96,12 @@ const HEDGES: &[&str] = &[
     "really",
     "unfortunately",
 ];
-/// Light verbs and pronoun-like nouns of small talk.
+/// Light verbs (those that lend a phrase its grammar, not its matter: "get going", "give it a
+/// go", "make sure", "take a look") and pronoun-like nouns of small talk.
 const LIGHT_WORDS: &[&str] = &[
     "doing",
     "get",
+    "give",
     "go",
     "going",
     "hope",
@@ -106,6 +109,7 @@ const LIGHT_WORDS: &[&str] = &[
     "let",
     "like",
     "love",
+    "make",
     "mind",
     "need",
     "one",
@@ -196,6 +200,7 @@ mod tests {
             "No worries, glad to help!",
             "See you later, take care!",
             "Thank you so much, I appreciate it.",
+            "Sure, I'll give it a go, and make sure to let you know!",
         ] {
             assert!(!says_something(turn, None), "{turn}");
         }
