@@ -27,7 +27,9 @@
 //!    ("I never eat lamb" does not support "The user eats lamb.") or only supposed ("If I had
 //!    a boat ..." does not support "The user has a boat."). A fact that itself denies, stops
 //!    or supposes (a negation, "no longer", "quit", "dislikes", "would", "wants", "plans":
-//!    [`NEGATIVE_PREDICATES`], [`MODAL_WORDS`]) may.
+//!    [`NEGATIVE_PREDICATES`], [`MODAL_WORDS`]) may. A word the latest message holds is
+//!    read by its stance there alone: what it denies was taken back, whatever the earlier
+//!    message stated ("I play the oboe." then "It's the flute, not the oboe.").
 //! 7. **Something of its own.** A fact whose every content word is conversational filler
 //!    ([`crate::text::low_information`]: greetings, thanks, assent, hedges, light verbs)
 //!    says nothing worth keeping, however the user put it: "Have a good one!" does not give
@@ -37,7 +39,7 @@
 //! supported a kept fact is recorded with it ([`Grounding::matched`]); a refused fact is
 //! logged with the reason.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use super::clauses::{clauses, Clause, Person, Stance, PERSON_NOUNS};
 use super::subjects::subject_of;
@@ -188,19 +190,20 @@ impl Grounding {
 /// how it holds the word.
 struct Occurrences {
     by_stem: HashMap<String, Vec<(Person, bool, Stance)>>,
-    latest: HashSet<String>,
+    /// The stances of each word of the latest message, there alone.
+    latest: HashMap<String, Vec<Stance>>,
 }
 
 impl Occurrences {
     fn read(message: &str, earlier: &str) -> Self {
         let mut by_stem: HashMap<String, Vec<(Person, bool, Stance)>> = HashMap::new();
-        let mut latest = HashSet::new();
+        let mut latest: HashMap<String, Vec<Stance>> = HashMap::new();
         for (text, is_latest) in [(message, true), (earlier, false)] {
             for clause in clauses(text) {
                 for (word, stance) in &clause.words {
                     let stem = word.stem();
                     if is_latest {
-                        latest.insert(stem.clone());
+                        latest.entry(stem.clone()).or_default().push(*stance);
                     }
                     by_stem
                         .entry(stem)
@@ -214,6 +217,16 @@ impl Occurrences {
 
     fn get(&self, stem: &str) -> &[(Person, bool, Stance)] {
         self.by_stem.get(stem).map_or(&[], Vec::as_slice)
+    }
+
+    /// Whether every stance the user took to a word is `stance`, the latest message's
+    /// alone when it holds the word: what it denies was taken back, whatever the earlier
+    /// message stated ("I play the oboe." then "It's the flute, not the oboe.").
+    fn only(&self, stem: &str, stance: Stance) -> bool {
+        match self.latest.get(stem) {
+            Some(latest) => latest.iter().all(|s| *s == stance),
+            None => self.get(stem).iter().all(|(_, _, s)| *s == stance),
+        }
     }
 }
 
@@ -262,7 +275,7 @@ fn refusal(
         return Some("it says nothing of its own: every word is conversational filler".into());
     }
     let content: Vec<&Word> = fact_words.iter().filter(|w| w.is_content()).collect();
-    if had_earlier && !content.iter().any(|w| said.latest.contains(&w.stem())) {
+    if had_earlier && !content.iter().any(|w| said.latest.contains_key(&w.stem())) {
         return Some("it repeats the earlier message; the latest one says nothing of it".into());
     }
     let checked: Vec<&Word> = content
@@ -301,7 +314,7 @@ fn refusal(
     // Oslo" does not give "The user has been to Oslo."). A name alone may have been denied in
     // one clause and spoken of in another ("We don't have Rufus anymore, he died").
     let only = |stance: Stance| {
-        let only_so = |w: &&&Word| said.get(&w.stem()).iter().all(|(_, _, s)| *s == stance);
+        let only_so = |w: &&&Word| said.only(&w.stem(), stance);
         checked
             .iter()
             .filter(|w| !w.is_name())
@@ -498,6 +511,26 @@ mod tests {
             "The user's favourite season is autumn.",
             "Autumn, easily.",
             "What's my favourite season?"
+        )
+        .verdict()
+        .is_ok());
+    }
+
+    #[test]
+    fn what_the_latest_message_denies_is_not_stated_from_the_earlier_one() {
+        let earlier = "I play the oboe in a wind band.";
+        let message = "Sorry, it's the flute, not the oboe.";
+        let verdict = |fact: &str| ground_in(fact, message, earlier).verdict();
+        assert!(verdict("The user plays the oboe in a wind band.")
+            .unwrap_err()
+            .contains("denied \"oboe\""));
+        assert!(verdict("The user plays the flute in a wind band.").is_ok());
+        assert!(verdict("The user no longer plays the oboe.").is_ok());
+        // A word the latest message does not hold keeps the earlier message's stance.
+        assert!(ground_in(
+            "The user keeps bees for honey.",
+            "Honey season is nearly here.",
+            "I keep bees."
         )
         .verdict()
         .is_ok());
