@@ -35,7 +35,7 @@
 //! to write: a small model merges the old fact into its update ("The user is a baker. The
 //! user now sells cars.").
 
-use super::clauses::{clauses, Person, Stance, PERSON_NOUNS};
+use super::clauses::{clauses, Clause, Person, Stance, PERSON_NOUNS};
 use super::subjects::{subject_of, Subject};
 use super::words::{sentences, stem, words, Word};
 
@@ -260,14 +260,19 @@ fn counts_time(word: &Word, next: Option<&&Word>) -> bool {
     counts && next.is_some_and(|n| says_when(n.base()))
 }
 
+/// The clauses of each sentence of `message` that asks nothing: a contrast in a question
+/// ("Is it 14, not 41?") takes nothing back.
+fn sentences_that_state(message: &str) -> impl Iterator<Item = Vec<Clause>> + '_ {
+    sentences(message)
+        .into_iter()
+        .map(clauses)
+        .filter(|parts| !parts.iter().any(|c| c.asks))
+}
+
 /// The names and numbers a sentence denies while it states another ("14, not 41").
 fn contrasts(message: &str) -> Vec<Retraction> {
     let mut found = Vec::new();
-    for sentence in sentences(message) {
-        let parts = clauses(sentence);
-        if parts.iter().any(|c| c.asks) {
-            continue;
-        }
+    for parts in sentences_that_state(message) {
         let is_name = |(w, _): &&(Word, Stance)| w.is_name() && w.is_content();
         let states_one = parts
             .iter()
@@ -302,20 +307,17 @@ fn contrasts(message: &str) -> Vec<Retraction> {
 /// ferry I take, not the bus" takes back "bus", instead of "ferry" and "take".
 fn contrasted_things(message: &str) -> Vec<Retraction> {
     let mut found = Vec::new();
-    for sentence in sentences(message) {
-        let parts = clauses(sentence);
-        if parts.iter().any(|c| c.asks) {
-            continue;
-        }
+    for parts in sentences_that_state(message) {
         for (at, clause) in parts.iter().enumerate() {
             let Some((denied, it_is_not)) = contrast_piece(clause, at) else {
                 continue;
             };
             // The clause it stands against: the one after "it's not the bus, it's the
             // ferry", the one before "it's the ferry, not the bus".
-            let paired = match (it_is_not, at) {
-                (true, _) | (_, 0) if at + 1 < parts.len() => parts.get(at + 1),
-                _ => at.checked_sub(1).and_then(|before| parts.get(before)),
+            let paired = if it_is_not && at + 1 < parts.len() {
+                parts.get(at + 1)
+            } else {
+                at.checked_sub(1).and_then(|before| parts.get(before))
             };
             let instead: Vec<String> = paired
                 .into_iter()
@@ -338,7 +340,7 @@ fn contrasted_things(message: &str) -> Vec<Retraction> {
 /// sentence's first clause ("..., not the bus"), or after "it"/"that" and a form of "be"
 /// anywhere ("it's not the bus"), denying at most [`CONTRAST_WORDS`] content words, none a
 /// name or a number, and stopping nothing.
-fn contrast_piece(clause: &super::clauses::Clause, at: usize) -> Option<(Vec<&Word>, bool)> {
+fn contrast_piece(clause: &Clause, at: usize) -> Option<(Vec<&Word>, bool)> {
     let texts: Vec<&str> = clause.words.iter().map(|(w, _)| w.text.as_str()).collect();
     if stops(&texts) {
         return None;
@@ -414,11 +416,9 @@ pub fn corrected_by(old: &str, new: &str, retraction: &Retraction) -> bool {
         .instead
         .iter()
         .any(|x| holds(&new_words, x) && !holds(&old_words, x));
-    let topic = |w: &Word| {
-        w.is_content()
-            && !matches!(w.base(), "user" | "users")
-            && !retraction.words.iter().any(|x| same_word(x, w.base()))
-    };
+    // "user" is a function word, so the subject is not a shared topic.
+    let topic =
+        |w: &Word| w.is_content() && !retraction.words.iter().any(|x| same_word(x, w.base()));
     states_instead
         && old_words.iter().filter(|w| topic(w)).any(|o| {
             new_words

@@ -222,7 +222,7 @@ impl Occurrences {
     /// Whether every stance the user took to a word is `stance`, the latest message's
     /// alone when it holds the word: what it denies was taken back, whatever the earlier
     /// message stated ("I play the oboe." then "It's the flute, not the oboe.").
-    fn only(&self, stem: &str, stance: Stance) -> bool {
+    fn only_in_stance(&self, stem: &str, stance: Stance) -> bool {
         match self.latest.get(stem) {
             Some(latest) => latest.iter().all(|s| *s == stance),
             None => self.get(stem).iter().all(|(_, _, s)| *s == stance),
@@ -314,7 +314,7 @@ fn refusal(
     // Oslo" does not give "The user has been to Oslo."). A name alone may have been denied in
     // one clause and spoken of in another ("We don't have Rufus anymore, he died").
     let only = |stance: Stance| {
-        let only_so = |w: &&&Word| said.only(&w.stem(), stance);
+        let only_so = |w: &&&Word| said.only_in_stance(&w.stem(), stance);
         checked
             .iter()
             .filter(|w| !w.is_name())
