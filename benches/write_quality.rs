@@ -1,14 +1,20 @@
-//! Is what the write path remembers true? Scripted dialogues go through the real write path
-//! with the real local LLM, one conversation each, turn by turn as after a chat request (the
-//! user's and the assistant's turns written, then extraction from the user's message,
-//! reconciliation, summary, commit). Then the live facts and the summary are judged against
-//! what the dialogue says should and should not be remembered.
+//! Is what the write path remembers true, and is it what the chat path answers with later?
+//! Scripted dialogues go through the real write path with the real local LLM, one
+//! conversation each, turn by turn as after a chat request (the user's and the assistant's
+//! turns written, then extraction from the user's message, reconciliation, summary, commit).
+//! Then the live facts and the summary are judged against what the dialogue says should and
+//! should not be remembered, and, with `--ask`, the dialogue's question is asked.
 //!
-//! Two sets of dialogues, reported side by side:
+//! Three sets of dialogues:
 //! - `tuning` (`benches/write_quality/tuning.json`): the dialogues the write path's rules
 //!   and prompts were developed against. Its figures are in-sample.
-//! - `frozen` (`benches/write_quality/frozen.json`): written in one sitting, apart from the
-//!   prompts and rules, and never tuned on: the figures to quote.
+//! - `seen` (`benches/write_quality/seen.json`): written apart from the prompts and rules,
+//!   but its failures were read and later tuning dialogues copy its scenarios: a second
+//!   tuning set.
+//! - `frozen` (`benches/write_quality/frozen.json`): written in one sitting by a writer who
+//!   had read neither the code, the prompts nor the other sets, committed before the changes
+//!   it measures, and measured only when named (`--set frozen`): the figures to quote. Its
+//!   sha256 is in docs/write.md.
 //!
 //! Each dialogue lists `remember` (claims that must be stored), `true` (claims that may be)
 //! and `false` (claims no live fact and no summary may state, each with why it is false:
@@ -19,8 +25,8 @@
 //! - `precision`: true facts / all stored facts (a fact no claim recognises counts against
 //!   it), and `precision_judged`: true / (true + false);
 //! - `recall`: `remember` claims stated by a live fact / all of them;
-//! - `corrections` and `retractions`: dialogues of that kind with every `remember` claim
-//!   stated and no `old` claim stated by a live fact;
+//! - `corrections` (kinds `correction` and `change`) and `retractions`: dialogues of that
+//!   kind with every `remember` claim stated and no `old` claim stated by a live fact;
 //! - `no_ops`: question and chit-chat dialogues that stored nothing;
 //! - `false_by_why`: live facts stating a `false` claim, by why (`third_party` is someone
 //!   else's fact given to the user, `hypothetical` and `negated` what the user supposed or
@@ -33,12 +39,18 @@
 //! - `injection`: for each dialogue with an `ask`, the best [`INJECTED`] memories of its
 //!   conversation, as a prompt with little room would get them: how many asks got a fact
 //!   (`role: memory`) holding the `answer` words, and, reported apart, how many got such a
-//!   turn.
+//!   turn;
+//! - `asks` (with `--ask`): each `ask` answered through the chat path and, beside it, with
+//!   the whole dialogue in the prompt and no memory, judged right, both, stale or none
+//!   (`write_quality/ask.rs`), counted for corrections, retractions and the rest.
 //!
-//! `cargo bench --bench write_quality [-- --json] [-- --set tuning|frozen] [-- --only NAME,NAME]
-//! [-- --kinds K,K] [-- --grounding on|off|both] [-- --verbose]`. Needs `scripts/setup llm`
-//! (the local LLM); a few seconds per turn on 2 cores, about ten minutes per set.
+//! `cargo bench --bench write_quality [-- --json] [-- --set tuning|seen|frozen] [-- --ask]
+//! [-- --distractors N] [-- --only NAME,NAME] [-- --kinds K,K] [-- --grounding on|off|both]
+//! [-- --verbose]`. Needs `scripts/setup llm` (the local LLM); a few seconds per turn on 2
+//! cores, about ten minutes per set, as long again for the asks.
 
+#[path = "write_quality/ask.rs"]
+mod ask;
 #[path = "write_quality/judge.rs"]
 mod judge;
 mod support;
@@ -72,6 +84,12 @@ struct Dialogue {
     /// Words a memory answering `ask` holds (whole words, alternatives "a|b").
     #[serde(default)]
     answer: Vec<String>,
+    /// Claims an answer to `ask` that holds the current truth states (any one).
+    #[serde(default)]
+    current: Vec<Claim>,
+    /// Claims an answer to `ask` that gives an old or wrong value states (any one).
+    #[serde(default)]
+    stale: Vec<Claim>,
 }
 
 impl Dialogue {
@@ -80,6 +98,32 @@ impl Dialogue {
             user_names: self.user_names.clone(),
             others: self.others.clone(),
         }
+    }
+
+    /// What a right and a stale answer to `ask` state: the dialogue's own `current` and
+    /// `stale` claims, or, where it has none, its `answer` words (about anyone) and its
+    /// `false` claims that are old values.
+    fn ask_claims(&self) -> (Vec<Claim>, Vec<Claim>) {
+        let current = if self.current.is_empty() {
+            vec![Claim {
+                about: "any".into(),
+                says: self.answer.clone(),
+                negated: false,
+                why: None,
+            }]
+        } else {
+            self.current.clone()
+        };
+        let stale = if self.stale.is_empty() {
+            self.falsehoods
+                .iter()
+                .filter(|c| c.why.as_deref() == Some("old"))
+                .cloned()
+                .collect()
+        } else {
+            self.stale.clone()
+        };
+        (current, stale)
     }
 }
 
@@ -136,9 +180,17 @@ fn main() {
         arg(&args, "--only").map(|names| names.split(',').map(str::to_owned).collect());
     let kinds: Option<Vec<String>> =
         arg(&args, "--kinds").map(|k| k.split(',').map(str::to_owned).collect());
+    // The frozen set is measured only when named.
     let sets: Vec<String> = match arg(&args, "--set") {
         Some(set) => vec![set],
-        None => vec!["tuning".into(), "frozen".into()],
+        None => vec!["tuning".into(), "seen".into()],
+    };
+    let stages = Stages {
+        ask: args.iter().any(|a| a == "--ask"),
+        distractors: arg(&args, "--distractors").map_or(0, |n| {
+            n.parse()
+                .unwrap_or_else(|e| panic!("--distractors {n}: {e}"))
+        }),
     };
     let grounding: Vec<bool> = match arg(&args, "--grounding").as_deref() {
         Some("off") => vec![false],
@@ -161,7 +213,7 @@ fn main() {
         loaded.push((set.clone(), dialogues));
     }
     let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
-    let report = runtime.block_on(run(&loaded, &grounding, verbose));
+    let report = runtime.block_on(run(&loaded, &grounding, &stages, verbose));
     if json_out {
         println!("{report}");
     } else {
@@ -170,9 +222,27 @@ fn main() {
     }
 }
 
-async fn run(sets: &[(String, Vec<Dialogue>)], modes: &[bool], verbose: bool) -> Value {
+/// What runs besides the write passes and the judging of what they left.
+struct Stages {
+    /// Each `ask` answered through the chat path and with the whole dialogue.
+    ask: bool,
+    /// Unrelated memories written into each conversation before its dialogue.
+    distractors: usize,
+}
+
+async fn run(
+    sets: &[(String, Vec<Dialogue>)],
+    modes: &[bool],
+    stages: &Stages,
+    verbose: bool,
+) -> Value {
     let (llm, base) = support::local_llm().await;
-    let mut report = json!({"llm": LOCAL_LLM_ALIAS});
+    let mut report = json!({"llm": LOCAL_LLM_ALIAS, "distractors": stages.distractors});
+    let pool = if stages.distractors > 0 {
+        ask::distractor_pool()
+    } else {
+        Vec::new()
+    };
     for (set, dialogues) in sets {
         for &grounding in modes {
             let mode = if grounding {
@@ -193,7 +263,12 @@ async fn run(sets: &[(String, Vec<Dialogue>)], modes: &[bool], verbose: bool) ->
                 .await
                 .expect("a client");
             let mut outcomes = Vec::new();
-            for dialogue in dialogues {
+            for (i, dialogue) in dialogues.iter().enumerate() {
+                if stages.distractors > 0 {
+                    let conversation = ConversationId::new(&dialogue.name).expect("an id");
+                    ask::add_distractors(&client, &conversation, &pool, i, stages.distractors)
+                        .await;
+                }
                 let outcome = play(&client, dialogue).await;
                 eprintln!(
                     "{set:<7} {mode:<14} {:<28} {:<13} true {} false {} unjudged {}  recalled {}/{}{}",
@@ -216,7 +291,13 @@ async fn run(sets: &[(String, Vec<Dialogue>)], modes: &[bool], verbose: bool) ->
             report[&key] = summarise(&outcomes, verbose);
             if grounding {
                 drop(client);
-                report[&key]["injection"] = probe_injection(&config, dialogues).await;
+                let client = MemoryClient::open(config.clone(), OpenOptions::default())
+                    .await
+                    .expect("the played store opens again");
+                report[&key]["injection"] = probe_injection(&client, dialogues).await;
+                if stages.ask {
+                    report[&key]["asks"] = ask::ask_all(&client, dialogues).await;
+                }
             }
         }
     }
@@ -224,11 +305,8 @@ async fn run(sets: &[(String, Vec<Dialogue>)], modes: &[bool], verbose: bool) ->
     report
 }
 
-/// Asks each dialogue's `ask` of the store `config` names.
-async fn probe_injection(config: &Config, dialogues: &[Dialogue]) -> Value {
-    let client = MemoryClient::open(config.clone(), OpenOptions::default())
-        .await
-        .expect("the played store opens again");
+/// Searches each dialogue's `ask` in the played store, reopened from its files.
+async fn probe_injection(client: &MemoryClient, dialogues: &[Dialogue]) -> Value {
     let (mut asks, mut by_fact, mut by_turn) = (0, 0, 0);
     let mut injected = Vec::new();
     for dialogue in dialogues {
@@ -297,11 +375,17 @@ async fn play(client: &MemoryClient, dialogue: &Dialogue) -> Outcome {
         .filter(|m| m.record.role == Role::Memory)
         .map(|m| m.record.content)
         .collect();
-    let summary = client
+    // No summary yet is an empty one; any other failure stops the bench rather than
+    // passing for "no false summary".
+    let summary = match client
         .as_caller(std::sync::Arc::new(mnemo_engine::Unrestricted))
         .summary(&conversation)
         .await
-        .unwrap_or_default();
+    {
+        Ok(summary) => summary,
+        Err(mnemo_engine::EngineError::NotFound(_)) => String::new(),
+        Err(e) => panic!("{}: the summary: {e}", dialogue.name),
+    };
     judge_dialogue(dialogue, &facts, &summary, &mut outcome);
     outcome
 }
@@ -346,7 +430,7 @@ fn judge_dialogue(dialogue: &Dialogue, facts: &[String], summary: &str, outcome:
         .collect();
     outcome.recalled = dialogue.remember.len() - missed.len();
     outcome.passed = match dialogue.kind.as_str() {
-        "correction" | "retraction" => Some(missed.is_empty() && !old_stated),
+        "correction" | "change" | "retraction" => Some(missed.is_empty() && !old_stated),
         "chitchat" | "question" => Some(facts.is_empty()),
         _ => None,
     };
@@ -433,7 +517,7 @@ fn summarise(outcomes: &[(&Dialogue, Outcome)], verbose: bool) -> Value {
         "precision": rate(true_facts, true_facts + false_facts + unjudged),
         "precision_judged": rate(true_facts, true_facts + false_facts),
         "recall": rate(outcomes.iter().map(|(_, o)| o.recalled).sum(), expected),
-        "corrections": passing(&["correction"]),
+        "corrections": passing(&["correction", "change"]),
         "retractions": passing(&["retraction"]),
         "no_ops": passing(&["chitchat", "question"]),
         "false_by_why": count_by(outcomes.iter().flat_map(|(_, o)| o.false_facts.clone())),
@@ -467,7 +551,7 @@ fn table(report: &Value) -> String {
     }
     out.push('\n');
     type Cell = fn(&Value) -> String;
-    let rows: [(&str, Cell); 11] = [
+    let rows: [(&str, Cell); 17] = [
         ("dialogues / turns", |r| {
             format!("{} / {}", r["dialogues"], r["turns"])
         }),
@@ -503,6 +587,24 @@ fn table(report: &Value) -> String {
                 r["injection"]["answered_by_a_turn"]
             )
         }),
+        ("asks, memory: right/both/stale/none", |r| {
+            asked(&r["asks"]["counts"]["memory"]["all"])
+        }),
+        ("  corrections", |r| {
+            asked(&r["asks"]["counts"]["memory"]["corrections"])
+        }),
+        ("  retractions", |r| {
+            asked(&r["asks"]["counts"]["memory"]["retractions"])
+        }),
+        ("asks, whole dialogue", |r| {
+            asked(&r["asks"]["counts"]["with_dialogue"]["all"])
+        }),
+        ("  corrections", |r| {
+            asked(&r["asks"]["counts"]["with_dialogue"]["corrections"])
+        }),
+        ("  retractions", |r| {
+            asked(&r["asks"]["counts"]["with_dialogue"]["retractions"])
+        }),
     ];
     for (label, cell) in rows {
         out.push_str(&format!("{label:<36}"));
@@ -512,4 +614,20 @@ fn table(report: &Value) -> String {
         out.push('\n');
     }
     out
+}
+
+/// One ask count as "right/both/stale/none of N".
+fn asked(cell: &Value) -> String {
+    if cell.is_null() {
+        return "-".into();
+    }
+    let n = |key: &str| cell[key].as_u64().unwrap_or(0);
+    format!(
+        "{}/{}/{}/{} of {}",
+        n("right"),
+        n("both"),
+        n("stale"),
+        n("none"),
+        n("of")
+    )
 }

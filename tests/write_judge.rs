@@ -5,7 +5,7 @@
 #[allow(dead_code)]
 mod judge;
 
-use judge::{states, verdict, Claim, People, Verdict};
+use judge::{judge_answer, states, verdict, Answered, Claim, People, Verdict};
 
 fn claim(about: &str, says: &[&str]) -> Claim {
     Claim {
@@ -192,5 +192,50 @@ fn a_false_claim_outweighs_a_true_one() {
     assert_eq!(
         verdict("The user likes tea.", &[&truth], &falsehoods, &p),
         Verdict::Unjudged
+    );
+}
+
+#[test]
+fn an_answer_is_right_both_stale_or_none() {
+    let nobody = People::default();
+    let current = [claim("user", &["Ghent"])];
+    let stale = [claim("user", &["live|lives", "Leuven"])];
+    let judge = |a: &str, p: &People| judge_answer(a, &current, &stale, p);
+    assert_eq!(judge("You live in Ghent now.", &nobody), Answered::Right);
+    assert_eq!(
+        judge("You moved from Leuven to Ghent.", &nobody),
+        Answered::Right
+    );
+    assert_eq!(judge("You live in Leuven.", &nobody), Answered::Stale);
+    assert_eq!(
+        judge("You live in Leuven. Or Ghent.", &nobody),
+        Answered::Both
+    );
+    assert_eq!(judge("I don't know.", &nobody), Answered::None);
+    // Someone else's city is not the user's: "your" names the user, "sister" someone else.
+    let sister = People {
+        user_names: vec![],
+        others: vec!["sister".into()],
+    };
+    assert_eq!(
+        judge("Your sister lives in Leuven.", &sister),
+        Answered::None
+    );
+    assert_eq!(judge("You live in Leuven.", &sister), Answered::Stale);
+}
+
+#[test]
+fn a_retraction_is_answered_by_a_denial() {
+    let nobody = People::default();
+    let current = [denied("user", &["marathon"])];
+    let stale = [claim("user", &["marathon"])];
+    let judge = |a: &str| judge_answer(a, &current, &stale, &nobody);
+    assert_eq!(
+        judge("You are not running the marathon anymore."),
+        Answered::Right
+    );
+    assert_eq!(
+        judge("You are running the marathon in May."),
+        Answered::Stale
     );
 }

@@ -342,3 +342,45 @@ pub fn verdict(text: &str, truths: &[&Claim], falsehoods: &[Claim], people: &Peo
     }
     Verdict::Unjudged
 }
+
+/// How an answer stands to the dialogue's current and stale claims.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Answered {
+    Right,
+    Both,
+    Stale,
+    None,
+}
+
+impl Answered {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Right => "right",
+            Self::Both => "both",
+            Self::Stale => "stale",
+            Self::None => "none",
+        }
+    }
+}
+
+/// The judge's people for an answer: the dialogue's, with the second person as the user.
+fn answer_people(people: &People) -> People {
+    let mut people = people.clone();
+    people
+        .user_names
+        .extend(["you", "your", "yours", "yourself"].map(String::from));
+    people
+}
+
+/// Judges one answer (see the module doc).
+pub fn judge_answer(answer: &str, current: &[Claim], stale: &[Claim], people: &People) -> Answered {
+    let people = answer_people(people);
+    let right = current.iter().any(|c| states(answer, c, &people));
+    let old = stale.iter().any(|c| states(answer, c, &people));
+    match (right, old) {
+        (true, false) => Answered::Right,
+        (true, true) => Answered::Both,
+        (false, true) => Answered::Stale,
+        (false, false) => Answered::None,
+    }
+}
