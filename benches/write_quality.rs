@@ -11,9 +11,9 @@
 //! - `seen` (`benches/write_quality/seen.json`): written apart from the prompts and rules,
 //!   but its failures were read and later tuning dialogues copy its scenarios: a second
 //!   tuning set.
-//! - `frozen` (`benches/write_quality/frozen.json`): written in one sitting by a writer who
+//! - `frozen-2` (`benches/write_quality/frozen-2.json`): written in one sitting by a writer who
 //!   had read neither the code, the prompts nor the other sets, committed before the changes
-//!   it measures, and measured only when named (`--set frozen`): the figures to quote. Its
+//!   it measures, and measured only when named (`--set frozen-2`): the figures to quote. Its
 //!   sha256 is in docs/write.md.
 //!
 //! Each dialogue lists `remember` (claims that must be stored), `true` (claims that may be)
@@ -44,7 +44,7 @@
 //!   the whole dialogue in the prompt and no memory, judged right, both, stale or none
 //!   (`write_quality/ask.rs`), counted for corrections, retractions and the rest.
 //!
-//! `cargo bench --bench write_quality [-- --json] [-- --set tuning|seen|frozen] [-- --ask]
+//! `cargo bench --bench write_quality [-- --json] [-- --set tuning|seen|frozen-2] [-- --ask]
 //! [-- --distractors N] [-- --only NAME,NAME] [-- --kinds K,K] [-- --grounding on|off|both]
 //! [-- --verbose]`. Needs `scripts/setup llm` (the local LLM); a few seconds per turn on 2
 //! cores, about ten minutes per set, as long again for the asks.
