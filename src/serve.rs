@@ -211,41 +211,74 @@ fn print_banner(
 
 /// Ctrl-C or SIGTERM. A second one exits at once, after asking the local LLM (when mnemo
 /// started one) to stop: an immediate exit skips the handle's own clean-up.
-pub async fn shutdown_signal(stop_local: Option<impl Fn() + Send + 'static>) {
-    any_signal().await;
-    eprintln!(
-        "shutting down: finishing requests and queued memory writes (press Ctrl-C again to stop at once; queued writes resume at the next start) ..."
-    );
-    // A person who asks twice means it: queued passes are journaled, so nothing is lost.
-    tokio::spawn(async move {
-        any_signal().await;
-        eprintln!("stopping at once; queued memory writes resume at the next start");
-        if let Some(stop) = stop_local {
-            stop();
-        }
-        std::process::exit(130);
-    });
+///
+/// The handlers are installed here, before the future is first polled: the server polls it
+/// from a task of its own, and a signal that came between the first answer and that task's
+/// first turn would otherwise end the process with the default action.
+pub fn shutdown_signal(
+    stop_local: Option<impl Fn() + Send + 'static>,
+) -> impl std::future::Future<Output = ()> + Send + 'static {
+    let mut signals = Signals::install();
+    async move {
+        signals.next().await;
+        eprintln!(
+            "shutting down: finishing requests and queued memory writes (press Ctrl-C again to stop at once; queued writes resume at the next start) ..."
+        );
+        // A person who asks twice means it: queued passes are journaled, so nothing is lost.
+        tokio::spawn(async move {
+            signals.next().await;
+            eprintln!("stopping at once; queued memory writes resume at the next start");
+            if let Some(stop) = stop_local {
+                stop();
+            }
+            std::process::exit(130);
+        });
+    }
 }
 
-async fn any_signal() {
-    let ctrl_c = async {
+/// Ctrl-C and SIGTERM, listened for from the moment this is made.
+struct Signals {
+    #[cfg(unix)]
+    interrupt: Option<tokio::signal::unix::Signal>,
+    #[cfg(unix)]
+    terminate: Option<tokio::signal::unix::Signal>,
+}
+
+impl Signals {
+    #[cfg(unix)]
+    fn install() -> Self {
+        use tokio::signal::unix::{signal, SignalKind};
+        Self {
+            interrupt: signal(SignalKind::interrupt()).ok(),
+            terminate: signal(SignalKind::terminate()).ok(),
+        }
+    }
+
+    #[cfg(not(unix))]
+    fn install() -> Self {
+        Self {}
+    }
+
+    #[cfg(unix)]
+    async fn next(&mut self) {
+        async fn one(signal: &mut Option<tokio::signal::unix::Signal>) {
+            match signal {
+                Some(signal) => {
+                    signal.recv().await;
+                }
+                None => std::future::pending::<()>().await,
+            }
+        }
+        tokio::select! {
+            _ = one(&mut self.interrupt) => {},
+            _ = one(&mut self.terminate) => {},
+        }
+    }
+
+    #[cfg(not(unix))]
+    async fn next(&mut self) {
         if tokio::signal::ctrl_c().await.is_err() {
             std::future::pending::<()>().await;
         }
-    };
-    #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        _ = ctrl_c => {},
-        _ = term => {},
     }
 }

@@ -699,6 +699,25 @@ impl Drop for EditingCommit {
     }
 }
 
+/// Each `git` process this machine runs, with its working folder, for a failure message.
+fn git_processes() -> String {
+    let Ok(processes) = fs::read_dir("/proc") else {
+        return "(no /proc)".into();
+    };
+    processes
+        .filter_map(Result::ok)
+        .filter(|p| fs::read_to_string(p.path().join("comm")).is_ok_and(|c| c.starts_with("git")))
+        .map(|p| {
+            format!(
+                "{:?} in {:?}",
+                p.file_name(),
+                fs::read_link(p.path().join("cwd"))
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// Sets `path`'s modification time `secs` seconds back.
 fn age(path: &Path, secs: u64) {
     let old = std::time::SystemTime::now() - std::time::Duration::from_secs(secs);
@@ -743,10 +762,19 @@ fn a_lock_held_by_a_live_git_command_is_kept_however_old() {
     editing.kill();
     assert!(lock.exists(), "git died holding its lock");
     age(&lock, 120);
-    let commit = versioning
-        .commit_all("after the editor died")
-        .unwrap()
-        .unwrap();
+    // SIGKILL reaches the rest of the group (the editor's shell) a moment later; until
+    // the kernel has taken them down, a git of the group may still show in `/proc`.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let commit = loop {
+        match versioning.commit_all("after the editor died") {
+            Ok(commit) => break commit.unwrap(),
+            Err(e) if std::time::Instant::now() < deadline => {
+                eprintln!("not yet: {e}");
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+            Err(e) => panic!("{e}; git processes: {}", git_processes()),
+        }
+    };
     assert_eq!(
         changes(&commit),
         [(ChangeStatus::Modified, fact_path("c", id))]
