@@ -485,7 +485,7 @@ that conversation.
 
 - Answer with a short phrase that names the fact asked for: a few words, not a sentence, \
 with no explanation.
-- Give dates as dates (for example \"7 May 2023\" or \"June 2022\"), never as \"yesterday\" \
+- Give dates as dates (for example \"2 March 2021\" or \"October 2019\"), never as \"yesterday\" \
 or \"last week\": work them out from when things were said.
 - If the conversation does not say, answer exactly: Not mentioned in the conversation
 
@@ -502,7 +502,7 @@ answer (the reference) and the generated answer to grade.
 Label the generated answer CORRECT if it touches on the same topic or fact as the gold \
 answer, and WRONG if it does not. Be generous: a longer answer, different wording or extra \
 detail is fine as long as it refers to what the gold answer says. Dates and times may be \
-written in any format (\"7 May 2023\", \"May 7th, 2023\", \"2023-05-07\") or relative to \
+written in any format (\"2 March 2021\", \"March 2nd, 2021\", \"2021-03-02\") or relative to \
 another date, as long as they refer to the same date or period as the gold answer. An \
 answer that says the information is not available is WRONG.
 
@@ -523,10 +523,10 @@ answer (the reference) and the generated answer to grade.
 
 Label the generated answer CORRECT only if it states the fact the gold answer gives, and \
 WRONG otherwise. Wording, length and extra correct detail do not matter, and dates may be \
-written in any format (\"7 May 2023\", \"May 7th, 2023\", \"2023-05-07\") as long as they \
+written in any format (\"2 March 2021\", \"March 2nd, 2021\", \"2021-03-02\") as long as they \
 name the same date. But a vague, hedged or partial answer is WRONG: one that names only a \
-broader category than the gold answer (\"a pet\" for \"a dog\", \"in 2023\" for \"7 May \
-2023\"), offers several candidates of which the gold answer is one, says \"around\", \
+broader category than the gold answer (\"a pet\" for \"a dog\", \"in 2021\" for \"2 March \
+2021\"), offers several candidates of which the gold answer is one, says \"around\", \
 \"maybe\", \"probably\" or the like instead of committing to the fact, or gives only some \
 of the things a gold answer lists. An answer that says the information is not available \
 is WRONG.
@@ -865,7 +865,7 @@ mod tests {
     #[test]
     fn f1_worked_examples() {
         // Same tokens in another order and format.
-        assert!(close(f1_score("7 May 2023", "May 7, 2023"), 1.0));
+        assert!(close(f1_score("2 March 2021", "March 2, 2021"), 1.0));
         // {2022} against {in, 2022}: P = 1, R = 1/2, F1 = 2/3 ("in" is not an article).
         assert!(close(f1_score("in 2022", "2022"), 2.0 / 3.0));
         assert!(close(f1_score("2022", "in 2022"), 2.0 / 3.0));
@@ -910,7 +910,7 @@ mod tests {
         assert!(close(score_f1(3, "Likely yes", gold), 1.0));
         // 4: all of it (";" is punctuation) → 5 gold tokens, P = 1, R = 1/5.
         assert!(close(score_f1(4, "yes", gold), 1.0 / 3.0));
-        assert!(close(score_f1(2, "7 May 2023", "May 7, 2023"), 1.0));
+        assert!(close(score_f1(2, "2 March 2021", "March 2, 2021"), 1.0));
         assert!(close(score_f1(1, "beach", "beach, mountains"), 0.5));
         // 5: the phrase, not the gold answer.
         assert_eq!(score_f1(5, "Not mentioned in the conversation", "x"), 1.0);
@@ -943,8 +943,8 @@ mod tests {
             assert!(text.contains("Question: QQ\nGold answer: GG\nGenerated answer: AA"));
             assert!(!text.contains("{question}") && !text.contains("{gold}"));
         }
-        let prompt = fill(ANSWER_PROMPT, &[("{today}", "7 May 2023")]);
-        assert!(prompt.ends_with("Today's date is 7 May 2023."));
+        let prompt = fill(ANSWER_PROMPT, &[("{today}", "2 March 2021")]);
+        assert!(prompt.ends_with("Today's date is 2 March 2021."));
         assert!(prompt.contains("Not mentioned in the conversation"));
     }
 

@@ -851,26 +851,27 @@ async fn a_new_key_scheme_or_bm25_setting_rebuilds_every_lexical_vector() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn turns_that_say_nothing_give_their_places_to_memories_that_do() {
-    let refusal = "I'm sorry, I don't have that information about your sister.";
+    let refusal = "I'm sorry, I don't have that information about your grandfather.";
     let mut records = turns(
         "c1",
         &[
-            "Who is my sister, again?",
+            "Where did my grandfather grow up, again?",
             refusal,
-            "My sister is called Clara and she works as a dentist.",
-            "Thanks, I'll keep that in mind!",
+            "My grandfather grew up in Ribe and he repaired fishing boats.",
+            "Good to know, noted!",
         ],
     );
     records.push(record(
         "c1",
         Role::Memory,
-        "The user's sister is Clara.",
+        "The user's grandfather grew up in Ribe.",
         30,
     ));
     let ask = |client: &MemoryClient| {
         let client = client.clone();
         async move {
-            let request = SearchRequest::new("What is my sister's name?", conv("c1")).top_k(3);
+            let request =
+                SearchRequest::new("Where did my grandfather grow up?", conv("c1")).top_k(3);
             client.search(request).await.unwrap()
         }
     };
@@ -892,22 +893,25 @@ async fn turns_that_say_nothing_give_their_places_to_memories_that_do() {
     assert_eq!(flagged, [refusal], "the flag is set either way");
     drop(client);
 
-    // By default it gives its place to what names the sister, and so does the assistant's
-    // "Thanks, I'll keep that in mind!", which MMR would otherwise like for being unlike the rest.
+    // By default it gives its place to what names the town, and so does the assistant's
+    // "Good to know, noted!", which MMR would otherwise like for being unlike the rest.
     let dir = tempfile::tempdir().unwrap();
     let client = open_with(config_without_reranker(dir.path())).await;
     client.add_records(records).await.unwrap();
     let hits = ask(&client).await;
     let found = contents(&hits);
     assert!(!found.contains(&refusal), "{found:?}");
-    assert!(found.contains(&"The user's sister is Clara."), "{found:?}");
     assert!(
-        found.contains(&"My sister is called Clara and she works as a dentist."),
+        found.contains(&"The user's grandfather grew up in Ribe."),
+        "{found:?}"
+    );
+    assert!(
+        found.contains(&"My grandfather grew up in Ribe and he repaired fishing boats."),
         "{found:?}"
     );
     assert!(hits.iter().all(|h| !h.scores.low_information), "{found:?}");
     // With more places than memories that say something, they fill the rest, last.
-    let request = SearchRequest::new("What is my sister's name?", conv("c1")).top_k(5);
+    let request = SearchRequest::new("Where did my grandfather grow up?", conv("c1")).top_k(5);
     let hits = client.search(request).await.unwrap();
     let quiet: Vec<bool> = hits.iter().map(|h| h.scores.low_information).collect();
     assert_eq!(

@@ -1114,7 +1114,7 @@ async fn facts_the_user_did_not_say_are_not_stored() {
 }
 
 /// Extraction gives the reason for a change and not the change ("has a shoulder injury" for
-/// "I don't swim anymore"), and reconciliation only ever adds: what a small model does.
+/// "I gave up swimming because of my shoulder"), and reconciliation only ever adds: what a small model does.
 fn reason_not_retraction(request: &ChatRequest) -> Reply {
     let said = request.last_user_message().unwrap_or_default();
     match request.schema_name() {
@@ -1165,7 +1165,7 @@ async fn what_the_user_says_stopped_is_deleted_even_when_the_model_does_not() {
     let (_, report) = learn_from(
         &client,
         &conversation,
-        "I don't swim anymore, my shoulder hurts.",
+        "I gave up swimming because of my shoulder.",
     )
     .await;
     assert_eq!(report.deleted.len(), 1, "{report:?}");
@@ -1207,7 +1207,7 @@ async fn what_the_user_says_stopped_is_deleted_even_when_the_model_does_not() {
     let (_, report) = learn_from(
         &client,
         &conversation,
-        "I don't swim anymore, my shoulder hurts.",
+        "I gave up swimming because of my shoulder.",
     )
     .await;
     assert!(report.deleted.is_empty(), "{report:?}");
@@ -1293,8 +1293,8 @@ async fn chat_turn(
 fn contextual_model(request: &ChatRequest) -> Reply {
     let said = request.last_user_message().unwrap_or_default();
     match request.schema_name() {
-        Some("facts") if said.contains("LATEST message:\nThe birch.") => {
-            Reply::Json(json!({"facts": ["The user's favourite tree is the birch."]}))
+        Some("facts") if said.contains("LATEST message:\nThe cello.") => {
+            Reply::Json(json!({"facts": ["The user plays the cello."]}))
         }
         Some("facts") if said.ends_with("She stopped smoking in May, finally.") => {
             Reply::Json(json!({"facts": ["The user stopped smoking in May."]}))
@@ -1314,30 +1314,30 @@ async fn a_short_answer_is_read_with_the_exchange_it_answers() {
     let llm = ScriptedLlm::with_handler(contextual_model).await;
     let dir = tempfile::tempdir().unwrap();
     let client = open(dir.path(), &llm).await;
-    let conversation = conv("tree");
+    let conversation = conv("instrument");
     chat_turn(
         &client,
         &conversation,
-        "Do you remember my favourite tree?",
-        "I'm sorry, I don't have any information about your favourite tree.",
+        "Did I ever tell you which instrument I play?",
+        "Not that I can see in our chat so far.",
     )
     .await;
     llm.clear_requests();
-    let report = chat_turn(&client, &conversation, "The birch.", "Birch it is!").await;
+    let report = chat_turn(&client, &conversation, "The cello.", "The cello, lovely!").await;
     let shown = extraction_shown(&llm);
     assert_eq!(
         shown,
-        "EARLIER (context only):\nUser: Do you remember my favourite tree?\n\
-         Assistant: I'm sorry, I don't have any information about your favourite tree.\n\n\
-         LATEST message:\nThe birch."
+        "EARLIER (context only):\nUser: Did I ever tell you which instrument I play?\n\
+         Assistant: Not that I can see in our chat so far.\n\n\
+         LATEST message:\nThe cello."
     );
-    // "favourite" and "tree" are the user's own earlier words: the fact stands.
+    // "play" is the user's own earlier word: the fact stands.
     let stored: Vec<&str> = report
         .added
         .iter()
         .map(|m| m.record.content.as_str())
         .collect();
-    assert_eq!(stored, ["The user's favourite tree is the birch."]);
+    assert_eq!(stored, ["The user plays the cello."]);
 
     // A message that speaks of the user in the first person is read alone.
     llm.clear_requests();
@@ -1414,7 +1414,7 @@ async fn an_update_does_not_move_someone_the_user_did_not_speak_of() {
     let (_, report) = learn_from(
         &client,
         &conversation,
-        "I don't rent in Valencia anymore, I moved to Bilbao.",
+        "I gave up my flat in Valencia when I moved to Bilbao.",
     )
     .await;
     assert!(report.updated.is_empty(), "{report:?}");
@@ -1436,7 +1436,7 @@ async fn an_update_does_not_move_someone_the_user_did_not_speak_of() {
     let (_, report) = learn_from(
         &client,
         &conversation,
-        "I don't rent in Valencia anymore, I moved to Bilbao.",
+        "I gave up my flat in Valencia when I moved to Bilbao.",
     )
     .await;
     assert_eq!(report.updated.len(), 1, "{report:?}");

@@ -296,7 +296,7 @@ pub(crate) fn mmr(
 /// turn is a candidate, the fact takes the turn's place: it is what the write path kept, and
 /// it stays current through corrections. It keeps the better of its own and the turn's
 /// score and, for MMR, the turn's embedding. When several are, none of them says all the
-/// turn says ("I moved to Quito, so I don't rent in Lima anymore" gives one fact for
+/// turn says ("I sold the van and bought a cargo bike" gives one fact for
 /// each half), so the turn keeps its place and its facts are returned, to fill only places
 /// left after every other candidate. Facts whose turn is not a candidate are left as they
 /// are. `candidates` must be best first; they stay so.

@@ -1,7 +1,7 @@
 //! What a message says is no longer so, and which stored facts that retracts.
 //!
 //! A small model often extracts the reason for a change and not the change ("The user has
-//! a sore shoulder." from "I don't swim anymore, my shoulder hurts."), and then has nothing
+//! a sore shoulder." from "I gave up swimming because of my shoulder."), and then has nothing
 //! to retract. So the write path also reads the user's message itself for two ways English
 //! takes something back ([`retractions`]):
 //!
@@ -13,8 +13,8 @@
 //! - **Contrast.** A clause that denies a name or number while its sentence states another:
 //!   "My locker is 14, not 41." takes back "41"; "It's Ilse, not Ilka." takes back "Ilka".
 //!   The same construction with other words — a short "not ..." after what the sentence
-//!   states ("it's the ferry I take, not the bus"), or "it's not ..." beside another clause
-//!   ("It's not the bus, it's the ferry") — takes back what it denies, with what the
+//!   states ("it's the viola I teach, not the violin"), or "it's not ..." beside another clause
+//!   ("It's not the violin, it's the viola") — takes back what it denies, with what the
 //!   sentence states in its place ([`Retraction::instead`]): such a retraction reaches only
 //!   a fact about the same thing as a new fact that states the replacement
 //!   ([`corrected_by`]), since "not" alone says nothing of which fact was wrong.
@@ -304,7 +304,7 @@ fn contrasts(message: &str) -> Vec<Retraction> {
 
 /// The things (not names or numbers: [`contrasts`] reads those) a sentence denies in a short
 /// "not ..." piece while another of its clauses states something in their place: "it's the
-/// ferry I take, not the bus" takes back "bus", instead of "ferry" and "take".
+/// viola I teach, not the violin" takes back "violin", instead of "viola" and "teach".
 fn contrasted_things(message: &str) -> Vec<Retraction> {
     let mut found = Vec::new();
     for parts in sentences_that_state(message) {
@@ -312,8 +312,8 @@ fn contrasted_things(message: &str) -> Vec<Retraction> {
             let Some((denied, it_is_not)) = contrast_piece(clause, at) else {
                 continue;
             };
-            // The clause it stands against: the one after "it's not the bus, it's the
-            // ferry", the one before "it's the ferry, not the bus".
+            // The clause it stands against: the one after "it's not the violin, it's the
+            // viola", the one before "it's the viola, not the violin".
             let paired = if it_is_not && at + 1 < parts.len() {
                 parts.get(at + 1)
             } else {
@@ -406,8 +406,8 @@ fn same_word(a: &str, b: &str) -> bool {
 /// Whether `new`, a fact the write path just wrote, is what a contrast put in place of
 /// `old`: it states one of the contrast's [`Retraction::instead`] words that `old` does not
 /// hold, and it speaks of the same thing as `old` — they share a content word besides the
-/// subject and what the contrast denies ("The user takes the ferry to the office." for "The
-/// user takes the bus to the office."; not "The user had a good day." for "The user has a
+/// subject and what the contrast denies ("The user teaches the viola at the school." for "The
+/// user teaches the violin at the school."; not "The user had a good day." for "The user has a
 /// bad knee."). Only a contrast of things puts something in place of what it takes back.
 pub fn corrected_by(old: &str, new: &str, retraction: &Retraction) -> bool {
     let (old_words, new_words) = (words(old), words(new));
@@ -430,7 +430,7 @@ pub fn corrected_by(old: &str, new: &str, retraction: &Retraction) -> bool {
 
 /// `fact` without its sentences that state what one of `retractions` takes back. A contrast
 /// of things cuts nothing: a new fact that names the old thing beside the new one ("The
-/// user takes the ferry instead of the bus.") states the new one.
+/// user teaches the viola instead of the violin.") states the new one.
 pub fn without_retracted_sentences(fact: &str, retractions: &[Retraction]) -> String {
     sentences(fact)
         .into_iter()
@@ -455,8 +455,8 @@ mod tests {
     #[test]
     fn a_stopping_names_what_stopped_without_when() {
         assert_eq!(
-            taken_back("I don't swim anymore, my shoulder hurts."),
-            [["swim"]]
+            taken_back("I gave up swimming because of my shoulder."),
+            [["swimming"]]
         );
         assert_eq!(
             taken_back("I cancelled my chess club subscription two weeks ago."),
@@ -588,12 +588,15 @@ mod tests {
         assert!(states_retracted("The user's aunt smokes a lot.", hers));
         assert!(!states_retracted("The user smokes.", hers));
         // A name taken back takes back the facts that hold it, and those about whom it names.
-        let trip = &retractions("We cancelled the Tromsø trip.")[0];
+        let trip = &retractions("We cancelled the Zanzibar trip.")[0];
         assert!(states_retracted(
-            "The user plans to visit Tromsø in June.",
+            "The user plans to visit Zanzibar in June.",
             trip
         ));
-        assert!(!states_retracted("The user's uncle lives in Tromsø.", trip));
+        assert!(!states_retracted(
+            "The user's uncle lives in Zanzibar.",
+            trip
+        ));
         let rufus = &retractions("We don't have Rufus anymore.")[0];
         assert!(states_retracted(
             "The user's dog Rufus sleeps all day.",

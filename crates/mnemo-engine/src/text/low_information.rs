@@ -1,6 +1,6 @@
 //! Does a chat turn say anything of its own? A lexical check, so that turns like "Thanks!",
-//! "I'm afraid I can't help with that." or "Sorry, I don't know your brother's name." (after
-//! "What's my brother's name?") do not take the places of memories that hold something.
+//! "I'm afraid I can't help with that." or "Sorry, I can't tell which street your office is on." (after
+//! "Which street is my office on?") do not take the places of memories that hold something.
 //!
 //! A turn *says nothing* when every content word in it ([`crate::text::words`]) is
 //! conversational filler or was already said in the turn it answers. Filler ([`FILLER`]) is
@@ -16,7 +16,7 @@
 //! The read path gives such a turn only the places left after every memory that says
 //! something (`[retrieval] low_information_last`); the write path asks for no facts from a
 //! user message that says nothing, and keeps no extracted fact that says nothing
-//! ([`crate::text::grounding`]: "The user has a good one.").
+//! ([`crate::text::grounding`]: "The user will talk later.").
 
 use std::collections::HashSet;
 use std::sync::OnceLock;
@@ -200,7 +200,7 @@ mod tests {
             "No worries, glad to help!",
             "See you later, take care!",
             "Thank you so much, I appreciate it.",
-            "Sure, I'll give it a go, and make sure to let you know!",
+            "Okay, I'll keep it in mind and let you know!",
         ] {
             assert!(!says_something(turn, None), "{turn}");
         }
@@ -208,12 +208,15 @@ mod tests {
 
     #[test]
     fn a_turn_that_only_repeats_the_one_it_answers_says_nothing() {
-        let question = "What's my brother's name?";
+        let question = "Which street is my office on?";
         assert!(!says_something(
-            "Sorry, I don't know your brother's name.",
+            "Sorry, I can't tell which street your office is on.",
             Some(question)
         ));
-        assert!(says_something("Your brother is Oren.", Some(question)));
+        assert!(says_something(
+            "Your office is on Karlstrasse.",
+            Some(question)
+        ));
         assert!(!says_something(
             "Glad to hear about your garden.",
             Some("I planted a garden.")

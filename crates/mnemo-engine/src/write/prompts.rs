@@ -42,7 +42,7 @@ Examples:
 const EXTRACTION_CONTEXT_PROMPT: &str = r#"
 
 The messages just before the latest one are shown as EARLIER. They are context only: use them to understand what the latest message refers to (a short answer, "it", "she"), and take facts from the LATEST message alone. When the latest message adds nothing new, return {"facts": []}. For example:
-"EARLIER: Assistant: What breed is your dog? LATEST: A greyhound, we adopted him from a track." -> {"facts": ["The user's dog is a greyhound adopted from a track."]}"#;
+"EARLIER: Assistant: Which instrument do you play? LATEST: The bassoon, in a community orchestra." -> {"facts": ["The user plays the bassoon in a community orchestra."]}"#;
 
 const RECONCILE_PROMPT: &str = r#"You maintain a long-term memory of facts about a user and the people around them. You get the EXISTING memories (numbered) and NEW facts just learned. Decide, for the memory as a whole, what to do:
 
