@@ -16,6 +16,12 @@
 //! the question's evidence turns were among the memories injected. Category 5 (adversarial:
 //! the right answer is that the conversation does not say) is reported apart. Tokens sent,
 //! tokens injected and the time of each part of an answer are reported per setup.
+//!
+//! A rate is over the answers it could score, and says how many: a verdict the judge gave
+//! in no form [`parse_judge`] reads is neither right nor wrong, and a question without
+//! evidence turns (category 5, or evidence naming no turn of its conversation) has nothing
+//! to inject. Both are left out of their rate and counted apart (`judge_unparsed`,
+//! `evidence_not_applicable`), so that a rate over few answers cannot pass for one over all.
 
 use std::collections::{BTreeMap, HashSet};
 use std::time::Instant;
@@ -77,10 +83,18 @@ pub struct AnswerLine {
     pub setup: Setup,
     pub answer: String,
     pub f1: f64,
+    /// The lenient judge's verdict: `None` when not judged, or when its verdict could not be
+    /// read (`judge_unparsed`).
     pub judged: Option<bool>,
+    /// The lenient judge answered, but in no form its verdict could be read from.
+    pub judge_unparsed: bool,
     pub judged_strict: Option<bool>,
-    /// `mnemo` only: whether every evidence turn was among the memories injected.
+    pub judge_strict_unparsed: bool,
+    /// `mnemo` only: whether every evidence turn was among the memories injected; `None`
+    /// for a question without evidence turns too (`evidence_not_applicable`).
     pub evidence_injected: Option<bool>,
+    /// `mnemo` only: the question has no evidence turns, so there was nothing to inject.
+    pub evidence_not_applicable: bool,
     pub tokens_sent: u64,
     pub tokens_injected: u64,
     pub retrieval_ms: f64,
@@ -88,14 +102,30 @@ pub struct AnswerLine {
     pub upstream_ms: f64,
 }
 
-/// A setup's scores over some questions.
+/// A setup's scores over some questions. Each rate is over its own count of answers, given
+/// beside it: the questions less those it could not score.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct SetupScores {
     pub questions: usize,
     pub f1: f64,
+    /// Share of `judge_verdicts` that were CORRECT; `None` when there is none.
     pub judge: Option<f64>,
+    /// The lenient judge's verdicts read: what `judge` is over.
+    pub judge_verdicts: usize,
+    /// Answers the lenient judge graded in no form its verdict could be read from; left out
+    /// of `judge`.
+    pub judge_unparsed: usize,
     pub judge_strict: Option<f64>,
+    pub judge_strict_verdicts: usize,
+    pub judge_strict_unparsed: usize,
+    /// Share of `evidence_checked` whose every evidence turn was injected.
     pub evidence_injected: Option<f64>,
+    /// Questions with evidence turns whose injection was checked: what `evidence_injected`
+    /// is over.
+    pub evidence_checked: usize,
+    /// Questions without evidence turns (nothing to inject); left out of
+    /// `evidence_injected`.
+    pub evidence_not_applicable: usize,
 }
 
 /// A setup's results: scores for categories 1-4 together, each category, and category 5;
@@ -234,13 +264,19 @@ impl Asked<'_> {
             .as_u64()
             .unwrap_or(answer.context.tokens_after as u64);
         let timings = answer.timings;
+        // A question without evidence turns would count as all of them injected: it has
+        // none to inject, and is said to be so.
+        let evidence_not_applicable = setup == Setup::Mnemo && self.question.evidence.is_empty();
         let evidence_injected = match setup {
-            Setup::Mnemo => Some(self.evidence_injected(&answer.body["memory_hits"]).await?),
+            Setup::Mnemo if !evidence_not_applicable => {
+                Some(self.evidence_injected(&answer.body["memory_hits"]).await?)
+            }
             _ => None,
         };
         // The judges grade facts; category 5's right answer is that there is none, which
         // F1's phrase check scores.
-        let (judged, judged_strict) = if judge && self.question.category <= 4 {
+        let judged_here = judge && self.question.category <= 4;
+        let (judged, judged_strict) = if judged_here {
             (
                 self.judge(JUDGE_PROMPT, &text).await?,
                 self.judge(STRICT_JUDGE_PROMPT, &text).await?,
@@ -258,8 +294,11 @@ impl Asked<'_> {
             f1: score_f1(self.question.category, &text, &self.question.answer),
             answer: text,
             judged,
+            judge_unparsed: judged_here && judged.is_none(),
             judged_strict,
+            judge_strict_unparsed: judged_here && judged_strict.is_none(),
             evidence_injected,
+            evidence_not_applicable,
             tokens_sent,
             tokens_injected: (answer.context.tokens_before as u64).saturating_sub(own_tokens),
             retrieval_ms: timings.retrieval.as_secs_f64() * 1e3,
@@ -432,18 +471,58 @@ fn setup_report(setup: Setup, lines: &[AnswerLine], skipped: usize) -> SetupRepo
 }
 
 fn scores(lines: Vec<&AnswerLine>) -> SetupScores {
-    let share = |verdicts: Vec<Option<bool>>| {
-        let given: Vec<bool> = verdicts.into_iter().flatten().collect();
-        (!given.is_empty())
-            .then(|| round(given.iter().filter(|&&v| v).count() as f64 / given.len() as f64))
+    // The share of `true` among the values given, and how many were given.
+    let share = |values: Vec<Option<bool>>| {
+        let given: Vec<bool> = values.into_iter().flatten().collect();
+        let rate = (!given.is_empty())
+            .then(|| round(given.iter().filter(|&&v| v).count() as f64 / given.len() as f64));
+        (rate, given.len())
     };
+    let count = |flag: fn(&AnswerLine) -> bool| lines.iter().filter(|l| flag(l)).count();
+    let (judge, judge_verdicts) = share(lines.iter().map(|l| l.judged).collect());
+    let (judge_strict, judge_strict_verdicts) =
+        share(lines.iter().map(|l| l.judged_strict).collect());
+    let (evidence_injected, evidence_checked) =
+        share(lines.iter().map(|l| l.evidence_injected).collect());
     SetupScores {
         questions: lines.len(),
         f1: round(mean(&lines.iter().map(|l| l.f1).collect::<Vec<_>>())),
-        judge: share(lines.iter().map(|l| l.judged).collect()),
-        judge_strict: share(lines.iter().map(|l| l.judged_strict).collect()),
-        evidence_injected: share(lines.iter().map(|l| l.evidence_injected).collect()),
+        judge,
+        judge_verdicts,
+        judge_unparsed: count(|l| l.judge_unparsed),
+        judge_strict,
+        judge_strict_verdicts,
+        judge_strict_unparsed: count(|l| l.judge_strict_unparsed),
+        evidence_injected,
+        evidence_checked,
+        evidence_not_applicable: count(|l| l.evidence_not_applicable),
     }
+}
+
+/// What the rates of `scores` left out, and so what they are over, said when anything was.
+fn left_out(scores: &SetupScores) -> Vec<String> {
+    let mut notes = Vec::new();
+    for (name, unparsed, verdicts) in [
+        ("J 1-4", scores.judge_unparsed, scores.judge_verdicts),
+        (
+            "J strict",
+            scores.judge_strict_unparsed,
+            scores.judge_strict_verdicts,
+        ),
+    ] {
+        if unparsed > 0 {
+            notes.push(format!(
+                "{name}: {unparsed} verdicts unreadable, left out; over {verdicts} verdicts"
+            ));
+        }
+    }
+    if scores.evidence_not_applicable > 0 {
+        notes.push(format!(
+            "evidence: {} questions without evidence turns, left out; over {} questions",
+            scores.evidence_not_applicable, scores.evidence_checked
+        ));
+    }
+    notes
 }
 
 fn mean(values: &[f64]) -> f64 {
@@ -498,6 +577,9 @@ pub fn print_answer_report(report: &AnswerReport) {
                 "        ({} questions skipped: the conversation does not fit)",
                 s.skipped
             );
+        }
+        for note in left_out(&s.categories_1_4) {
+            println!("        ({note})");
         }
     }
 }

@@ -25,6 +25,28 @@ async fn field_once(url: &str, name: &str, done: impl Fn(&Value) -> bool) -> Val
     value
 }
 
+/// Waits until the server has no work left in the background (answers logged, sessions
+/// titled, usage recorded, write passes), as `/metrics` reports it; panics after 30 s. What
+/// a request set off in the background has then all been done, or tried.
+async fn background_done(server: &Server) {
+    let url = format!("{}/metrics", server.url);
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let metrics = http().get(&url).send().await.unwrap().text().await.unwrap();
+        if metrics
+            .lines()
+            .any(|l| l == "mnemo_background_queue_depth 0")
+        {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "background work still running after 30 s:\n{metrics}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
 async fn delete(url: &str) -> (u16, Value) {
     let response = http().delete(url).send().await.unwrap();
     let status = response.status().as_u16();
@@ -540,22 +562,35 @@ async fn with_llm_titles_a_new_session_is_titled_after_its_first_answer() {
     };
     assert_eq!(titling(&llm), 1);
     say(&server, "t1", vec![user("and what about Porto?")]).await;
-    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    // Whatever the second turn set off is done: a second titling call would be in.
+    background_done(&server).await;
     assert_eq!(titling(&llm), 1, "asked once");
     assert_eq!(get(&url).await.1["title"], "Lisbon Trip Planning");
 
-    // A titling call that fails leaves the first message's title.
-    llm.set_handler(|request: &ChatRequest| {
+    // A titling call that fails leaves the first message's title. The call is made: it
+    // reaches the upstream, which fails it (every try of it).
+    let before = titling(&llm);
+    let failed = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let failing = failed.clone();
+    llm.set_handler(move |request: &ChatRequest| {
         if request
             .system_prompt()
             .is_some_and(|s| s.contains("You title chat sessions"))
         {
+            failing.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             return Reply::status(500, "down");
         }
         model(request)
     });
     say(&server, "t2", vec![user("Fix the parser crash")]).await;
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    background_done(&server).await;
+    let asked = titling(&llm) - before;
+    assert!(asked >= 1, "the titling call was made");
+    assert_eq!(
+        failed.load(std::sync::atomic::Ordering::SeqCst),
+        asked,
+        "and failed"
+    );
     let (_, info) = get(&format!("{}/v1/sessions/t2", server.url)).await;
     assert_eq!(info["title"], "Fix the parser crash");
     server.shutdown().await;

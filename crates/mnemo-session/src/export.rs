@@ -213,4 +213,93 @@ mod tests {
         }));
         assert!(unknown.is_err(), "unknown fields are refused");
     }
+
+    /// Set in the child process that
+    /// `an_import_whose_log_write_fails_part_way_leaves_nothing` runs itself in.
+    const UNDER_A_FILE_SIZE_LIMIT: &str = "MNEMO_TEST_UNDER_A_FILE_SIZE_LIMIT";
+
+    #[test]
+    fn an_import_whose_log_write_fails_part_way_leaves_nothing() {
+        if std::env::var_os(UNDER_A_FILE_SIZE_LIMIT).is_some() {
+            return import_past_a_file_size_limit();
+        }
+        // The write has to fail once the import has made its folder and begun its log, and
+        // tests may run as root, which writes through read-only folders. A file size limit
+        // (RLIMIT_FSIZE) binds root too, but a whole process: so the test runs again alone
+        // in a child process, under `ulimit -f`, with SIGXFSZ ignored so that the write
+        // past the limit fails (EFBIG) instead of killing the process.
+        let name = "export::tests::an_import_whose_log_write_fails_part_way_leaves_nothing";
+        let child = std::process::Command::new("sh")
+            .arg("-c")
+            .arg("trap '' XFSZ && ulimit -f 16 && exec \"$0\" \"$@\"")
+            .arg(std::env::current_exe().unwrap())
+            .args([name, "--exact", "--nocapture", "--test-threads=1"])
+            .env(UNDER_A_FILE_SIZE_LIMIT, "1")
+            .output()
+            .unwrap();
+        let (out, err) = (
+            String::from_utf8_lossy(&child.stdout),
+            String::from_utf8_lossy(&child.stderr),
+        );
+        assert!(child.status.success(), "{out}\n{err}");
+        // A name that matched no test would pass too.
+        assert!(out.contains("1 passed"), "{out}\n{err}");
+    }
+
+    /// The import, under a file size limit (8 or 16 KiB, as the shell counts `ulimit -f`)
+    /// its log passes many times over: its write stops part-way.
+    fn import_past_a_file_size_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SessionStore::new(dir.path());
+        let words = "all work and no play makes a long log ".repeat(100);
+        let export = |records: usize| SessionExport {
+            format: EXPORT_FORMAT.into(),
+            version: EXPORT_VERSION,
+            id: "long".into(),
+            meta: SessionMeta::new("travel", None, "0"),
+            records: (0..records)
+                .map(|i| {
+                    Record::message(json!({"role": "user", "content": format!("{i} {words}")}))
+                })
+                .collect(),
+            skipped_lines: 0,
+        };
+        let err = store.import(export(40), None).unwrap_err();
+        // The log's own write failed (not a check before it), and the error says which
+        // file and why.
+        let SessionError::Io {
+            action,
+            path,
+            source,
+        } = &err
+        else {
+            panic!("not a failed write: {err}");
+        };
+        assert_eq!(
+            (*action, path.as_str(), source.kind()),
+            (
+                "append to",
+                "sessions/long/messages.jsonl",
+                std::io::ErrorKind::FileTooLarge
+            ),
+            "{err}"
+        );
+        assert!(
+            err.to_string()
+                .starts_with("cannot append to sessions/long/messages.jsonl: "),
+            "{err}"
+        );
+        // Nothing of it is left: not its folder, not the part of its log written, and its id
+        // is free again.
+        let left: Vec<_> = std::fs::read_dir(dir.path().join("sessions"))
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name())
+            .collect();
+        assert!(left.is_empty(), "{left:?}");
+        let id = SessionId::new("long").unwrap();
+        assert!(store.load(&id).unwrap().is_none());
+        let (imported, _) = store.import(export(1), None).unwrap();
+        assert_eq!(imported, id);
+        assert_eq!(store.load(&id).unwrap().unwrap().history.logged_messages, 1);
+    }
 }

@@ -10,6 +10,7 @@ use std::fs::File;
 use std::io::{self, BufRead, Read, Write};
 use std::os::unix::fs::FileExt;
 use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex};
 
 use chrono::{DateTime, Utc};
@@ -48,6 +49,9 @@ pub struct ReadGate {
     budget: u64,
     reading: Mutex<u64>,
     freed: Condvar,
+    /// Reads waiting for their share now: a read that is slow to start can be told apart
+    /// from one that is waiting its turn.
+    waiting: AtomicUsize,
 }
 
 impl ReadGate {
@@ -57,6 +61,7 @@ impl ReadGate {
             budget,
             reading: Mutex::new(0),
             freed: Condvar::new(),
+            waiting: AtomicUsize::new(0),
         }
     }
 
@@ -64,9 +69,16 @@ impl ReadGate {
     /// dropped.
     pub fn admit(&self, bytes: u64) -> Admitted<'_> {
         let bytes = bytes.min(self.budget);
+        let must_wait =
+            |reading: &mut u64| *reading > 0 && reading.saturating_add(bytes) > self.budget;
         let mut reading = self.reading.lock().unwrap_or_else(|p| p.into_inner());
-        while *reading > 0 && reading.saturating_add(bytes) > self.budget {
-            reading = self.freed.wait(reading).unwrap_or_else(|p| p.into_inner());
+        if must_wait(&mut reading) {
+            self.waiting.fetch_add(1, Ordering::SeqCst);
+            reading = self
+                .freed
+                .wait_while(reading, must_wait)
+                .unwrap_or_else(|p| p.into_inner());
+            self.waiting.fetch_sub(1, Ordering::SeqCst);
         }
         *reading += bytes;
         Admitted { gate: self, bytes }
@@ -75,6 +87,11 @@ impl ReadGate {
     /// Bytes being read now.
     pub fn reading(&self) -> u64 {
         *self.reading.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Reads waiting for their share now.
+    pub fn waiting(&self) -> usize {
+        self.waiting.load(Ordering::SeqCst)
     }
 }
 
@@ -496,21 +513,29 @@ mod tests {
             .unwrap();
         assert_eq!(tail, last);
 
-        // One byte more (a hand-made file): refused as it is, not cut or read.
+        // Past the limit (a hand-made file), with zeros after the last newline: refused as it
+        // is, from its size, before a byte of it is read. Reading would tell: an append
+        // reads the zeros as a torn last line and cuts them off (refused then at the limit's
+        // size), and a read stops one byte past the limit and says so (536870913 bytes), so
+        // only a refusal from the size names the file's own size.
+        let over = MAX_LOG_BYTES + 4096;
         std::fs::OpenOptions::new()
-            .append(true)
+            .write(true)
             .open(&path)
             .unwrap()
-            .write_all(b"x")
+            .set_len(over)
             .unwrap();
-        let started = std::time::Instant::now();
         let err = append(&path, &[user("more")]).unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::FileTooLarge, "{err}");
-        assert_eq!(std::fs::metadata(&path).unwrap().len(), MAX_LOG_BYTES + 1);
-        let err = read(&path).unwrap_err().to_string();
+        let full = err.get_ref().unwrap().downcast_ref::<LogFull>().unwrap();
+        assert_eq!(full.size, over, "{err}");
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), over, "nothing cut");
+        let err = read(&path).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidData, "{err}");
+        let err = err.to_string();
         assert!(err.contains("more than the 536870912 mnemo reads"), "{err}");
-        assert!(
-            started.elapsed() < std::time::Duration::from_secs(5),
+        assert_eq!(
+            err, "the log is 536875008 bytes, more than the 536870912 mnemo reads",
             "refused from its size, not read"
         );
     }
@@ -533,12 +558,19 @@ mod tests {
                 done.send(log.records.len()).unwrap();
             })
         };
-        assert!(
-            finished
-                .recv_timeout(std::time::Duration::from_millis(300))
-                .is_err(),
-            "the read waited"
-        );
+        // Seen waiting at the gate, not merely not done yet: until `held` goes it cannot
+        // finish, however slow or fast this machine is.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while gate.waiting() == 0 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the read never waited for its share: {:?}",
+                finished.try_recv()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        assert_eq!(gate.waiting(), 1);
+        assert!(finished.try_recv().is_err(), "the read waited");
         assert_eq!(gate.reading(), size);
         drop(held);
         assert_eq!(
@@ -549,6 +581,7 @@ mod tests {
         );
         reader.join().unwrap();
         assert_eq!(gate.reading(), 0, "its share was given back");
+        assert_eq!(gate.waiting(), 0);
         // A read alone is admitted whatever its size.
         let small = ReadGate::new(1);
         assert_eq!(read_with(&path, &small).unwrap().records.len(), 2);

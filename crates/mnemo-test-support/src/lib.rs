@@ -4,23 +4,35 @@
 //! - [`require`] and [`skip_unless!`]: the one rule for a test that needs something from
 //!   outside the project (the Qdrant server binary, Chromium) and does not find it. On a
 //!   developer's machine the test says why on stderr and passes without checking anything;
-//!   under `CI=true` (what CI services set) it fails, naming what is missing, so a CI run can
-//!   never report `ok` for a test that did not run.
+//!   under CI ([`in_ci`]: `CI` set to anything but empty, `false` or `0`, as CI services set
+//!   it: `true`, `1`, `True`) it fails, naming what is missing, so a CI run can never report
+//!   `ok` for a test that did not run.
 //! - [`qdrant`]: the Qdrant server binary started on loopback, one node or a cluster.
 
 pub mod qdrant;
 
 /// The environment variable that makes a missing dependency fail a test instead of skipping
-/// it, when it holds `true`.
+/// it, when it says CI ([`is_ci`]).
 pub const CI_VAR: &str = "CI";
 
-/// Whether this is a CI run: `CI=true`.
+/// Whether this is a CI run, from the environment's [`CI_VAR`] ([`is_ci`]). Every test and
+/// script of the project reads CI this way (`scripts/test` too).
 pub fn in_ci() -> bool {
-    std::env::var(CI_VAR).is_ok_and(|v| v == "true")
+    is_ci(std::env::var_os(CI_VAR).as_deref())
+}
+
+/// Whether `value` of [`CI_VAR`] (`None`: unset) says CI: anything but empty, `false` or `0`
+/// (any case). CI services do not agree on a spelling (`true`, `1`, `True`), and a CI run
+/// that took itself for a developer's machine would skip, and pass, the tests it cannot run.
+pub fn is_ci(value: Option<&std::ffi::OsStr>) -> bool {
+    value.is_some_and(|v| {
+        let v = v.to_string_lossy();
+        !(v.is_empty() || v.eq_ignore_ascii_case("false") || v == "0")
+    })
 }
 
 /// `found`'s value when the test can run. Otherwise (`Err(why)`, why naming what is missing
-/// and how to get it): under `CI=true` a panic with that reason; elsewhere `None`, after
+/// and how to get it): under CI ([`in_ci`]) a panic with that reason; elsewhere `None`, after
 /// saying on stderr that the test is skipped and why.
 #[track_caller]
 pub fn require<T>(found: Result<T, String>) -> Option<T> {
@@ -48,7 +60,7 @@ enum Outcome {
 fn skip_or_fail(why: &str, ci: bool) -> Outcome {
     match ci {
         true => Outcome::Fail(format!(
-            "{why}\n(CI=true: a test that cannot run here fails instead of skipping)"
+            "{why}\n(CI is set: a test that cannot run here fails instead of skipping)"
         )),
         false => Outcome::Skip(format!(
             "skipped: {why}; with CI=true this test fails instead"
@@ -58,7 +70,7 @@ fn skip_or_fail(why: &str, ci: bool) -> Outcome {
 
 /// `skip_unless!(found)`: the value in `found` (a `Result<T, String>`), or — when the test
 /// cannot run here — a return from the calling test after [`require`] said why (or a panic
-/// under `CI=true`). For test functions returning `()`.
+/// under CI). For test functions returning `()`.
 #[macro_export]
 macro_rules! skip_unless {
     ($found:expr) => {
@@ -87,6 +99,24 @@ mod tests {
             panic!("CI must fail");
         };
         assert!(message.starts_with("no binary at /x\n"), "{message}");
+    }
+
+    #[test]
+    fn ci_is_any_value_but_empty_false_or_0() {
+        let says = |v: Option<&str>| is_ci(v.map(std::ffi::OsStr::new));
+        for ci in ["true", "True", "TRUE", "1", "yes", "github-actions"] {
+            assert!(says(Some(ci)), "CI={ci} is CI");
+        }
+        for not_ci in [
+            None,
+            Some(""),
+            Some("false"),
+            Some("False"),
+            Some("FALSE"),
+            Some("0"),
+        ] {
+            assert!(!says(not_ci), "CI={not_ci:?} is not CI");
+        }
     }
 
     #[test]
