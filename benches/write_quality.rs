@@ -33,6 +33,10 @@
 //!   denied);
 //! - `summaries_false`: summaries with a sentence stating a `false` claim, by why (an `old`
 //!   one is a contradiction: the summary still says what was corrected);
+//! - `marks`: each older fact the write path marked as contradicted by a later one, with
+//!   both facts' verdicts and their cosine; `marks_of_old` (the earlier states an old value:
+//!   right) and `marks_of_true` (it is a true fact: wrong), and `old_live_unmarked`, live
+//!   facts stating an old value that no mark names as superseded;
 //! - `fallbacks`: passes whose reconciliation answer could not be used, and `repairs`: the
 //!   parts of answers mended or asked again (listed under `repaired`);
 //! - the write path's time per turn (LLM and engine), median;
@@ -45,8 +49,8 @@
 //!   (`write_quality/ask.rs`), counted for corrections, retractions and the rest.
 //!
 //! `cargo bench --bench write_quality [-- --json] [-- --set tuning|seen|frozen-2] [-- --ask]
-//! [-- --distractors N] [-- --only NAME,NAME] [-- --kinds K,K] [-- --grounding on|off|both]
-//! [-- --verbose]`. Needs `scripts/setup llm` (the local LLM); a few seconds per turn on 2
+//! [-- --distractors N] [-- --conflicts off] [-- --conflict-similarity X] [-- --only NAME,NAME]
+//! [-- --kinds K,K] [-- --grounding on|off|both] [-- --verbose]`. Needs `scripts/setup llm` (the local LLM); a few seconds per turn on 2
 //! cores, about ten minutes per set, as long again for the asks.
 
 #[path = "write_quality/ask.rs"]
@@ -154,6 +158,11 @@ struct Outcome {
     turn_ms: Vec<f64>,
     /// Extracted facts grounding refused, with why.
     refused: Vec<Value>,
+    /// Older facts the write path marked as contradicted by a later one: (the earlier
+    /// fact's text, the later fact's id, their cosine).
+    marked: Vec<(String, mnemo_core::MemoryId, f32)>,
+    /// Live facts stating an old value that no mark names as superseded.
+    old_unmarked: usize,
     detail: Value,
 }
 
@@ -191,6 +200,11 @@ fn main() {
             n.parse()
                 .unwrap_or_else(|e| panic!("--distractors {n}: {e}"))
         }),
+        conflict_similarity: arg(&args, "--conflict-similarity").map(|x| {
+            x.parse()
+                .unwrap_or_else(|e| panic!("--conflict-similarity {x}: {e}"))
+        }),
+        conflict_marking: arg(&args, "--conflicts").as_deref() != Some("off"),
     };
     let grounding: Vec<bool> = match arg(&args, "--grounding").as_deref() {
         Some("off") => vec![false],
@@ -228,6 +242,11 @@ struct Stages {
     ask: bool,
     /// Unrelated memories written into each conversation before its dialogue.
     distractors: usize,
+    /// The cosine from which a later fact may contest an earlier one, when not the
+    /// configured one.
+    conflict_similarity: Option<f32>,
+    /// Whether the write path marks conflicts at all.
+    conflict_marking: bool,
 }
 
 async fn run(
@@ -257,6 +276,10 @@ async fn run(
                 llm_model: LOCAL_LLM_ALIAS.to_owned(),
                 start_watcher: false,
                 fact_grounding: grounding,
+                conflict_marking: stages.conflict_marking,
+                conflict_similarity: stages
+                    .conflict_similarity
+                    .unwrap_or(base.conflict_similarity),
                 ..base.clone()
             };
             let client = MemoryClient::open(config.clone(), OpenOptions::default())
@@ -366,15 +389,22 @@ async fn play(client: &MemoryClient, dialogue: &Dialogue) -> Outcome {
                 .iter()
                 .map(|(fact, why)| json!({"fact": fact, "why": why})),
         );
+        outcome.marked.extend(
+            report
+                .contested
+                .iter()
+                .map(|c| (c.earlier_text.clone(), c.later, c.similarity)),
+        );
     }
-    let facts: Vec<String> = client
+    let live: Vec<MemoryRecord> = client
         .list(Some(conversation.clone()))
         .await
         .unwrap()
         .into_iter()
         .filter(|m| m.record.role == Role::Memory)
-        .map(|m| m.record.content)
+        .map(|m| m.record)
         .collect();
+    let facts: Vec<String> = live.iter().map(|r| r.content.clone()).collect();
     // No summary yet is an empty one; any other failure stops the bench rather than
     // passing for "no false summary".
     let summary = match client
@@ -387,7 +417,45 @@ async fn play(client: &MemoryClient, dialogue: &Dialogue) -> Outcome {
         Err(e) => panic!("{}: the summary: {e}", dialogue.name),
     };
     judge_dialogue(dialogue, &facts, &summary, &mut outcome);
+    judge_marks(dialogue, &live, &mut outcome);
     outcome
+}
+
+/// Judges the conflict marks: each mark made (is its earlier fact an old value, or a true
+/// fact?), and the live facts stating an old value that no live mark names as superseded.
+fn judge_marks(dialogue: &Dialogue, live: &[MemoryRecord], outcome: &mut Outcome) {
+    let people = dialogue.people();
+    let truths: Vec<&Claim> = dialogue
+        .remember
+        .iter()
+        .chain(&dialogue.also_true)
+        .collect();
+    let verdict_of = |text: &str| match judge::verdict(text, &truths, &dialogue.falsehoods, &people)
+    {
+        Verdict::True => "true".to_owned(),
+        Verdict::False(i) => why(&dialogue.falsehoods[i]),
+        Verdict::Unjudged => "unjudged".to_owned(),
+    };
+    let by_id: std::collections::HashMap<mnemo_core::MemoryId, &MemoryRecord> =
+        live.iter().map(|r| (r.id, r)).collect();
+    let marks: Vec<Value> = outcome
+        .marked
+        .iter()
+        .map(|(earlier, later, similarity)| {
+            let later_text = by_id.get(later).map(|r| r.content.as_str()).unwrap_or("");
+            json!({
+                "earlier": earlier, "earlier_verdict": verdict_of(earlier),
+                "later": later_text, "later_verdict": if later_text.is_empty() { "gone".to_owned() } else { verdict_of(later_text) },
+                "similarity": (*similarity * 1000.0).round() / 1000.0,
+            })
+        })
+        .collect();
+    outcome.old_unmarked = live
+        .iter()
+        .filter(|r| verdict_of(&r.content) == "old")
+        .filter(|r| !r.conflicts_with.is_some_and(|l| by_id.contains_key(&l)))
+        .count();
+    outcome.detail["marks"] = json!(marks);
 }
 
 fn why(claim: &Claim) -> String {
@@ -524,6 +592,10 @@ fn summarise(outcomes: &[(&Dialogue, Outcome)], verbose: bool) -> Value {
         "summaries_false": outcomes.iter().filter(|(_, o)| !o.summary_false.is_empty()).count(),
         "summary_false_by_why": count_by(outcomes.iter().flat_map(|(_, o)| o.summary_false.clone())),
         "fallbacks": sum(|o| o.fallbacks),
+        "marks": outcomes.iter().flat_map(|(d, o)| o.detail["marks"].as_array().cloned().unwrap_or_default().into_iter().map(move |mut m| { m["dialogue"] = json!(d.name); m })).collect::<Vec<_>>(),
+        "marks_of_old": outcomes.iter().map(|(_, o)| o.detail["marks"].as_array().map_or(0, |m| m.iter().filter(|x| x["earlier_verdict"] == "old").count())).sum::<usize>(),
+        "marks_of_true": outcomes.iter().map(|(_, o)| o.detail["marks"].as_array().map_or(0, |m| m.iter().filter(|x| x["earlier_verdict"] == "true").count())).sum::<usize>(),
+        "old_live_unmarked": sum(|o| o.old_unmarked),
         "repaired": outcomes.iter().filter(|(_, o)| !o.repairs.is_empty()).map(|(d, o)| json!({"dialogue": d.name, "repairs": o.repairs})).collect::<Vec<_>>(),
         "turn_ms_p50": (median * 10.0).round() / 10.0,
         "not_true": not_true,
@@ -551,7 +623,7 @@ fn table(report: &Value) -> String {
     }
     out.push('\n');
     type Cell = fn(&Value) -> String;
-    let rows: [(&str, Cell); 17] = [
+    let rows: [(&str, Cell); 18] = [
         ("dialogues / turns", |r| {
             format!("{} / {}", r["dialogues"], r["turns"])
         }),
@@ -576,6 +648,12 @@ fn table(report: &Value) -> String {
             format!("{}/{}", r["no_ops"]["passed"], r["no_ops"]["of"])
         }),
         ("false facts by why", |r| r["false_by_why"].to_string()),
+        ("marks: of old / of true / old unmarked", |r| {
+            format!(
+                "{} / {} / {}",
+                r["marks_of_old"], r["marks_of_true"], r["old_live_unmarked"]
+            )
+        }),
         ("false summaries by why", |r| {
             r["summary_false_by_why"].to_string()
         }),

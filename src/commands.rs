@@ -158,7 +158,7 @@ pub fn load_config(global: &GlobalArgs) -> Result<Config, Failure> {
     Ok(config)
 }
 
-fn conversation(raw: &str) -> Result<ConversationId, Failure> {
+pub fn conversation(raw: &str) -> Result<ConversationId, Failure> {
     ConversationId::new(raw).map_err(|e| Failure::invalid(anyhow!(e)))
 }
 
@@ -506,7 +506,7 @@ pub fn print_json<T: Serialize + ?Sized>(value: &T) -> CommandResult {
     Ok(())
 }
 
-fn one_line(text: &str) -> String {
+pub fn one_line(text: &str) -> String {
     const MAX: usize = 160;
     let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
     if flat.chars().count() > MAX {

@@ -8,6 +8,7 @@ mod answer_eval;
 mod answer_scoring;
 mod chat;
 mod commands;
+mod conflicts;
 mod eval;
 mod history;
 mod input;
@@ -62,6 +63,9 @@ enum Command {
     Watch,
     /// Measure retrieval quality on a benchmark (LoCoMo)
     Eval(eval::EvalArgs),
+    /// Facts of a conversation that say different things of the same thing: list them, or
+    /// resolve one (`resolve EARLIER LATER --keep later|earlier|both`)
+    Conflicts(conflicts::ConflictsArgs),
     /// The git history of the memories (of one conversation with -c)
     Log(history::LogArgs),
     /// A commit, or a memory file as it was: `mnemo show REV[:PATH]`
@@ -103,6 +107,7 @@ fn main() -> ExitCode {
             Command::Reindex(args) => commands::reindex(&global, args).await,
             Command::Status(args) => commands::status(&global, args).await,
             Command::Watch => commands::watch(&global).await,
+            Command::Conflicts(args) => conflicts::conflicts(&global, args).await,
             Command::Eval(args) => eval::eval(&global, args).await,
             Command::Serve(args) => serve::serve(&global, args).await,
             Command::Log(args) => history::log(&global, args).await,

@@ -1047,3 +1047,68 @@ fn a_corrupt_git_index_does_not_stop_the_store() {
         "initial, first add, and the add after the repair: {commits}"
     );
 }
+
+#[test]
+fn conflicts_are_listed_and_resolved_from_the_terminal() {
+    let store = Store::new();
+    let first = store.ok_json(&["add", "--json", "The user lives in Leuven."]);
+    let second = store.ok_json(&["add", "--json", "The user lives in Ghent."]);
+    let (earlier, later) = (
+        first[0]["id"].as_str().unwrap().to_owned(),
+        second[0]["id"].as_str().unwrap().to_owned(),
+    );
+    // The file of the earlier fact names the later: the second add marked it.
+    let path = PathBuf::from(first[0]["path"].as_str().unwrap());
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.contains(&format!("conflicts_with: {later}")), "{text}");
+
+    let out = store.mnemo(&["conflicts"]);
+    assert_success(&out);
+    let listing = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        listing.contains("Leuven") && listing.contains("Ghent"),
+        "{listing}"
+    );
+    assert!(
+        listing.contains(&format!("mnemo conflicts resolve {earlier} {later}")),
+        "{listing}"
+    );
+    let open = store.ok_json(&["conflicts", "--json"]);
+    assert_eq!(open["conflicts"][0]["earlier"]["id"], earlier.as_str());
+    assert_eq!(open["conflicts"][0]["later"]["id"], later.as_str());
+
+    // A word that is no resolution, an id that is no id: refused, nothing changed.
+    let out = store.mnemo(&["conflicts", "resolve", &earlier, &later, "--keep", "newest"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let out = store.mnemo(&["conflicts", "resolve", "../x", &later, "--keep", "later"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a memory id"));
+    // The pair the other way round is no conflict.
+    let out = store.mnemo(&["conflicts", "resolve", &later, &earlier, "--keep", "later"]);
+    assert!(!out.status.success(), "{out:?}");
+    assert_eq!(
+        store.ok_json(&["conflicts", "--json"])["conflicts"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+
+    let resolved = store.ok_json(&[
+        "conflicts",
+        "resolve",
+        &earlier,
+        &later,
+        "--keep",
+        "later",
+        "--json",
+    ]);
+    assert_eq!(resolved["retired"]["id"], earlier.as_str());
+    assert_eq!(resolved["kept"][0]["id"], later.as_str());
+    assert_eq!(
+        store.ok_json(&["conflicts", "--json"])["conflicts"],
+        serde_json::json!([])
+    );
+    let hits = store.ok_json(&["search", "where does the user live", "-k", "5", "--json"]);
+    assert_eq!(contents(&hits), ["The user lives in Ghent."]);
+}

@@ -35,6 +35,29 @@ pub fn memory_text(i: usize) -> String {
     )
 }
 
+/// The LoCoMo dev split (`MNEMO_LOCOMO_DEV`, or the shared data folder beside the
+/// repository), parsed; a bench without it cannot run, so a missing file panics, named.
+pub fn locomo_dev() -> serde_json::Value {
+    let path = std::env::var_os("MNEMO_LOCOMO_DEV")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../shared/data/locomo/locomo_dev.json")
+        });
+    serde_json::from_slice(
+        &std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display())),
+    )
+    .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// The session number of a LoCoMo key (`session_12_observation` is 12).
+pub fn locomo_session_number(key: &str) -> u32 {
+    key.split('_')
+        .nth(1)
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
 /// The models set-up installs, under the repository.
 pub fn models_dir() -> std::path::PathBuf {
     std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("models")

@@ -115,23 +115,14 @@ fn request(dialogue: &Dialogue, question: &str, setup: &str) -> Value {
 
 /// Unrelated facts for `--distractors`: the LoCoMo dev split's observations, in order.
 pub fn distractor_pool() -> Vec<String> {
-    let path = std::env::var_os("MNEMO_LOCOMO_DEV")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| {
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("../shared/data/locomo/locomo_dev.json")
-        });
-    let data: Value = serde_json::from_slice(
-        &std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display())),
-    )
-    .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let data = crate::support::locomo_dev();
     let mut pool = Vec::new();
     for sample in data.as_array().into_iter().flatten() {
         let Some(sessions) = sample["observation"].as_object() else {
             continue;
         };
         let mut sessions: Vec<(&String, &Value)> = sessions.iter().collect();
-        sessions.sort_by_key(|(key, _)| session_number(key));
+        sessions.sort_by_key(|(key, _)| crate::support::locomo_session_number(key));
         for (_, by_speaker) in sessions {
             for facts in by_speaker.as_object().into_iter().flat_map(|m| m.values()) {
                 for fact in facts.as_array().into_iter().flatten() {
@@ -142,15 +133,8 @@ pub fn distractor_pool() -> Vec<String> {
             }
         }
     }
-    assert!(!pool.is_empty(), "{}: no observations", path.display());
+    assert!(!pool.is_empty(), "the LoCoMo dev split has no observations");
     pool
-}
-
-fn session_number(key: &str) -> u32 {
-    key.split('_')
-        .nth(1)
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0)
 }
 
 /// Writes `count` distractors into the `index`th dialogue's conversation, a day apart, the

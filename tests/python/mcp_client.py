@@ -40,6 +40,8 @@ TOOLS = {
     "write_agent_memory",
     "update_agent_memory",
     "read_offloaded_output",
+    "list_conflicts",
+    "resolve_conflict",
 }
 UNKNOWN_ID = "6f1c2d1e-8f8a-4c53-9a0e-2b7c1d9e4f00"
 
@@ -172,6 +174,40 @@ async def memory_tools(session: ClientSession, store_dir: str | None) -> None:
         check(not os.path.exists(os.path.join(os.path.dirname(store_dir), "x")), "wrote outside")
 
 
+async def conflict_tools(session: ClientSession) -> None:
+    """A later value marks the earlier; the pair is listed and resolved through the tools."""
+    for text in ["I live in Ghent.", "I keep bees.", "I live in Leuven."]:
+        await call(session, "add_memory", {"content": text, "conversation": "moves"})
+    listed = await call(session, "list_conflicts", {"conversation": "moves"})
+    check(listed["conversation_id"] == "moves", listed)
+    check(len(listed["conflicts"]) == 1, listed)
+    pair = listed["conflicts"][0]
+    check(pair["earlier"]["content"] == "I live in Ghent.", pair)
+    check(pair["later"]["content"] == "I live in Leuven.", pair)
+    earlier, later = pair["earlier"]["id"], pair["later"]["id"]
+    await refused(
+        session,
+        "resolve_conflict",
+        {"conversation": "moves", "earlier": later, "later": earlier, "resolution": "keep_later"},
+        "no conflict between",
+    )
+    await refused(
+        session,
+        "resolve_conflict",
+        {"conversation": "moves", "earlier": earlier, "later": later, "resolution": "newest"},
+        "unknown variant",
+    )
+    resolved = await call(
+        session,
+        "resolve_conflict",
+        {"conversation": "moves", "earlier": earlier, "later": later, "resolution": "keep_later"},
+    )
+    check(resolved["retired"]["id"] == earlier, resolved)
+    check(resolved["retired"]["replaced_by"] == later, resolved)
+    check("later fact holds" in resolved["retired"]["reason"], resolved)
+    check((await call(session, "list_conflicts", {"conversation": "moves"}))["conflicts"] == [], "resolved")
+
+
 async def agent_tools(session: ClientSession) -> None:
     empty = await call(session, "read_agent_memory", {"agent": "coder"})
     check(empty["content"] == "", empty)
@@ -242,6 +278,7 @@ async def stdio_mode(binary: str, store: str) -> None:
             )
             check("Rex" in found["hits"][0]["content"], found)
             await memory_tools(session, store)
+            await conflict_tools(session)
             await agent_tools(session)
             await resources(session, None)
             # No session was ever logged in this store: nothing found, and said so.
@@ -279,6 +316,7 @@ async def http_mode(url: str, token: str, scoped: str) -> None:
             )
             check("Miso" in found["hits"][0]["content"], found)
             await memory_tools(session, None)
+            await conflict_tools(session)
             await agent_tools(session)
             await resources(session, "Miso")
 

@@ -88,6 +88,14 @@ pub struct Config {
     /// and replace an old value by a new one. Off stores whatever the extractor and the
     /// reconciler return.
     pub fact_grounding: bool,
+    /// Mark an older fact that a new fact of the same person may contradict
+    /// (`conflicts_with` in its front matter), so that the later one holds on the read path
+    /// until a person resolves the pair. Off leaves every fact unmarked.
+    pub conflict_marking: bool,
+    /// How close (cosine of their embeddings, 0..1) two facts of the same person must be
+    /// for the later to be taken as a possible new value of the earlier. Depends on the
+    /// embedding model: chosen for all-MiniLM-L6-v2 (docs/write.md, "Conflicts").
+    pub conflict_similarity: f32,
     /// The upstream LLM (`http://host:port/v1`); unset: the local LLM.
     pub openai_base_url: Option<String>,
     /// Bearer key for the upstream LLM (`MNEMO_OPENAI_API_KEY`).
@@ -384,6 +392,8 @@ impl Default for Config {
             enable_summarization: true,
             session_titles: SessionTitles::FirstMessage,
             fact_grounding: true,
+            conflict_marking: true,
+            conflict_similarity: 0.5,
             openai_base_url: None,
             openai_api_key: None,
             llm_model: LOCAL_LLM_ALIAS.into(),
@@ -535,6 +545,7 @@ impl Config {
         let weights = [
             ("mmr_lambda", Some(self.mmr_lambda)),
             ("recency_weight", Some(self.recency_weight)),
+            ("conflict_similarity", Some(self.conflict_similarity)),
             ("score_threshold", self.score_threshold),
             ("min_rerank_score", self.min_rerank_score),
             ("retrieval.lexical_weight", Some(r.lexical_weight)),

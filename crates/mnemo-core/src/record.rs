@@ -141,6 +141,15 @@ pub struct MemoryRecord {
     pub source_id: Option<MemoryId>,
     /// Set on tombstones: when the engine soft-deleted the memory.
     pub deleted_at: Option<DateTime<Utc>>,
+    /// On a live fact: a later fact about the same thing of the same person that says
+    /// something else. The later one holds until a person resolves the pair (keeps one of
+    /// them, or says both hold).
+    pub conflicts_with: Option<MemoryId>,
+    /// On a live fact: later facts a person said hold beside this one, so the pair is never
+    /// taken for a conflict again.
+    pub compatible_with: Vec<MemoryId>,
+    /// On a tombstone: why the memory was retired, where that was said (a resolved conflict).
+    pub reason: Option<String>,
     /// The user's own fields, searchable with metadata filters; unknown front matter fields of
     /// a hand-written file are kept here too.
     pub metadata: Metadata,
@@ -164,6 +173,9 @@ impl MemoryRecord {
             replaced_by: None,
             source_id: None,
             deleted_at: None,
+            conflicts_with: None,
+            compatible_with: Vec::new(),
+            reason: None,
             metadata: Metadata::new(),
         }
     }

@@ -24,6 +24,7 @@ use crate::engine::MemoryClient;
 use crate::error::EngineError;
 use crate::retrieval::SearchHit;
 use crate::retrieval::SearchRequest;
+use crate::write::conflicts::{Conflicts, Resolution, Resolved};
 
 /// A page's size when a call does not say.
 pub const DEFAULT_PAGE: usize = 50;
@@ -328,6 +329,29 @@ impl ScopedClient {
             .await?
             .ok_or_else(|| no_memory(id))?;
         Ok(Memory::of(&edited, self.client.store()))
+    }
+
+    /// The open conflicts of `conversation`, earliest first, when this caller may read it
+    /// (`crate::write::conflicts`).
+    pub async fn conflicts(&self, conversation: &ConversationId) -> Result<Conflicts, EngineError> {
+        self.access.check_read(conversation.as_str())?;
+        self.client.conflicts(conversation).await
+    }
+
+    /// Resolves the conflict between `earlier` and `later` as a person decided, when this
+    /// caller may write the conversation; a pair that is no open conflict there is
+    /// [`EngineError::NotFound`].
+    pub async fn resolve_conflict(
+        &self,
+        conversation: &ConversationId,
+        earlier: MemoryId,
+        later: MemoryId,
+        resolution: Resolution,
+    ) -> Result<Resolved, EngineError> {
+        self.access.check_write(conversation.as_str())?;
+        self.client
+            .resolve_conflict(conversation, earlier, later, resolution)
+            .await
     }
 
     /// Up to `limit` versions of memory `id` (newest first; `DEFAULT_PAGE` when unset)

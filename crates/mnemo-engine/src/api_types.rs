@@ -49,6 +49,20 @@ pub struct Memory {
     #[schema(value_type = Option<String>, format = Uuid)]
     #[schemars(with = "Option<String>")]
     pub replaced_by: Option<MemoryId>,
+    /// On a live fact: the later fact about the same thing that holds over it until a person
+    /// resolves the conflict.
+    #[schema(value_type = Option<String>, format = Uuid)]
+    #[schemars(with = "Option<String>")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub conflicts_with: Option<MemoryId>,
+    /// On a live fact: later facts a person said hold beside it.
+    #[schema(value_type = Vec<String>)]
+    #[schemars(with = "Vec<String>")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub compatible_with: Vec<MemoryId>,
+    /// On a tombstone: why it was retired, where that was said.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
     /// Its file, relative to the store.
     #[schema(value_type = String)]
     pub path: PathBuf,
@@ -67,6 +81,9 @@ impl Memory {
             metadata: r.metadata.clone(),
             source_id: r.source_id,
             replaced_by: r.replaced_by,
+            conflicts_with: r.conflicts_with,
+            compatible_with: r.compatible_with.clone(),
+            reason: r.reason.clone(),
             path: store.relative(&memory.path).as_ref().into(),
         }
     }

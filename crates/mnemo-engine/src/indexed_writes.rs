@@ -104,6 +104,19 @@ impl Engine {
         &self,
         files: &[(PathBuf, Option<MemoryId>)],
     ) -> Result<Vec<PathBuf>, EngineError> {
+        let files: Vec<(PathBuf, Option<MemoryId>, Option<String>)> = files
+            .iter()
+            .map(|(path, replaced_by)| (path.clone(), *replaced_by, None))
+            .collect();
+        self.retire(&files)
+    }
+
+    /// [`tombstone`](Self::tombstone), each file with why it was retired where that is
+    /// known (its tombstone's `reason`).
+    pub(crate) fn retire(
+        &self,
+        files: &[(PathBuf, Option<MemoryId>, Option<String>)],
+    ) -> Result<Vec<PathBuf>, EngineError> {
         if files.is_empty() {
             return Ok(Vec::new());
         }
@@ -111,12 +124,14 @@ impl Engine {
         let mut tombstones = Vec::new();
         let mut ids = Vec::new();
         let result = (|| {
-            for (path, replaced_by) in files {
+            for (path, replaced_by, reason) in files {
                 if !path.is_file() {
                     continue;
                 }
                 let id = self.store.read(path)?.record.id;
-                let tombstone = self.store.soft_delete(path, *replaced_by)?;
+                let tombstone =
+                    self.store
+                        .soft_delete_because(path, *replaced_by, reason.as_deref())?;
                 self.note_for_git([path, &tombstone]);
                 tombstones.push(tombstone);
                 snapshot.files.remove(self.store.relative(path).as_ref());

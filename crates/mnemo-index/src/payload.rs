@@ -25,6 +25,13 @@ pub struct PointPayload {
     /// The turn a fact was extracted from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source_id: Option<MemoryId>,
+    /// On a fact: the later fact about the same thing that holds over it, until a person
+    /// resolves the pair (front matter `conflicts_with`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conflicts_with: Option<MemoryId>,
+    /// On a fact: later facts a person said hold beside it (front matter `compatible_with`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub compatible_with: Vec<MemoryId>,
     /// The memory's free-form metadata.
     #[serde(default, skip_serializing_if = "Metadata::is_empty")]
     pub metadata: Metadata,
@@ -54,6 +61,8 @@ impl PointPayload {
             created_ts: record.created_at.timestamp_millis() as f64 / 1000.0,
             path: relative_path.to_owned(),
             source_id: record.source_id,
+            conflicts_with: record.conflicts_with,
+            compatible_with: record.compatible_with.clone(),
             metadata: record.metadata.clone(),
         }
     }

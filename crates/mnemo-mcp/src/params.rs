@@ -69,6 +69,30 @@ pub struct MemoryIdParams {
     pub id: String,
 }
 
+/// Parameters of `list_conflicts`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ConflictsParams {
+    /// The conversation whose conflicts to list; `default` when unset.
+    #[serde(default)]
+    pub conversation: Option<String>,
+}
+
+/// Parameters of `resolve_conflict`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ResolveConflictParams {
+    /// The conversation of the conflict; `default` when unset.
+    #[serde(default)]
+    pub conversation: Option<String>,
+    /// The id of the earlier fact of the pair (as `list_conflicts` shows it).
+    pub earlier: String,
+    /// The id of the later fact of the pair.
+    pub later: String,
+    /// What holds: `keep_later`, `keep_earlier` or `both_hold`.
+    pub resolution: mnemo_engine::Resolution,
+}
+
 /// Parameters of `memory_history`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]

@@ -3,8 +3,8 @@
 
 use mnemo_core::{ConversationId, MemoryId, Role};
 use mnemo_engine::{
-    AddResult, AgentMemory, Deleted, EngineError, History, HistoryResults, HistoryScope, Memory,
-    MemoryListing, MemoryPage, SearchRequest, SearchResult, ToolOutputSlice,
+    AddResult, AgentMemory, Conflicts, Deleted, EngineError, History, HistoryResults, HistoryScope,
+    Memory, MemoryListing, MemoryPage, Resolved, SearchRequest, SearchResult, ToolOutputSlice,
 };
 use rmcp::handler::server::wrapper::{Json, Parameters};
 use rmcp::model::Extensions;
@@ -13,7 +13,8 @@ use tracing::warn;
 
 use crate::params::{
     AddParams, AgentParams, AgentUpdateParams, AgentWriteParams, ArchiveSearchParams,
-    HistoryParams, ListParams, MemoryIdParams, OutputParams, SearchParams,
+    ConflictsParams, HistoryParams, ListParams, MemoryIdParams, OutputParams,
+    ResolveConflictParams, SearchParams,
 };
 use crate::MemoryTools;
 
@@ -111,6 +112,37 @@ impl MemoryTools {
         let caller = self.caller(&extensions)?;
         let id = memory_id(&params.id)?;
         answer(caller.delete(id).await)
+    }
+
+    #[tool(
+        description = "List a conversation's open conflicts: pairs of live facts about the same thing of the same person that say different things, earliest first, each with its day and the turn it came from. Until a pair is resolved, the later fact holds."
+    )]
+    async fn list_conflicts(
+        &self,
+        Parameters(params): Parameters<ConflictsParams>,
+        extensions: Extensions,
+    ) -> Result<Json<Conflicts>, ToolError> {
+        let caller = self.caller(&extensions)?;
+        let conversation = conversation_or_default(params.conversation.as_deref())?;
+        answer(caller.conflicts(&conversation).await)
+    }
+
+    #[tool(
+        description = "Resolve one conflict as the user decides: keep_later (the earlier fact is retired), keep_earlier (the later one is) or both_hold (neither is, and the pair is not a conflict again). The retired fact is tombstoned with the reason, and the change committed."
+    )]
+    async fn resolve_conflict(
+        &self,
+        Parameters(params): Parameters<ResolveConflictParams>,
+        extensions: Extensions,
+    ) -> Result<Json<Resolved>, ToolError> {
+        let caller = self.caller(&extensions)?;
+        let conversation = conversation_or_default(params.conversation.as_deref())?;
+        let (earlier, later) = (memory_id(&params.earlier)?, memory_id(&params.later)?);
+        answer(
+            caller
+                .resolve_conflict(&conversation, earlier, later, params.resolution)
+                .await,
+        )
     }
 
     #[tool(

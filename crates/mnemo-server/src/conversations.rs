@@ -1,5 +1,6 @@
 //! `/v1/conversations/{id}/...`: a conversation's stored context strategy, its usage totals,
-//! a compaction asked for its next request, and its offloaded tool outputs.
+//! a compaction asked for its next request, its offloaded tool outputs, and its conflicts
+//! (pairs of facts about the same thing that say different things) with their resolution.
 //!
 //! The strategy is a hand-editable file in the store (`conversations/<id>/strategy.yaml`,
 //! versioned in git). A chat request's own `memory_strategy` overrides it field by field, and
@@ -12,7 +13,11 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use mnemo_core::ConversationId;
-use mnemo_engine::{Access as _, CompactTarget, HistoryScope, Strategy, UsageTotals};
+use mnemo_core::MemoryId;
+use mnemo_engine::{
+    Access as _, CompactTarget, Conflicts, HistoryScope, Resolution, Resolved, Strategy,
+    UsageTotals,
+};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;
@@ -220,4 +225,84 @@ pub(crate) async fn tool_output(
         )
         .await?;
     Ok(Json(slice))
+}
+
+/// The open conflicts of a conversation: pairs of live facts about the same thing of the
+/// same person that say different things, each with its days and the turns it came from.
+/// Until a pair is resolved, the later fact holds when memories are injected.
+#[utoipa::path(
+    get,
+    path = "/v1/conversations/{id}/conflicts",
+    tag = "conversations",
+    params(("id" = String, Path, description = "The conversation id")),
+    responses(
+        (status = 200, description = "The open conflicts, earliest first", body = Conflicts),
+        InvalidRequest,
+        MayNotReadConversation,
+    )
+)]
+pub(crate) async fn conflicts(
+    State(state): State<AppState>,
+    grant: Grant,
+    Path(id): Path<String>,
+) -> Result<Json<Conflicts>, ApiError> {
+    let conversation_id = conversation(&id)?;
+    Ok(Json(
+        state
+            .client
+            .as_caller(grant.access())
+            .conflicts(&conversation_id)
+            .await?,
+    ))
+}
+
+/// How a person resolves one conflict.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ResolveConflict {
+    /// The earlier fact of the pair.
+    #[schema(value_type = String, format = Uuid)]
+    pub earlier: MemoryId,
+    /// The later fact of the pair.
+    #[schema(value_type = String, format = Uuid)]
+    pub later: MemoryId,
+    /// `keep_later` (the earlier is retired), `keep_earlier` (the later is) or `both_hold`.
+    pub resolution: Resolution,
+}
+
+/// Resolve one conflict: keep the later fact, keep the earlier one, or say both hold. The
+/// fact not kept is tombstoned with `replaced_by` the other and a `reason`; the change is
+/// committed to git like any edit.
+#[utoipa::path(
+    post,
+    path = "/v1/conversations/{id}/conflicts/resolve",
+    tag = "conversations",
+    params(("id" = String, Path, description = "The conversation id")),
+    request_body = ResolveConflict,
+    responses(
+        (status = 200, description = "Resolved", body = Resolved),
+        InvalidRequest,
+        MayNotWriteConversation,
+        (status = 404, description = "No such open conflict in this conversation", body = ErrorBody),
+        BodyTooLarge,
+    )
+)]
+pub(crate) async fn resolve_conflict(
+    State(state): State<AppState>,
+    grant: Grant,
+    Path(id): Path<String>,
+    JsonBody(request): JsonBody<ResolveConflict>,
+) -> Result<Json<Resolved>, ApiError> {
+    let conversation_id = conversation(&id)?;
+    let resolved = state
+        .client
+        .as_caller(grant.access())
+        .resolve_conflict(
+            &conversation_id,
+            request.earlier,
+            request.later,
+            request.resolution,
+        )
+        .await?;
+    Ok(Json(resolved))
 }

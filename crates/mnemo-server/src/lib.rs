@@ -124,6 +124,8 @@ fn documented_routes() -> OpenApiRouter<AppState> {
         ))
         .routes(routes!(conversations::compact))
         .routes(routes!(conversations::usage))
+        .routes(routes!(conversations::conflicts))
+        .routes(routes!(conversations::resolve_conflict))
         .routes(routes!(conversations::tool_output))
         .routes(routes!(sessions::list, sessions::import))
         .routes(routes!(sessions::get_one, sessions::delete))

@@ -441,6 +441,91 @@ async fn shutdown_finishes_queued_memory_writes() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn conflicts_are_listed_and_resolved_over_rest() {
+    let llm = ScriptedLlm::with_handler(model).await;
+    let server = Server::start(Some(llm.base_url())).await;
+    for text in ["I live in Ghent.", "I keep bees.", "I live in Leuven."] {
+        let (status, body) = post(
+            &format!("{}/v1/memories", server.url),
+            json!({"texts": [text], "conversation_id": "home"}),
+        )
+        .await;
+        assert_eq!(status, 201, "{body}");
+    }
+    let list = format!("{}/v1/conversations/home/conflicts", server.url);
+    let open: Value = http()
+        .get(&list)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(open["conversation_id"], "home");
+    let conflicts = open["conflicts"].as_array().unwrap();
+    assert_eq!(conflicts.len(), 1, "{open}");
+    assert_eq!(conflicts[0]["earlier"]["content"], "I live in Ghent.");
+    assert_eq!(conflicts[0]["later"]["content"], "I live in Leuven.");
+    assert_eq!(
+        conflicts[0]["earlier"]["conflicts_with"],
+        conflicts[0]["later"]["id"]
+    );
+    let (earlier, later) = (
+        conflicts[0]["earlier"]["id"].clone(),
+        conflicts[0]["later"]["id"].clone(),
+    );
+    let resolve = format!("{list}/resolve");
+    // A resolution that is none, an unknown field, a pair that is no conflict: refused,
+    // precisely, and nothing changes.
+    let (status, body) = post(
+        &resolve,
+        json!({"earlier": earlier, "later": later, "resolution": "keep_newest"}),
+    )
+    .await;
+    assert_eq!(status, 400, "{body}");
+    assert!(
+        error_message(&body).contains("unknown variant `keep_newest`"),
+        "{body}"
+    );
+    let (status, body) = post(
+        &resolve,
+        json!({"earlier": earlier, "later": later, "resolution": "both_hold", "why": "x"}),
+    )
+    .await;
+    assert_eq!(status, 400, "{body}");
+    let (status, body) = post(
+        &resolve,
+        json!({"earlier": later, "later": earlier, "resolution": "keep_later"}),
+    )
+    .await;
+    assert_eq!(status, 404, "{body}");
+    assert!(
+        error_message(&body).contains("no conflict between"),
+        "{body}"
+    );
+
+    let (status, body) = post(
+        &resolve,
+        json!({"earlier": earlier, "later": later, "resolution": "both_hold"}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["resolution"], "both_hold");
+    assert!(body["retired"].is_null(), "{body}");
+    assert_eq!(body["kept"][0]["compatible_with"][0], later, "{body}");
+    let open: Value = http()
+        .get(&list)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(open["conflicts"], json!([]), "{open}");
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn the_served_openapi_document_describes_exactly_the_routes_served() {
     // No upstream: a request no route takes falls through to the pass-through, which
     // answers 404 "no route for ...".

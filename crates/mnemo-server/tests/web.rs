@@ -541,6 +541,143 @@ async fn a_person_browses_searches_reads_history_and_edits_in_chromium() {
     server.shutdown().await;
 }
 
+/// Adds `text` to conversation `c2` over REST, as its own write pass.
+async fn add_to_c2(server: &Server, text: &str) {
+    let response = http()
+        .post(format!("{}/v1/memories", server.url))
+        .json(&json!({"texts": [text], "conversation_id": "c2"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 201, "{}", response.text().await.unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_person_resolves_a_conflict_in_chromium() {
+    mnemo_test_support::skip_unless!(browser::available());
+    let llm = ScriptedLlm::with_handler(model).await;
+    let server = Server::start_with(Some(llm.base_url()), ServerOptions::default(), |_| {}).await;
+    add_to_c2(&server, "I live in Ghent.").await;
+    add_to_c2(&server, "I keep bees.").await;
+    add_to_c2(&server, "I live in Leuven.").await;
+
+    let browser = browser::Browser::start().await;
+    browser
+        .goto(&format!("{}/ui/conversations/c2", server.url))
+        .await;
+    let tab = browser
+        .find("nav.tabs a[href='/ui/conversations/c2/conflicts']")
+        .await;
+    browser.click(&tab).await;
+    browser.wait_for_text("h1", "Conflicts in").await;
+    let earlier = browser
+        .find("section.conflict div.side:first-of-type")
+        .await;
+    let later = browser
+        .find("section.conflict div.side:nth-of-type(2)")
+        .await;
+    let (earlier, later) = (browser.text(&earlier).await, browser.text(&later).await);
+    assert!(
+        earlier.starts_with("Earlier") && earlier.contains("I live in Ghent."),
+        "{earlier}"
+    );
+    assert!(
+        later.starts_with("Later") && later.contains("I live in Leuven."),
+        "{later}"
+    );
+    assert!(
+        !browser.page_text().await.contains("bees"),
+        "an unrelated fact is no conflict"
+    );
+    browser.screenshot("conflicts").await;
+
+    let keep_later = browser
+        .find("section.conflict form.resolve:first-of-type button")
+        .await;
+    assert_eq!(browser.text(&keep_later).await, "Keep the later");
+    browser.click(&keep_later).await;
+    browser.wait_for_text("p.empty", "No open conflicts.").await;
+    browser.screenshot("conflicts-resolved").await;
+    browser.quit().await;
+
+    // The earlier fact is a tombstone that says why and what holds, and git has it.
+    let deleted = server.root.join("entries/c2/deleted/facts");
+    let tombstones: Vec<String> = std::fs::read_dir(&deleted)
+        .unwrap()
+        .filter_map(Result::ok)
+        .map(|e| std::fs::read_to_string(e.path()).unwrap())
+        .collect();
+    assert_eq!(tombstones.len(), 1, "{tombstones:?}");
+    assert!(
+        tombstones[0].contains("I live in Ghent."),
+        "{}",
+        tombstones[0]
+    );
+    assert!(
+        tombstones[0].contains("conflict resolved by a person: the later fact holds"),
+        "{}",
+        tombstones[0]
+    );
+    assert!(tombstones[0].contains("replaced_by: "), "{}", tombstones[0]);
+    assert!(
+        git_log(&server.root).contains("the later fact holds"),
+        "{}",
+        git_log(&server.root)
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_forged_or_stale_resolve_form_changes_nothing() {
+    let llm = ScriptedLlm::with_handler(model).await;
+    let server = Server::start_with(Some(llm.base_url()), ServerOptions::default(), |_| {}).await;
+    add_to_c2(&server, "I live in Ghent.").await;
+    add_to_c2(&server, "I live in Leuven.").await;
+    let url = format!("{}/ui/conversations/c2/conflicts", server.url);
+    let (status, page) = get(&url).await;
+    assert_eq!(status, 200, "{page}");
+    let token = form_token(&page);
+    let id_after = |label: &str| {
+        let at = page.find(&format!("name=\"{label}\" value=\"")).unwrap() + label.len() + 15;
+        page[at..at + 36].to_owned()
+    };
+    let (earlier, later) = (id_after("earlier"), id_after("later"));
+    let resolve = format!("{url}/resolve");
+    let forged = [
+        ("form_token", "0".repeat(32)),
+        ("earlier", earlier.clone()),
+        ("later", later.clone()),
+        ("resolution", "keep_later".into()),
+    ];
+    let forged: Vec<(&str, &str)> = forged.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let (status, _) = post_form(&resolve, &forged).await;
+    assert_eq!(status, 403);
+    let backwards = [
+        ("form_token", token.as_str()),
+        ("earlier", later.as_str()),
+        ("later", earlier.as_str()),
+        ("resolution", "keep_later"),
+    ];
+    let (status, body) = post_form(&resolve, &backwards).await;
+    assert_eq!(status, 404, "{body}");
+    assert!(body.contains("no conflict between"), "{body}");
+    let odd = [
+        ("form_token", token.as_str()),
+        ("earlier", earlier.as_str()),
+        ("later", later.as_str()),
+        ("resolution", "keep_both_please"),
+    ];
+    let (status, _) = post_form(&resolve, &odd).await;
+    assert_eq!(status, 400);
+    // Still open, both facts live.
+    let (_, page) = get(&url).await;
+    assert!(
+        page.contains("I live in Ghent.") && page.contains("I live in Leuven."),
+        "{page}"
+    );
+    server.shutdown().await;
+}
+
 /// The scripted upstream, which also writes compaction summaries.
 fn summarising_model(request: &mnemo_scripted_llm::ChatRequest) -> mnemo_scripted_llm::Reply {
     if request

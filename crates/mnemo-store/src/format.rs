@@ -74,6 +74,12 @@ pub fn render(record: &MemoryRecord) -> String {
         source_id: Option<String>,
         #[serde(skip_serializing_if = "Option::is_none")]
         deleted_at: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        conflicts_with: Option<String>,
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        compatible_with: Vec<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        reason: Option<&'a str>,
         #[serde(skip_serializing_if = "Metadata::is_empty")]
         metadata: &'a Metadata,
     }
@@ -87,6 +93,13 @@ pub fn render(record: &MemoryRecord) -> String {
         replaced_by: record.replaced_by.map(|id| id.to_string()),
         source_id: record.source_id.map(|id| id.to_string()),
         deleted_at: record.deleted_at.as_ref().map(ts),
+        conflicts_with: record.conflicts_with.map(|id| id.to_string()),
+        compatible_with: record
+            .compatible_with
+            .iter()
+            .map(|id| id.to_string())
+            .collect(),
+        reason: record.reason.as_deref(),
         metadata: &record.metadata,
     };
     // Strings, ids and JSON values (string keys only) always have a YAML form.
@@ -231,8 +244,11 @@ fn build_record(
     };
     let replaced_by = id_field("replaced_by", warnings);
     let source_id = id_field("source_id", warnings);
+    let conflicts_with = id_field("conflicts_with", warnings);
     let summary_kind = take_string(&mut fields, "summary_kind");
     let deleted_at = take_string(&mut fields, "deleted_at").and_then(|raw| parse_time(&raw));
+    let compatible_with = id_list(fields.remove("compatible_with"), warnings);
+    let reason = take_string(&mut fields, "reason");
 
     let mut metadata = match fields.remove("metadata") {
         Some(Value::Object(map)) => map,
@@ -257,8 +273,41 @@ fn build_record(
         replaced_by,
         source_id,
         deleted_at,
+        conflicts_with,
+        compatible_with,
+        reason,
         metadata,
     }
+}
+
+/// Most ids a `compatible_with` list keeps: a person resolves conflicts one pair at a time,
+/// and a hand-written list of thousands would only slow every read of the file.
+pub const MAX_COMPATIBLE: usize = 64;
+
+/// The ids of a front matter list (`compatible_with`); what is not a UUID, or past
+/// [`MAX_COMPATIBLE`], is left out with a warning.
+fn id_list(value: Option<Value>, warnings: &mut Vec<String>) -> Vec<MemoryId> {
+    let items = match value {
+        None | Some(Value::Null) => return Vec::new(),
+        Some(Value::Array(items)) => items,
+        Some(one) => vec![one],
+    };
+    if items.len() > MAX_COMPATIBLE {
+        warnings.push(format!(
+            "compatible_with holds {} entries; only the first {MAX_COMPATIBLE} are read",
+            items.len()
+        ));
+    }
+    let mut ids = Vec::new();
+    for item in items.iter().take(MAX_COMPATIBLE) {
+        match item.as_str().and_then(|s| s.parse::<MemoryId>().ok()) {
+            Some(id) => ids.push(id),
+            None => warnings.push(format!(
+                "compatible_with entry {item} is not a UUID; ignored"
+            )),
+        }
+    }
+    ids
 }
 
 fn take_string(fields: &mut serde_json::Map<String, Value>, key: &str) -> Option<String> {
@@ -336,10 +385,42 @@ mod tests {
         record.replaced_by = Some(MemoryId::random());
         record.deleted_at = parse_time("2026-03-05T00:00:00Z");
         record.summary_kind = Some("rolling".into());
+        record.conflicts_with = Some(MemoryId::random());
+        record.compatible_with = vec![MemoryId::random(), MemoryId::random()];
+        record.reason = Some("a person kept the later fact: \"yes\" # not a comment".into());
         let name = crate::layout::file_name(MemoryKind::Fact, record.id, record.created_at);
         let back = parse_at(&format!("entries/c1/facts/{name}"), &render(&record)).unwrap();
         assert_eq!(back.record, record);
         assert!(back.warnings.is_empty(), "{:?}", back.warnings);
+    }
+
+    #[test]
+    fn a_compatible_with_list_is_read_up_to_its_bound_and_bad_ids_are_named() {
+        let good = MemoryId::random();
+        let mut many = format!("---\ncompatible_with:\n  - {good}\n  - not-an-id\n");
+        for _ in 0..MAX_COMPATIBLE + 10 {
+            many.push_str(&format!("  - {}\n", MemoryId::random()));
+        }
+        many.push_str("---\nThe user keeps bees.\n");
+        let parsed = parse_at("entries/c1/facts/x.md", &many).unwrap();
+        assert_eq!(parsed.record.compatible_with.len(), MAX_COMPATIBLE - 1);
+        assert_eq!(parsed.record.compatible_with[0], good);
+        let warnings = parsed.warnings.join("\n");
+        assert!(
+            warnings.contains("\"not-an-id\" is not a UUID"),
+            "{warnings}"
+        );
+        assert!(
+            warnings.contains("only the first 64 are read"),
+            "{warnings}"
+        );
+        // One id alone is a list of one; a mapping is no id at all.
+        let one = parse_at(
+            "entries/c1/facts/y.md",
+            &format!("---\ncompatible_with: {good}\n---\nx\n"),
+        )
+        .unwrap();
+        assert_eq!(one.record.compatible_with, [good]);
     }
 
     #[test]

@@ -492,6 +492,17 @@ impl FileStore {
         path: &Path,
         replaced_by: Option<MemoryId>,
     ) -> Result<PathBuf, StoreError> {
+        self.soft_delete_because(path, replaced_by, None)
+    }
+
+    /// [`soft_delete`](Self::soft_delete), with why the memory was retired written in its
+    /// tombstone's `reason`.
+    pub fn soft_delete_because(
+        &self,
+        path: &Path,
+        replaced_by: Option<MemoryId>,
+        reason: Option<&str>,
+    ) -> Result<PathBuf, StoreError> {
         let (location, relative) = self.locate(path)?;
         if location.tombstone {
             return Err(StoreError::AlreadyDeleted {
@@ -514,6 +525,7 @@ impl FileStore {
         let mut record = memory.record;
         record.deleted_at = Some(Utc::now());
         record.replaced_by = replaced_by;
+        record.reason = reason.map(str::to_owned);
         write_atomic(&tombstone, format::render(&record).as_bytes())
             .map_err(io_err("cannot write", &tombstone))?;
         Ok(tombstone)

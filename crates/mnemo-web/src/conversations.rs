@@ -166,6 +166,7 @@ pub async fn one(
                     a href={ "/ui/conversations/" (conversation.as_str()) "?show=" (show.name()) } { (show.name()) }
                 }
             }
+            a href={ "/ui/conversations/" (conversation.as_str()) "/conflicts" } { "conflicts" }
         }
         p.count { (total) " " (query.show.name()) ", newest first" }
         @for memory in &items {

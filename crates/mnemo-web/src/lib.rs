@@ -7,6 +7,8 @@
 //!
 //! - [`conversations`]: the list of conversations with their counts and summaries, and one
 //!   conversation's facts, turns and tombstones, newest first, paged.
+//! - [`conflicts`]: a conversation's facts that say different things of the same thing,
+//!   side by side, with the forms that resolve each pair.
 //! - [`memories`]: one memory with its front matter, its git history (each change's diff,
 //!   any old version), and the forms that edit or delete it through the engine.
 //! - [`search`]: the production read path, with each stage's score per hit.
@@ -25,6 +27,7 @@
 //! mnemo's own pages know, so another site cannot submit them (the server's guard refuses
 //! foreign `Origin`s as well).
 
+pub mod conflicts;
 pub mod conversations;
 pub mod memories;
 pub mod page;
@@ -94,6 +97,14 @@ pub fn router(state: WebState) -> Router {
         .route("/", get(conversations::index))
         .route("/style.css", get(stylesheet))
         .route("/conversations/{conversation}", get(conversations::one))
+        .route(
+            "/conversations/{conversation}/conflicts",
+            get(conflicts::page),
+        )
+        .route(
+            "/conversations/{conversation}/conflicts/resolve",
+            post(conflicts::resolve),
+        )
         .route("/memories/{id}", get(memories::one))
         .route(
             "/memories/{id}/versions/{commit}",

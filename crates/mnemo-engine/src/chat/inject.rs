@@ -1,19 +1,36 @@
 //! Putting retrieved memories into a chat request, as a pure function of the request.
 //!
 //! The last user message is replaced by one that carries, in this order: the conversation's
-//! rolling summary, the memories (most relevant first, each with its date and the relative
-//! dates it speaks of resolved against that date), and then the user's own message. Other
-//! messages, and every other field of the request, are left as they were. With neither a
-//! summary nor a memory the request is not touched at all.
+//! rolling summary, the memories, and then the user's own message. Other messages, and every
+//! other field of the request, are left as they were. With neither a summary nor a memory
+//! the request is not touched at all.
+//!
+//! Time decides what a small model cannot: the memories are shown **oldest first**, each
+//! with its day (and the relative dates in its words resolved against that day), under a
+//! line saying that where a later memory says otherwise, the later one holds. A fact that a
+//! later fact may contradict (`conflicts_with`, [`crate::write::conflicts`]) is shown right
+//! before that fact and marked as superseded by it, and the summary's sentences that still
+//! state such an earlier fact are not shown: the summary comes first, and a small model
+//! trusts it.
+
+use std::collections::HashMap;
 
 use chrono::NaiveDate;
+use mnemo_core::MemoryId;
 use serde_json::Value;
 
 use crate::retrieval::SearchHit;
-use crate::text::dates;
+use crate::text::{dates, summary_check};
 
 /// Heading above the user's own words in an injected message.
 pub const CURRENT_MESSAGE_HEADING: &str = "Current message:";
+
+/// Heading above the memories: the order they come in and which one holds.
+pub const MEMORIES_HEADING: &str =
+    "Relevant memories, oldest first (where a later memory says otherwise, the later one holds):";
+
+/// What follows a fact that a later fact, shown right after it, may contradict.
+pub const SUPERSEDED_MARK: &str = "(superseded by the next memory)";
 
 /// The text of the last user message of an OpenAI chat request (text parts joined), if any.
 pub fn last_user_text(request: &Value) -> Option<String> {
@@ -40,27 +57,79 @@ fn last_user_message(request: &Value) -> Option<&Value> {
         .find(|m| m["role"] == "user")
 }
 
+/// The memories in the order they are shown, each with whether the fact shown after it
+/// holds over it: oldest first, and a fact whose `conflicts_with` names a later one of
+/// `memories` moved to just before that one.
+pub fn in_time_order(memories: &[SearchHit]) -> Vec<(&SearchHit, bool)> {
+    let mut ordered: Vec<&SearchHit> = memories.iter().collect();
+    ordered.sort_by_key(|m| (m.created_at, m.id));
+    let position: HashMap<MemoryId, usize> =
+        ordered.iter().enumerate().map(|(i, m)| (m.id, i)).collect();
+    let mut keyed: Vec<((usize, u8, usize), &SearchHit, bool)> = ordered
+        .iter()
+        .enumerate()
+        .map(|(at, memory)| {
+            let later = memory
+                .conflicts_with
+                .and_then(|later| position.get(&later).copied())
+                .filter(|&later| later > at);
+            match later {
+                Some(later) => ((later, 0, at), *memory, true),
+                None => ((at, 1, at), *memory, false),
+            }
+        })
+        .collect();
+    keyed.sort_by_key(|(key, _, _)| *key);
+    keyed
+        .into_iter()
+        .map(|(_, memory, superseded)| (memory, superseded))
+        .collect()
+}
+
+/// `summary` without the sentences that still state a fact shown as superseded.
+fn summary_without_superseded(summary: &str, shown: &[(&SearchHit, bool)]) -> String {
+    let earlier: Vec<String> = shown
+        .iter()
+        .filter(|(_, superseded)| *superseded)
+        .map(|(m, _)| m.content.clone())
+        .collect();
+    if earlier.is_empty() {
+        return summary.to_owned();
+    }
+    let later: Vec<String> = shown
+        .iter()
+        .filter(|(m, superseded)| !*superseded && m.role == mnemo_core::Role::Memory)
+        .map(|(m, _)| m.content.clone())
+        .collect();
+    summary_check::without_stale_sentences(summary, &earlier, &later).0
+}
+
 /// The context block that goes before the user's words.
 pub fn context_block(summary: Option<&str>, memories: &[SearchHit]) -> Option<String> {
-    let summary = summary.map(str::trim).filter(|s| !s.is_empty());
+    let shown = in_time_order(memories);
+    let summary = summary
+        .map(|s| summary_without_superseded(s, &shown))
+        .filter(|s| !s.trim().is_empty());
     if summary.is_none() && memories.is_empty() {
         return None;
     }
     let mut block = String::new();
     if let Some(summary) = summary {
         block.push_str("Summary of the conversation so far:\n");
-        block.push_str(summary);
+        block.push_str(summary.trim());
         block.push_str("\n\n");
     }
-    if !memories.is_empty() {
-        block.push_str("Relevant memories (most relevant first):\n");
-        for memory in memories {
+    if !shown.is_empty() {
+        block.push_str(MEMORIES_HEADING);
+        block.push('\n');
+        for (memory, superseded) in shown {
             let content = memory
                 .content
                 .split_whitespace()
                 .collect::<Vec<_>>()
                 .join(" ");
-            block.push_str(&memory_line(&content, memory.created_at.date_naive()));
+            let mark = superseded.then_some(SUPERSEDED_MARK);
+            block.push_str(&memory_line(&content, memory.created_at.date_naive(), mark));
         }
         block.push('\n');
     }
@@ -70,7 +139,7 @@ pub fn context_block(summary: Option<&str>, memories: &[SearchHit]) -> Option<St
 /// One memory as the model reads it: its day, its words, and what the relative dates in them
 /// ("yesterday", "last week") meant on that day, spelled as people write dates. A small model
 /// copies the date format it is shown into its answer, and cannot count back from a day.
-fn memory_line(content: &str, day: NaiveDate) -> String {
+fn memory_line(content: &str, day: NaiveDate, mark: Option<&str>) -> String {
     let mut line = format!("- [{}] {content}", dates::spell_day(day));
     let resolved = dates::resolved_phrases(content, day);
     if !resolved.is_empty() {
@@ -79,6 +148,10 @@ fn memory_line(content: &str, day: NaiveDate) -> String {
             .map(|(phrase, date)| format!("{phrase} = {date}"))
             .collect();
         line.push_str(&format!(" ({})", notes.join("; ")));
+    }
+    if let Some(mark) = mark {
+        line.push(' ');
+        line.push_str(mark);
     }
     line.push('\n');
     line
@@ -121,9 +194,16 @@ mod tests {
             created_at: chrono::Utc.with_ymd_and_hms(2026, 3, day, 9, 0, 0).unwrap(),
             metadata: Default::default(),
             path: "x.md".into(),
+            conflicts_with: None,
             score: 1.0,
             scores: StageScores::default(),
         }
+    }
+
+    /// `earlier`, marked as contradicted by `later`.
+    fn superseded(mut earlier: SearchHit, later: &SearchHit) -> SearchHit {
+        earlier.conflicts_with = Some(later.id);
+        earlier
     }
 
     fn request() -> Value {
@@ -140,17 +220,23 @@ mod tests {
     }
 
     #[test]
-    fn summary_then_memories_then_the_message() {
+    fn summary_then_memories_oldest_first_then_the_message() {
+        // Retrieval ranks the newer memory first; the prompt shows them as time does.
         let memories = [memory("I dislike pizza.", 2), memory("Anne is my wife.", 1)];
         let out = inject(&request(), Some("Planning dinners."), &memories).unwrap();
         let text = out["messages"][3]["content"].as_str().unwrap();
         let summary = text.find("Planning dinners.").unwrap();
+        let heading = text.find(MEMORIES_HEADING).unwrap();
         let pizza = text.find("- [2 March 2026] I dislike pizza.").unwrap();
         let anne = text.find("- [1 March 2026] Anne is my wife.").unwrap();
         let current = text
             .find("Current message:\nWhat should I cook tonight?")
             .unwrap();
-        assert!(summary < pizza && pizza < anne && anne < current, "{text}");
+        assert!(
+            summary < heading && heading < anne && anne < pizza && pizza < current,
+            "{text}"
+        );
+        assert!(!text.contains(SUPERSEDED_MARK), "{text}");
         assert!(text.ends_with("What should I cook tonight?"));
         // Everything else is as it was.
         assert_eq!(out["messages"][1], request()["messages"][1]);
@@ -176,6 +262,54 @@ mod tests {
         );
         let plain = context_block(None, &[memory("I like tea.", 3)]).unwrap();
         assert!(plain.contains("- [3 March 2026] I like tea.\n"), "{plain}");
+    }
+
+    #[test]
+    fn a_superseded_fact_comes_right_before_what_holds_over_it_and_is_marked() {
+        let van = memory("The user drives a green van.", 1);
+        let tea = memory("The user drinks green tea.", 2);
+        let bike = memory("The user rides a cargo bike.", 3);
+        let van = superseded(van, &bike);
+        // Relevance put the old value first and something else between them.
+        let block = context_block(None, &[van, bike, tea]).unwrap();
+        let lines: Vec<&str> = block.lines().filter(|l| !l.is_empty()).collect();
+        assert_eq!(
+            lines,
+            [
+                MEMORIES_HEADING,
+                "- [2 March 2026] The user drinks green tea.",
+                "- [1 March 2026] The user drives a green van. (superseded by the next memory)",
+                "- [3 March 2026] The user rides a cargo bike.",
+            ],
+            "{block}"
+        );
+    }
+
+    #[test]
+    fn a_mark_naming_a_fact_not_shown_or_an_older_one_moves_nothing() {
+        let absent = memory("The user rides a cargo bike.", 9);
+        let old = memory("The user drives a green van.", 1);
+        let new = memory("The user drinks green tea.", 2);
+        let backwards = superseded(new.clone(), &old);
+        let block = context_block(None, &[superseded(old.clone(), &absent), backwards]).unwrap();
+        assert!(!block.contains(SUPERSEDED_MARK), "{block}");
+        let van = block.find("green van").unwrap();
+        assert!(van < block.find("green tea").unwrap(), "{block}");
+    }
+
+    #[test]
+    fn a_summary_sentence_stating_a_superseded_fact_is_not_injected() {
+        let bike = memory("The user rides a cargo bike.", 3);
+        let van = superseded(memory("The user drives a green van.", 1), &bike);
+        let summary = "The user drives a green van. The user's sister Wiebke is a potter.";
+        let block = context_block(Some(summary), &[bike.clone(), van]).unwrap();
+        let summary_part = &block[..block.find(MEMORIES_HEADING).unwrap()];
+        assert!(!summary_part.contains("green van"), "{block}");
+        assert!(summary_part.contains("Wiebke is a potter."), "{block}");
+        // Without the mark the summary is shown whole.
+        let plain = memory("The user drives a green van.", 1);
+        let block = context_block(Some(summary), &[bike, plain]).unwrap();
+        assert!(block.starts_with(&format!("Summary of the conversation so far:\n{summary}")));
     }
 
     #[test]

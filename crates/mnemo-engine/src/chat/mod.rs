@@ -412,6 +412,34 @@ impl ScopedClient {
 }
 
 impl MemoryClient {
+    /// `hits` and, for each fact a later fact holds over (`conflicts_with`) that retrieval
+    /// left out, that later fact: a superseded value is never shown without what holds now.
+    /// A lookup that fails leaves the hits as they were; the mark still shows.
+    async fn with_what_holds_now(&self, mut hits: Vec<SearchHit>) -> Vec<SearchHit> {
+        let mut wanted: Vec<(mnemo_core::MemoryId, ConversationId)> = Vec::new();
+        for hit in &hits {
+            let Some(later) = hit.conflicts_with else {
+                continue;
+            };
+            if !hits.iter().any(|h| h.id == later) && !wanted.iter().any(|(id, _)| *id == later) {
+                wanted.push((later, hit.conversation_id.clone()));
+            }
+        }
+        for (later, conversation) in wanted {
+            match self.get(later).await {
+                Ok(Some(fact))
+                    if fact.record.role == Role::Memory
+                        && fact.record.conversation_id == conversation =>
+                {
+                    hits.push(SearchHit::unranked(fact));
+                }
+                Ok(_) => {}
+                Err(e) => warn!(%later, "the fact that holds now could not be read ({e})"),
+            }
+        }
+        hits
+    }
+
     /// Steps 1-4 of a chat: memory fields out, memories in, the request governed, the
     /// user's turn written; `access` checked once the request's conversation and agent are
     /// known.
@@ -502,6 +530,7 @@ impl MemoryClient {
             }
             None => Vec::new(),
         };
+        let hits = self.with_what_holds_now(hits).await;
         let summary = {
             let inner = self.inner.clone();
             let conversation = fields.conversation.clone();

@@ -243,10 +243,36 @@ pub struct SearchHit {
     /// the network).
     #[schema(value_type = String)]
     pub path: PathBuf,
+    /// On a fact: the later fact that holds over it until a person resolves their conflict
+    /// (front matter `conflicts_with`).
+    #[schema(value_type = Option<String>, format = Uuid)]
+    #[schemars(with = "Option<String>")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub conflicts_with: Option<MemoryId>,
     /// The final score (`scores.combined`).
     pub score: f32,
     /// Each stage's score.
     pub scores: StageScores,
+}
+
+impl SearchHit {
+    /// A memory that no search ranked (a fact shown because a retrieved one names it), with
+    /// no score.
+    pub fn unranked(memory: mnemo_store::StoredMemory) -> Self {
+        let record = memory.record;
+        Self {
+            id: record.id,
+            conversation_id: record.conversation_id,
+            role: record.role,
+            content: record.content,
+            created_at: record.created_at,
+            metadata: record.metadata,
+            path: memory.path,
+            conflicts_with: record.conflicts_with,
+            score: 0.0,
+            scores: StageScores::default(),
+        }
+    }
 }
 
 /// Everything a search reads, borrowed from the engine for the length of one search.
@@ -469,6 +495,7 @@ impl ReadPath<'_> {
             content: payload.content,
             created_at: payload.created_at,
             metadata: payload.metadata,
+            conflicts_with: payload.conflicts_with,
             score: candidate.scores.combined,
             scores: candidate.scores,
         }

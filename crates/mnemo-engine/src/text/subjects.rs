@@ -106,6 +106,79 @@ pub fn gives_a_new_value(new: &str, old: &str) -> bool {
     states && new_frame == old_frame && !new_values.is_empty() && new_values != old_values
 }
 
+/// At most this many content words in the part where two rival facts differ, on each side:
+/// a value ("Leuven", "Thursdays", "a ship's pilot"), not a new sentence.
+const MAX_DIFFERING: usize = 2;
+
+/// Whether two facts may say different things of the same thing: both of the same person,
+/// word for word the same (by stem, words that say when left out) but for one part, short
+/// on both sides, where each says something of its own ("The user lives in Leuven." and
+/// "The user lives in Ghent."), or where the later only denies ("The user eats meat." and
+/// "The user no longer eats meat."); and what they share holds a content word besides the
+/// person (the attribute: "lives in"). A fact that only adds to the other ("keeps bees" and
+/// "keeps bees on the roof"), one about something else ("swims" and "cooks"), or one that
+/// says the other again in other words is no rival: paraphrases and elaborations are most of
+/// what a long conversation stores, and nearness alone cannot tell them from a new value
+/// (`benches/conflict_marks.rs` measures both).
+pub fn may_conflict(earlier: &str, later: &str) -> bool {
+    let subject = subject_of(earlier);
+    if !subject.same_person(&subject_of(later)) {
+        return false;
+    }
+    let person: &[String] = match &subject {
+        Subject::Someone(words) => words,
+        Subject::Speaker => &[],
+    };
+    let (a, b) = (
+        compared_words(earlier, person),
+        compared_words(later, person),
+    );
+    let prefix = a
+        .iter()
+        .zip(&b)
+        .take_while(|(x, y)| x.stem == y.stem)
+        .count();
+    let room = a.len().min(b.len()) - prefix;
+    let suffix = a
+        .iter()
+        .rev()
+        .zip(b.iter().rev())
+        .take(room)
+        .take_while(|(x, y)| x.stem == y.stem)
+        .count();
+    let (only_a, only_b) = (&a[prefix..a.len() - suffix], &b[prefix..b.len() - suffix]);
+    let said = |part: &[Compared]| part.iter().filter(|w| w.content || w.negates).count();
+    let shared = a[..prefix]
+        .iter()
+        .chain(&a[a.len() - suffix..])
+        .any(|w| w.content);
+    let new_value =
+        (1..=MAX_DIFFERING).contains(&said(only_a)) && (1..=MAX_DIFFERING).contains(&said(only_b));
+    let denial =
+        only_a.is_empty() && only_b.iter().any(|w| w.negates) && said(only_b) <= MAX_DIFFERING;
+    shared && (new_value || denial)
+}
+
+/// A word as [`may_conflict`] compares it.
+struct Compared {
+    stem: String,
+    /// A content word that does not name the person the fact is about.
+    content: bool,
+    negates: bool,
+}
+
+fn compared_words(fact: &str, person: &[String]) -> Vec<Compared> {
+    super::words::words(fact)
+        .iter()
+        .filter(|w| !super::changes::says_when(w.base()))
+        .map(|w| Compared {
+            stem: w.stem(),
+            content: w.is_content() && !person.iter().any(|p| p == w.base()),
+            negates: w.negates(),
+        })
+        .collect()
+}
+
 /// A fact's words with each name and number replaced by a slot, and the values in the slots.
 fn frame(fact: &str) -> (Vec<String>, Vec<String>) {
     let mut frame = Vec::new();
@@ -126,6 +199,50 @@ fn frame(fact: &str) -> (Vec<String>, Vec<String>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rivals_are_of_one_person_and_differ_in_one_short_part() {
+        assert!(may_conflict(
+            "The user lives in Leuven.",
+            "The user lives in Ghent."
+        ));
+        assert!(may_conflict(
+            "The user works as a nurse.",
+            "The user now works as a ship's pilot."
+        ));
+        assert!(may_conflict(
+            "The user's aunt Wiebke lives in Graz.",
+            "The user's aunt Wiebke lives in Linz."
+        ));
+        assert!(may_conflict(
+            "The user eats meat.",
+            "The user no longer eats meat."
+        ));
+        assert!(may_conflict("I live in Ghent.", "I live in Leuven."));
+        // Another person, an addition, a restatement with a word of time, a new sentence,
+        // a paraphrase: no rivals.
+        assert!(!may_conflict(
+            "The user lives in Graz.",
+            "The user's aunt lives in Linz."
+        ));
+        assert!(!may_conflict(
+            "The user keeps bees.",
+            "The user keeps bees on the roof."
+        ));
+        assert!(!may_conflict(
+            "The user keeps bees.",
+            "The user now keeps bees."
+        ));
+        assert!(!may_conflict(
+            "The user drives a green van.",
+            "The user keeps bees on the roof."
+        ));
+        assert!(!may_conflict("Ilse swims.", "Ilse cooks."));
+        assert!(!may_conflict(
+            "The user is grateful for the help with the garden fence.",
+            "The user thanks the assistant for the garden fence advice and feels relieved."
+        ));
+    }
 
     fn someone(words: &[&str]) -> Subject {
         Subject::Someone(words.iter().map(|w| w.to_string()).collect())

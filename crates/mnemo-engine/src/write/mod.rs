@@ -15,11 +15,15 @@
 //! 4. **Rules**: what the user's message takes back is retracted
 //!    ([`crate::text::changes`]), and a new value for the same thing replaces the old one
 //!    ([`crate::text::subjects::gives_a_new_value`]), whatever the reconciler said.
-//! 5. **Summarise**: the rolling summary is rewritten from the previous one plus the changes,
+//! 5. **Mark conflicts**: each older live fact a new fact may contradict (the same
+//!    person, near in meaning, each saying something the other does not) names the new one
+//!    in `conflicts_with`: the later holds until a person resolves the pair ([`conflicts`]).
+//!    Nothing is retired for it.
+//! 6. **Summarise**: the rolling summary is rewritten from the previous one plus the changes,
 //!    checked sentence by sentence ([`crate::text::summary_check`]), and not written at all
 //!    when nothing changed.
-//! 6. **Evict** the oldest facts and turns beyond `max_entries` (summaries are exempt).
-//! 7. **Commit** to git, one commit per pass, naming the conversation and what changed. A
+//! 7. **Evict** the oldest facts and turns beyond `max_entries` (summaries are exempt).
+//! 8. **Commit** to git, one commit per pass, naming the conversation and what changed. A
 //!    failed commit is logged; the next commit stages everything, so it carries the changes.
 //!
 //! The steps run on a `WritePath`, borrowed from the engine for one pass (as a search
@@ -29,6 +33,7 @@
 //! Nothing here can lose an acknowledged memory: turns are on disk before this runs, new
 //! facts are written before old ones are tombstoned, and tombstones keep every word.
 
+pub mod conflicts;
 pub mod prompts;
 pub mod queue;
 
@@ -87,6 +92,10 @@ pub struct WriteReport {
     /// The texts of the facts this pass updated or deleted: what the rolling summary must
     /// no longer say.
     pub retracted: Vec<String>,
+    /// Older live facts this pass marked as contradicted by one of its new facts
+    /// (`write::conflicts`). The summary no longer states them; the facts stay live until a
+    /// person resolves the conflict.
+    pub contested: Vec<conflicts::Contested>,
     /// Sentences cut from the rewritten summary because they still stated a retracted fact,
     /// or gave someone else's trait to the user (`crate::text::summary_check`).
     pub summary_cuts: Vec<String>,
@@ -123,6 +132,7 @@ impl WriteReport {
             updated: Vec::new(),
             deleted: Vec::new(),
             retracted: Vec::new(),
+            contested: Vec::new(),
             summary_cuts: Vec::new(),
             evicted: 0,
             summary_updated: false,
@@ -157,6 +167,9 @@ impl WriteReport {
         }
         if !self.deleted.is_empty() {
             parts.push(format!("{} deleted", self.deleted.len()));
+        }
+        if !self.contested.is_empty() {
+            parts.push(plural(self.contested.len(), "conflict", "conflicts"));
         }
         if self.evicted > 0 {
             parts.push(format!("{} evicted", self.evicted));
@@ -822,6 +835,7 @@ impl WritePath<'_> {
         report: &mut WriteReport,
         started: Instant,
     ) -> Result<(), EngineError> {
+        self.mark_conflicts(conversation, report).await?;
         if report.changed_facts() && self.engine.config.enable_summarization {
             self.update_summary(conversation, report).await?;
         }
@@ -866,7 +880,14 @@ impl WritePath<'_> {
             .iter()
             .map(|m| m.record.content.clone())
             .collect();
-        let (messages, schema) = prompts::summary(previous.as_deref(), &added, &report.retracted);
+        // What a later fact contradicts is, for the summary, as good as retracted.
+        let retracted: Vec<String> = report
+            .retracted
+            .iter()
+            .chain(report.contested.iter().map(|c| &c.earlier_text))
+            .cloned()
+            .collect();
+        let (messages, schema) = prompts::summary(previous.as_deref(), &added, &retracted);
         let call = Instant::now();
         let answer = llm
             .complete_json::<prompts::Summary>(messages, &schema)
@@ -880,8 +901,7 @@ impl WritePath<'_> {
                 return Ok(());
             }
         };
-        let (text, stale) =
-            summary_check::without_stale_sentences(&text, &report.retracted, &added);
+        let (text, stale) = summary_check::without_stale_sentences(&text, &retracted, &added);
         let text = if stale.is_empty() {
             text
         } else {

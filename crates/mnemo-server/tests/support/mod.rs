@@ -70,7 +70,7 @@ impl Server {
 }
 
 /// The routes mnemo serves itself, as (method, path).
-pub const ROUTES: [(&str, &str); 29] = [
+pub const ROUTES: [(&str, &str); 31] = [
     ("post", "/v1/chat/completions"),
     ("get", "/health"),
     ("get", "/openapi.json"),
@@ -84,6 +84,8 @@ pub const ROUTES: [(&str, &str); 29] = [
     ("patch", "/v1/conversations/{id}/memory"),
     ("post", "/v1/conversations/{id}/compact"),
     ("get", "/v1/conversations/{id}/usage"),
+    ("get", "/v1/conversations/{id}/conflicts"),
+    ("post", "/v1/conversations/{id}/conflicts/resolve"),
     ("get", "/v1/conversations/{id}/tool-outputs/{call_id}"),
     ("get", "/metrics"),
     ("get", "/v1/sessions"),
