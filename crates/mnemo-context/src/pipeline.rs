@@ -157,10 +157,11 @@ pub trait Callbacks: Send + Sync {
 }
 
 /// Whether compaction (or trimming) is due. With no trigger set, when less than 20% of the
-/// window remains. `compact_trigger_turns` alone acts past that many turns; with token
-/// triggers as well, both must hold. Any one token trigger suffices: the estimate over
-/// `token_budget` or `token_soft_budget`, or the remaining share under `token_remaining_pct`
-/// or `token_soft_remaining_pct`.
+/// window remains. Any one trigger set suffices, as co-cli runs them: past
+/// `compact_trigger_turns` turns, the estimate over `token_budget` or `token_soft_budget`, or
+/// the remaining share under `token_remaining_pct` or `token_soft_remaining_pct`. (Both
+/// having to hold would let a long conversation of short turns, or a few huge tool outputs,
+/// run past the trigger that was meant to catch it.)
 pub fn compaction_due(s: &ResolvedStrategy, tokens: usize, turns: usize, window: u64) -> bool {
     let tokens = tokens as u64;
     let remaining = 1.0 - tokens as f64 / window.max(1) as f64;
@@ -172,12 +173,11 @@ pub fn compaction_due(s: &ResolvedStrategy, tokens: usize, turns: usize, window:
     ];
     let any_token_trigger = token_triggers.iter().any(Option::is_some);
     let token_fired = token_triggers.contains(&Some(true));
-    match s.compact_trigger_turns {
-        Some(limit) if any_token_trigger => turns > limit && token_fired,
-        Some(limit) => turns > limit,
-        None if any_token_trigger => token_fired,
-        None => remaining < 0.2,
+    let turns_fired = s.compact_trigger_turns.is_some_and(|limit| turns > limit);
+    if s.compact_trigger_turns.is_none() && !any_token_trigger {
+        return remaining < 0.2;
     }
+    turns_fired || token_fired
 }
 
 /// Whether a summary is due: the estimate over `compress_threshold` of the window, more

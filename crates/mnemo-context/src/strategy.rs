@@ -75,7 +75,7 @@ pub struct Strategy {
     /// default 2.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compact_keep: Option<usize>,
-    /// Act only past this many turns.
+    /// Act past this many turns (any one trigger set suffices: this or a token trigger).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compact_trigger_turns: Option<usize>,
     /// Act when the request's estimate exceeds this many tokens (a hard limit: it also
