@@ -143,11 +143,13 @@ pub async fn start_upstream(
             })?;
             config.openai_base_url = Some(llm.base_url().to_owned());
             config.llm_model = LOCAL_LLM_ALIAS.to_owned();
+            // The local LLM answers to any model name, and its slot is the window of every
+            // request, whatever name it gives.
             let window = local_window(llm.base_url(), &options).await;
             config
                 .context
                 .windows
-                .entry(LOCAL_LLM_ALIAS.to_owned())
+                .entry(mnemo_engine::EVERY_MODEL.to_owned())
                 .or_insert(window);
             Some(llm)
         }

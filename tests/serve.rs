@@ -92,8 +92,26 @@ async fn without_an_upstream_the_local_llm_is_started_and_stopped_with_the_serve
         !local_llm.is_empty(),
         "the local LLM runs as a child of mnemo serve"
     );
+    // The local LLM answers to any model name, and its slot is the window whatever the
+    // name: not the 128,000 tokens the bundled data knows for gpt-4o.
+    let chat = json!({
+        "model": "gpt-4o",
+        "max_tokens": 4,
+        "memory_learn": false,
+        "messages": [{"role": "user", "content": "Say hi."}]
+    });
+    let (status, answer) = post(&format!("{url}/v1/chat/completions"), &chat).await;
+    if status != 200 {
+        terminate(&mut server);
+        panic!("{answer}");
+    }
+    let context = answer["memory_context"].clone();
 
+    // Stopped before the checks: a server left running would hold the test's stderr open.
     let status = terminate(&mut server);
+    assert_eq!(context["window_source"], "config", "{context}");
+    let window = context["window"].as_u64().unwrap_or_default();
+    assert!((512..=4096).contains(&window), "{context}");
     assert!(status.success(), "mnemo serve exited with {status}");
     let deadline = Instant::now() + Duration::from_secs(30);
     while local_llm.iter().any(|&pid| alive(pid)) {

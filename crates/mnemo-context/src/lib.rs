@@ -48,7 +48,7 @@ pub use summarize::{
     DirSummaryStore, MemorySummaryStore, Summariser, SummaryRequest, SummaryStore,
 };
 pub use tokens::{counter_for_model, ApproxCounter, CachedCounter, TiktokenCounter, TokenCounter};
-pub use window::{ContextWindows, Window, WindowSource};
+pub use window::{ContextWindows, Window, WindowSource, EVERY_MODEL};
 
 /// Lower-case hex sha256 of `bytes`.
 pub(crate) fn digest(bytes: &[u8]) -> String {

@@ -1,9 +1,11 @@
 //! How many tokens a model can take: its context window.
 //!
 //! In order: a strategy's `context_window_tokens`, a per-model override from the
-//! configuration (the local LLM's own context size is one), the bundled `genai-prices` data
-//! (the source pydantic-deep's middleware uses; its model matching knows dated and aliased
-//! names), and [`DEFAULT_WINDOW`] for a model nobody knows.
+//! configuration, the override for every model ([`EVERY_MODEL`], `"*"`: an upstream that
+//! serves one model under any name, as mnemo's own local LLM does, whose slot is then the
+//! window whatever name a request gives), the bundled `genai-prices` data (the source
+//! pydantic-deep's middleware uses; its model matching knows dated and aliased names), and
+//! [`DEFAULT_WINDOW`] for a model nobody knows.
 
 use std::collections::BTreeMap;
 
@@ -12,6 +14,9 @@ use serde::Serialize;
 
 /// The window of a model nobody knows.
 pub const DEFAULT_WINDOW: u64 = 200_000;
+
+/// The override key that stands for every model name (`[context.windows] "*" = 2048`).
+pub const EVERY_MODEL: &str = "*";
 
 /// Where a window came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -61,7 +66,11 @@ impl ContextWindows {
                 source: WindowSource::Strategy,
             };
         }
-        if let Some(&tokens) = self.overrides.get(model) {
+        let configured = self
+            .overrides
+            .get(model)
+            .or_else(|| self.overrides.get(EVERY_MODEL));
+        if let Some(&tokens) = configured {
             return Window {
                 tokens,
                 source: WindowSource::Config,
@@ -207,5 +216,25 @@ mod tests {
                 source: WindowSource::Default
             }
         );
+    }
+
+    #[test]
+    fn every_model_stands_for_any_name_but_one_named() {
+        let windows = ContextWindows::new(BTreeMap::from([
+            (EVERY_MODEL.to_owned(), 2048),
+            ("big".to_owned(), 32_768),
+        ]));
+        for name in ["gpt-4o", "local", "anything"] {
+            assert_eq!(
+                windows.window(name, None),
+                Window {
+                    tokens: 2048,
+                    source: WindowSource::Config
+                },
+                "{name}"
+            );
+        }
+        assert_eq!(windows.window("big", None).tokens, 32_768);
+        assert_eq!(windows.window("gpt-4o", Some(900)).tokens, 900);
     }
 }

@@ -84,7 +84,7 @@ pub use index::model_words::{
 pub use index::sync::{SyncProgress, SyncReport};
 pub use index::vocabulary_file::VocabularyFile;
 pub use index::watcher::WatcherHandle;
-pub use mnemo_context::{ContextReport, Strategy};
+pub use mnemo_context::{ContextReport, Strategy, EVERY_MODEL};
 pub use mnemo_session::{Excerpt, HistoryStyle, SessionExport, SessionId, SessionMeta};
 pub use retrieval::{SearchHit, SearchRequest, StageScores};
 pub use usage::UsageTotals;
