@@ -88,6 +88,6 @@ pub use mnemo_context::{ContextReport, Strategy, EVERY_MODEL};
 pub use mnemo_session::{Excerpt, HistoryStyle, SessionExport, SessionId, SessionMeta};
 pub use retrieval::{SearchHit, SearchRequest, StageScores};
 pub use usage::UsageTotals;
-pub use write::conflicts::{Conflict, Conflicts, Contested, Resolution, Resolved};
+pub use write::conflicts::{Conflict, Conflicts, Resolution, Resolved};
 pub use write::GROUNDED_ON;
-pub use write::{WriteReport, MAX_TEXTS_PER_ADD};
+pub use write::{Contested, WriteReport, MAX_TEXTS_PER_ADD};

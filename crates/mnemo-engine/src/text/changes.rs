@@ -37,7 +37,7 @@
 
 use super::clauses::{clauses, Clause, Person, Stance, PERSON_NOUNS};
 use super::subjects::{subject_of, Subject};
-use super::words::{sentences, stem, words, Word};
+use super::words::{says_when, sentences, stem, words, Word};
 
 /// Phrases by which a speaker says something stopped being so.
 pub const STOPPING: &[&[&str]] = &[
@@ -88,62 +88,6 @@ pub const CHANGES: &[&[&str]] = &[
     &["from", "now", "on"],
 ];
 
-/// Words that say when or how often something happened, not what: units of time and the
-/// words that place them ("last", "ago", "since"), the months and the days of the week.
-const TIME_WORDS: &[&str] = &[
-    "again",
-    "ago",
-    "already",
-    "always",
-    "currently",
-    "day",
-    "days",
-    "decade",
-    "decades",
-    "ever",
-    "hour",
-    "hours",
-    "last",
-    "month",
-    "months",
-    "morning",
-    "night",
-    "now",
-    "often",
-    "recent",
-    "since",
-    "sometimes",
-    "soon",
-    "still",
-    "today",
-    "tonight",
-    "week",
-    "weekend",
-    "weeks",
-    "year",
-    "years",
-    "yesterday",
-    "january",
-    "february",
-    "march",
-    "april",
-    "may",
-    "june",
-    "july",
-    "august",
-    "september",
-    "october",
-    "november",
-    "december",
-    "monday",
-    "tuesday",
-    "wednesday",
-    "thursday",
-    "friday",
-    "saturday",
-    "sunday",
-];
-
 /// Words that count units of time ("two weeks ago"): part of saying when.
 const COUNTS: &[&str] = &[
     "couple", "eight", "few", "five", "four", "nine", "one", "several", "seven", "six", "ten",
@@ -177,18 +121,12 @@ impl Retraction {
 }
 
 /// Most content words in a "not ..." piece read as a contrast: a contrast names a thing
-/// ("not the bus"), a longer piece is a clause of its own.
+/// ("not the violin"), a longer piece is a clause of its own.
 const CONTRAST_WORDS: usize = 3;
 
 /// What may stand before the "not" of a piece that contrasts: a conjunction ("..., but not
-/// the bus"), or "it"/"that" and a form of "be" ("it's not the bus").
+/// the violin"), or "it"/"that" and a form of "be" ("it's not the violin").
 const CONTRAST_LEADS: &[&str] = &["and", "but", "or", "it", "that", "is", "was"];
-
-/// Whether `word` says when or how rather than what: an adverb in "-ly" ("recently",
-/// "finally", "actually"), a unit of time, or a word that places one.
-pub fn says_when(word: &str) -> bool {
-    (word.len() > 4 && word.ends_with("ly")) || TIME_WORDS.contains(&word)
-}
 
 /// Whether `words` hold a phrase of stopping.
 fn stops(words: &[&str]) -> bool {
@@ -337,8 +275,8 @@ fn contrasted_things(message: &str) -> Vec<Retraction> {
 
 /// The words `clause` (the `at`-th of its sentence) denies when it is a contrast piece, and
 /// whether it opens with "it"/"that": a "not" after a conjunction or nothing, past the
-/// sentence's first clause ("..., not the bus"), or after "it"/"that" and a form of "be"
-/// anywhere ("it's not the bus"), denying at most [`CONTRAST_WORDS`] content words, none a
+/// sentence's first clause ("..., not the violin"), or after "it"/"that" and a form of "be"
+/// anywhere ("it's not the violin"), denying at most [`CONTRAST_WORDS`] content words, none a
 /// name or a number, and stopping nothing.
 fn contrast_piece(clause: &Clause, at: usize) -> Option<(Vec<&Word>, bool)> {
     let texts: Vec<&str> = clause.words.iter().map(|(w, _)| w.text.as_str()).collect();

@@ -170,7 +170,7 @@ struct Compared {
 fn compared_words(fact: &str, person: &[String]) -> Vec<Compared> {
     super::words::words(fact)
         .iter()
-        .filter(|w| !super::changes::says_when(w.base()))
+        .filter(|w| !super::words::says_when(w.base()))
         .map(|w| Compared {
             stem: w.stem(),
             content: w.is_content() && !person.iter().any(|p| p == w.base()),

@@ -23,9 +23,9 @@
 
 use std::collections::HashSet;
 
-use super::changes::says_when;
 use super::clauses::{clauses, Person, Stance, PERSON_NOUNS};
 use super::subjects::subject_of;
+use super::words::says_when;
 use super::words::{sentences, words, Word};
 
 /// The content words of `text` with whether each is a name or number, by stem; words that

@@ -115,6 +115,68 @@ pub const FUNCTION_WORDS: &[&str] = &[
     "yourself",
 ];
 
+/// Words that say when or how often something happened, not what: units of time and the
+/// words that place them ("last", "ago", "since"), the months and the days of the week.
+const TIME_WORDS: &[&str] = &[
+    "again",
+    "ago",
+    "already",
+    "always",
+    "currently",
+    "day",
+    "days",
+    "decade",
+    "decades",
+    "ever",
+    "hour",
+    "hours",
+    "last",
+    "month",
+    "months",
+    "morning",
+    "night",
+    "now",
+    "often",
+    "recent",
+    "since",
+    "sometimes",
+    "soon",
+    "still",
+    "today",
+    "tonight",
+    "week",
+    "weekend",
+    "weeks",
+    "year",
+    "years",
+    "yesterday",
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+    "monday",
+    "tuesday",
+    "wednesday",
+    "thursday",
+    "friday",
+    "saturday",
+    "sunday",
+];
+
+/// Whether `word` says when or how rather than what: an adverb in "-ly" ("recently",
+/// "finally", "actually"), a unit of time, or a word that places one.
+pub fn says_when(word: &str) -> bool {
+    (word.len() > 4 && word.ends_with("ly")) || TIME_WORDS.contains(&word)
+}
+
 /// One word of a text.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Word {

@@ -31,25 +31,12 @@ use serde::{Deserialize, Serialize};
 use tracing::info;
 use utoipa::ToSchema;
 
-use super::{WritePath, WriteReport};
+use super::{Contested, WritePath, WriteReport};
 use crate::api_types::Memory;
 use crate::blocking::blocking;
 use crate::engine::{Engine, MemoryClient};
 use crate::error::EngineError;
 use crate::text::subjects::may_conflict;
-
-/// An older fact a pass marked as contradicted by one of its new facts.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Contested {
-    /// The older fact.
-    pub earlier: MemoryId,
-    /// Its text.
-    pub earlier_text: String,
-    /// The new fact that holds over it.
-    pub later: MemoryId,
-    /// The cosine of their embeddings.
-    pub similarity: f32,
-}
 
 /// Two live facts of one conversation, the earlier naming the later in `conflicts_with`:
 /// until a person resolves them, the later holds.

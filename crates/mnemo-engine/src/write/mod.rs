@@ -76,6 +76,19 @@ pub const MAX_TEXTS_PER_ADD: usize = 100;
 /// Turns looked at, going back from a user's message, for the exchange it replies to.
 const EARLIER_TURNS: usize = 4;
 
+/// An older fact a pass marked as contradicted by one of its new facts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Contested {
+    /// The older fact.
+    pub earlier: MemoryId,
+    /// Its text.
+    pub earlier_text: String,
+    /// The new fact that holds over it.
+    pub later: MemoryId,
+    /// The cosine of their embeddings.
+    pub similarity: f32,
+}
+
 /// What one pass of the write path did.
 #[derive(Debug, Clone)]
 pub struct WriteReport {
@@ -95,7 +108,7 @@ pub struct WriteReport {
     /// Older live facts this pass marked as contradicted by one of its new facts
     /// (`write::conflicts`). The summary no longer states them; the facts stay live until a
     /// person resolves the conflict.
-    pub contested: Vec<conflicts::Contested>,
+    pub contested: Vec<Contested>,
     /// Sentences cut from the rewritten summary because they still stated a retracted fact,
     /// or gave someone else's trait to the user (`crate::text::summary_check`).
     pub summary_cuts: Vec<String>,
