@@ -97,6 +97,11 @@ struct Dialogue {
 }
 
 impl Dialogue {
+    /// The claims a true fact may state: what must be remembered, and what else is true.
+    fn truths(&self) -> Vec<&Claim> {
+        self.remember.iter().chain(&self.also_true).collect()
+    }
+
     fn people(&self) -> People {
         People {
             user_names: self.user_names.clone(),
@@ -425,11 +430,7 @@ async fn play(client: &MemoryClient, dialogue: &Dialogue) -> Outcome {
 /// fact?), and the live facts stating an old value that no live mark names as superseded.
 fn judge_marks(dialogue: &Dialogue, live: &[MemoryRecord], outcome: &mut Outcome) {
     let people = dialogue.people();
-    let truths: Vec<&Claim> = dialogue
-        .remember
-        .iter()
-        .chain(&dialogue.also_true)
-        .collect();
+    let truths = dialogue.truths();
     let verdict_of = |text: &str| match judge::verdict(text, &truths, &dialogue.falsehoods, &people)
     {
         Verdict::True => "true".to_owned(),
@@ -464,11 +465,7 @@ fn why(claim: &Claim) -> String {
 
 fn judge_dialogue(dialogue: &Dialogue, facts: &[String], summary: &str, outcome: &mut Outcome) {
     let people = dialogue.people();
-    let truths: Vec<&Claim> = dialogue
-        .remember
-        .iter()
-        .chain(&dialogue.also_true)
-        .collect();
+    let truths = dialogue.truths();
     let mut verdicts = Vec::new();
     let mut old_stated = false;
     for fact in facts {
