@@ -50,17 +50,23 @@
 //!
 //! `cargo bench --bench write_quality [-- --json] [-- --set tuning|seen|frozen-2] [-- --ask]
 //! [-- --distractors N] [-- --conflicts off] [-- --conflict-similarity X] [-- --only NAME,NAME]
-//! [-- --kinds K,K] [-- --grounding on|off|both] [-- --verbose]`. Needs `scripts/setup llm` (the local LLM); a few seconds per turn on 2
+//! [-- --kinds K,K] [-- --grounding on|off|both] [-- --rules-off RULE,RULE] [-- --reasons-first]
+//! [-- --llm-cache DIR] [-- --verbose]`. `--rules-off` leaves out rules of the write path by
+//! their names in `write_rules_off` (docs/write.md); `--llm-cache` records the local LLM's
+//! answers in DIR and replays them when the same call comes again (`write_quality/replay.rs`),
+//! so that runs differing in one rule pay only for the calls it changes. Needs `scripts/setup llm` (the local LLM); a few seconds per turn on 2
 //! cores, about ten minutes per set, as long again for the asks.
 
 #[path = "write_quality/ask.rs"]
 mod ask;
 #[path = "write_quality/judge.rs"]
 mod judge;
+#[path = "write_quality/replay.rs"]
+mod replay;
 mod support;
 
 use judge::{Claim, People, Verdict};
-use mnemo_core::{Config, ConversationId, MemoryRecord, Role, LOCAL_LLM_ALIAS};
+use mnemo_core::{Config, ConversationId, MemoryRecord, Role, WriteRule, LOCAL_LLM_ALIAS};
 use mnemo_engine::{MemoryClient, OpenOptions, SearchRequest};
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -210,6 +216,19 @@ fn main() {
                 .unwrap_or_else(|e| panic!("--conflict-similarity {x}: {e}"))
         }),
         conflict_marking: arg(&args, "--conflicts").as_deref() != Some("off"),
+        rules_off: arg(&args, "--rules-off").map_or_else(Vec::new, |names| {
+            names
+                .split(',')
+                .map(|name| {
+                    serde_json::from_value(json!(name)).unwrap_or_else(|_| {
+                        let known: Vec<String> = WriteRule::ALL.iter().map(|r| r.name()).collect();
+                        panic!("--rules-off {name}: not a rule ({})", known.join(", "))
+                    })
+                })
+                .collect()
+        }),
+        reasons_first: args.iter().any(|a| a == "--reasons-first"),
+        llm_cache: arg(&args, "--llm-cache").map(std::path::PathBuf::from),
     };
     let grounding: Vec<bool> = match arg(&args, "--grounding").as_deref() {
         Some("off") => vec![false],
@@ -252,6 +271,12 @@ struct Stages {
     conflict_similarity: Option<f32>,
     /// Whether the write path marks conflicts at all.
     conflict_marking: bool,
+    /// The write path's rules left out.
+    rules_off: Vec<WriteRule>,
+    /// The write path's questions asked for their reason first.
+    reasons_first: bool,
+    /// Where the local LLM's answers are recorded and replayed from (`replay.rs`).
+    llm_cache: Option<std::path::PathBuf>,
 }
 
 async fn run(
@@ -261,7 +286,20 @@ async fn run(
     verbose: bool,
 ) -> Value {
     let (llm, base) = support::local_llm().await;
-    let mut report = json!({"llm": LOCAL_LLM_ALIAS, "distractors": stages.distractors});
+    let replay = match &stages.llm_cache {
+        Some(dir) => Some(replay::Replay::start(llm.base_url(), dir.clone()).await),
+        None => None,
+    };
+    let llm_url = replay
+        .as_ref()
+        .map_or(llm.base_url(), |r| r.base_url())
+        .to_owned();
+    let mut report = json!({
+        "llm": LOCAL_LLM_ALIAS,
+        "distractors": stages.distractors,
+        "rules_off": stages.rules_off,
+        "reasons_first": stages.reasons_first,
+    });
     let pool = if stages.distractors > 0 {
         ask::distractor_pool()
     } else {
@@ -277,11 +315,13 @@ async fn run(
             let dir = tempfile::tempdir().unwrap();
             let config = Config {
                 memory_path: dir.path().to_owned(),
-                openai_base_url: Some(llm.base_url().to_owned()),
+                openai_base_url: Some(llm_url.clone()),
                 llm_model: LOCAL_LLM_ALIAS.to_owned(),
                 start_watcher: false,
                 fact_grounding: grounding,
                 conflict_marking: stages.conflict_marking,
+                write_rules_off: stages.rules_off.clone(),
+                write_reasons_first: stages.reasons_first,
                 conflict_similarity: stages
                     .conflict_similarity
                     .unwrap_or(base.conflict_similarity),
@@ -328,6 +368,10 @@ async fn run(
                 }
             }
         }
+    }
+    if let Some(replay) = replay {
+        let (replayed, asked) = replay.counts();
+        report["llm_calls"] = json!({"replayed": replayed, "asked": asked});
     }
     llm.stop().await;
     report

@@ -96,6 +96,15 @@ pub struct Config {
     /// for the later to be taken as a possible new value of the earlier. Depends on the
     /// embedding model: chosen for all-MiniLM-L6-v2 (docs/write.md, "Conflicts").
     pub conflict_similarity: f32,
+    /// Rules of the write path left out, by name: for measuring what each one does
+    /// (docs/write.md, "What each rule does"). Empty, the default, runs them all. Set in the
+    /// file only.
+    pub write_rules_off: Vec<WriteRule>,
+    /// Ask the write path's yes-or-no questions (whether a new fact replaces an old one, the
+    /// reconciler's operations) for a short reason before each verdict, as a small model
+    /// judges better after it has said why. Off until measured on data it was not chosen on
+    /// (docs/write.md).
+    pub write_reasons_first: bool,
     /// The upstream LLM (`http://host:port/v1`); unset: the local LLM.
     pub openai_base_url: Option<String>,
     /// Bearer key for the upstream LLM (`MNEMO_OPENAI_API_KEY`).
@@ -394,6 +403,8 @@ impl Default for Config {
             fact_grounding: true,
             conflict_marking: true,
             conflict_similarity: 0.5,
+            write_rules_off: Vec::new(),
+            write_reasons_first: false,
             openai_base_url: None,
             openai_api_key: None,
             llm_model: LOCAL_LLM_ALIAS.into(),
@@ -444,6 +455,76 @@ impl std::fmt::Debug for ApiKey {
     }
 }
 
+/// One rule of English the write path applies beside its LLM calls, named so that it can be left out and measured
+/// ([`Config::write_rules_off`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WriteRule {
+    /// Grounding: every name, number and person of a fact occurs in the user's words.
+    GroundNames,
+    /// Grounding: at least half of a fact's other content words occur there.
+    GroundContent,
+    /// Grounding: a fact drawn with the earlier message as context holds a word of the
+    /// latest one.
+    GroundNew,
+    /// Grounding: from a message that only asks, only facts in its own words, none
+    /// reporting the asking.
+    GroundAsking,
+    /// Grounding: a fact about the user does not rest on what they said of someone else.
+    GroundPerson,
+    /// Grounding: a plain fact does not rest on a word the user only denied or supposed.
+    GroundStance,
+    /// Grounding: a fact of conversational filler alone says nothing.
+    GroundFiller,
+    /// The reconciler is shown only facts about the people the new facts are about, and its
+    /// changes are kept to the person each is about.
+    SamePerson,
+    /// What the user's message takes back is retracted, and cut from the new facts.
+    Retractions,
+    /// A new fact giving a new value for the same thing replaces the old fact.
+    NewValues,
+    /// When the message signals a change, the LLM is asked whether a new fact replaces the
+    /// nearest old one.
+    ChangeQuestion,
+    /// A message that says nothing of its own is not sent to the extractor.
+    LowInformation,
+    /// Summary sentences stating what this pass retracted are cut, and the new facts added.
+    SummaryStale,
+    /// Summary sentences no fact says are cut.
+    SummaryUnsupported,
+    /// Summary sentences giving the user what the facts say of someone else are cut.
+    SummaryMisattributed,
+}
+
+impl WriteRule {
+    /// Every rule, in the order the write path applies them.
+    pub const ALL: [WriteRule; 15] = [
+        WriteRule::LowInformation,
+        WriteRule::GroundNames,
+        WriteRule::GroundContent,
+        WriteRule::GroundNew,
+        WriteRule::GroundAsking,
+        WriteRule::GroundPerson,
+        WriteRule::GroundStance,
+        WriteRule::GroundFiller,
+        WriteRule::SamePerson,
+        WriteRule::Retractions,
+        WriteRule::NewValues,
+        WriteRule::ChangeQuestion,
+        WriteRule::SummaryStale,
+        WriteRule::SummaryUnsupported,
+        WriteRule::SummaryMisattributed,
+    ];
+
+    /// The rule's name in the configuration (`ground_names`).
+    pub fn name(self) -> String {
+        serde_json::to_value(self)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_default()
+    }
+}
+
 /// The name the local LLM serves its model under.
 pub const LOCAL_LLM_ALIAS: &str = "qwen2.5-coder-1.5b-instruct";
 
@@ -491,6 +572,12 @@ pub struct ModelPaths {
 }
 
 impl Config {
+    /// Whether the write path applies `rule`: it is not left out. (The rules that stand on
+    /// the user's words also need `fact_grounding`.)
+    pub fn applies(&self, rule: WriteRule) -> bool {
+        !self.write_rules_off.contains(&rule)
+    }
+
     /// Defaults, then `file` (if given), then `MNEMO_*` variables from `env`.
     pub fn load(
         file: Option<&Path>,
@@ -505,8 +592,10 @@ impl Config {
             let Some(key) = var.strip_prefix("MNEMO_").map(str::to_ascii_lowercase) else {
                 continue;
             };
-            // Tables (`[retrieval]`) are set in the file only.
-            let is_key = known.get(&key).is_some_and(|v| !v.is_table())
+            // Tables (`[retrieval]`) and lists are set in the file only.
+            let is_key = known
+                .get(&key)
+                .is_some_and(|v| !v.is_table() && !v.is_array())
                 || OPTIONAL_KEYS.contains(&key.as_str());
             if !is_key {
                 continue;

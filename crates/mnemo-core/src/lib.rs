@@ -15,8 +15,8 @@ mod record;
 
 pub use config::{
     page_size, ApiKey, Config, ConfigError, GlobalAccess, ModelPaths, RerankerMode,
-    RetrievalConfig, ServerConfig, SessionTitles, TokenConfig, LOCAL_LLM_ALIAS, MAX_PAGE,
-    MAX_QUERY_BYTES, MAX_TOP_K,
+    RetrievalConfig, ServerConfig, SessionTitles, TokenConfig, WriteRule, LOCAL_LLM_ALIAS,
+    MAX_PAGE, MAX_QUERY_BYTES, MAX_TOP_K,
 };
 pub use ids::{ConversationId, IdError, MemoryId};
 pub use record::{

@@ -41,6 +41,8 @@
 
 use std::collections::HashMap;
 
+use mnemo_core::WriteRule;
+
 use super::clauses::{clauses, Clause, Person, Stance, PERSON_NOUNS};
 use super::subjects::subject_of;
 use super::words::{words, Word};
@@ -154,21 +156,27 @@ pub struct Grounding {
     pub missing_names: Vec<String>,
     /// Its other content words not found there.
     pub missing_words: Vec<String>,
-    /// Why the fact is refused although its words are there, when it is.
-    pub refusal: Option<String>,
+    /// Why the fact is refused although its words are there, by the rule that refuses it,
+    /// in the order the rules are read.
+    pub refusals: Vec<(WriteRule, String)>,
 }
 
 impl Grounding {
-    /// Whether the user's words support the fact; `Err` says why not.
-    pub fn verdict(&self) -> Result<(), String> {
-        if !self.missing_names.is_empty() {
+    /// Whether the user's words support the fact under every rule but those `off`; `Err`
+    /// says why not.
+    pub fn verdict(&self, off: &[WriteRule]) -> Result<(), String> {
+        let on = |rule: WriteRule| !off.contains(&rule);
+        if on(WriteRule::GroundNames) && !self.missing_names.is_empty() {
             return Err(format!(
                 "names or numbers the user did not say: {}",
                 self.missing_names.join(", ")
             ));
         }
-        if let Some(why) = &self.refusal {
+        if let Some((_, why)) = self.refusals.iter().find(|(rule, _)| on(*rule)) {
             return Err(why.clone());
+        }
+        if !on(WriteRule::GroundContent) {
+            return Ok(());
         }
         let plain = self.matched.len() + self.missing_words.len();
         if plain == 0 {
@@ -255,28 +263,36 @@ pub fn ground_in(fact: &str, message: &str, earlier: &str) -> Grounding {
         }
         grounding.matched.push(word.text.clone());
     }
-    grounding.refusal =
-        refusal(fact, &fact_words, &said, !earlier.trim().is_empty()).or_else(|| {
-            from_questions
-                .then(|| asking_refusal(&fact_words, &grounding))
-                .flatten()
-        });
+    grounding.refusals = refusals(fact, &fact_words, &said, !earlier.trim().is_empty());
+    if from_questions {
+        if let Some(why) = asking_refusal(&fact_words, &grounding) {
+            grounding.refusals.push((WriteRule::GroundAsking, why));
+        }
+    }
     grounding
 }
 
-/// Why a fact whose words the user said is still not theirs (rules 3, 5, 6 and 7).
-fn refusal(
+/// Why a fact whose words the user said is still not theirs (rules 7, 3, 5 and 6), each
+/// with its rule.
+fn refusals(
     fact: &str,
     fact_words: &[Word],
     said: &Occurrences,
     had_earlier: bool,
-) -> Option<String> {
+) -> Vec<(WriteRule, String)> {
+    let mut refusals = Vec::new();
     if !super::low_information::says_something(fact, None) {
-        return Some("it says nothing of its own: every word is conversational filler".into());
+        refusals.push((
+            WriteRule::GroundFiller,
+            "it says nothing of its own: every word is conversational filler".into(),
+        ));
     }
     let content: Vec<&Word> = fact_words.iter().filter(|w| w.is_content()).collect();
     if had_earlier && !content.iter().any(|w| said.latest.contains_key(&w.stem())) {
-        return Some("it repeats the earlier message; the latest one says nothing of it".into());
+        refusals.push((
+            WriteRule::GroundNew,
+            "it repeats the earlier message; the latest one says nothing of it".into(),
+        ));
     }
     let checked: Vec<&Word> = content
         .into_iter()
@@ -303,9 +319,12 @@ fn refusal(
                         .all(|(person, _, _)| *person == Person::Someone)
             })
         {
-            return Some(format!(
-                "the user said \"{}\" of someone else, not of themself",
-                word.text
+            refusals.push((
+                WriteRule::GroundPerson,
+                format!(
+                    "the user said \"{}\" of someone else, not of themself",
+                    word.text
+                ),
             ));
         }
     }
@@ -329,24 +348,16 @@ fn refusal(
     };
     let holds = |class: &[&str]| fact_words.iter().any(|w| class.contains(&w.base()));
     let denies = holds(NEGATIVE_PREDICATES) || fact_words.iter().any(Word::negates);
-    if !denies {
-        if let Some(word) = only(Stance::Denied) {
-            return Some(format!(
-                "the user denied \"{}\"; the fact states it",
-                word.text
-            ));
-        }
-    }
     let supposes = holds(MODAL_WORDS) || fact_words.iter().any(|w| w.text.ends_with("'d"));
-    if !supposes {
-        if let Some(word) = only(Stance::Supposed) {
-            return Some(format!(
-                "the user only supposed \"{}\"; the fact states it",
-                word.text
-            ));
-        }
-    }
-    None
+    let stance = match (denies, supposes) {
+        (false, _) if only(Stance::Denied).is_some() => only(Stance::Denied)
+            .map(|w| format!("the user denied \"{}\"; the fact states it", w.text)),
+        (_, false) => only(Stance::Supposed)
+            .map(|w| format!("the user only supposed \"{}\"; the fact states it", w.text)),
+        _ => None,
+    };
+    refusals.extend(stance.map(|why| (WriteRule::GroundStance, why)));
+    refusals
 }
 
 /// Why a fact drawn from a message that only asks is refused, if it is: it reports the
@@ -376,11 +387,11 @@ mod tests {
     use super::*;
 
     fn kept(fact: &str, message: &str) -> bool {
-        ground_in(fact, message, "").verdict().is_ok()
+        ground_in(fact, message, "").verdict(&[]).is_ok()
     }
 
     fn why(fact: &str, message: &str) -> String {
-        ground_in(fact, message, "").verdict().unwrap_err()
+        ground_in(fact, message, "").verdict(&[]).unwrap_err()
     }
 
     #[test]
@@ -457,6 +468,32 @@ mod tests {
     }
 
     #[test]
+    fn a_rule_left_out_refuses_nothing_and_the_others_still_do() {
+        let under = |fact: &str, message: &str, off: &[WriteRule]| {
+            ground_in(fact, message, "").verdict(off)
+        };
+        let (denied, message) = ("The user eats lamb.", "I never eat lamb.");
+        assert!(under(denied, message, &[WriteRule::GroundStance]).is_ok());
+        assert!(under(denied, message, &[WriteRule::GroundPerson]).is_err());
+        let (borrowed, message) = ("The user paints murals.", "My sister paints murals.");
+        assert!(under(borrowed, message, &[WriteRule::GroundPerson]).is_ok());
+        // A fact refused by two rules is kept only with both left out.
+        let (invented, message) = (
+            "The user paints murals in Lyon.",
+            "My sister paints murals.",
+        );
+        assert!(under(invented, message, &[WriteRule::GroundPerson]).is_err());
+        let both = [WriteRule::GroundPerson, WriteRule::GroundNames];
+        assert!(under(invented, message, &both).is_ok());
+        let thin = (
+            "The user restores old clocks for a museum.",
+            "I like clocks.",
+        );
+        assert!(under(thin.0, thin.1, &[]).is_err());
+        assert!(under(thin.0, thin.1, &[WriteRule::GroundContent]).is_ok());
+    }
+
+    #[test]
     fn what_the_user_denied_or_supposed_is_not_stated() {
         assert!(why("The user eats lamb.", "I never eat lamb.").contains("denied"));
         assert!(kept("The user never eats lamb.", "I never eat lamb."));
@@ -507,7 +544,7 @@ mod tests {
             earlier,
         );
         assert!(g
-            .verdict()
+            .verdict(&[])
             .unwrap_err()
             .contains("repeats the earlier message"));
         // A short answer leans on the earlier message and adds its own word.
@@ -516,7 +553,7 @@ mod tests {
             "Autumn, easily.",
             "What's my favourite season?"
         )
-        .verdict()
+        .verdict(&[])
         .is_ok());
     }
 
@@ -524,7 +561,7 @@ mod tests {
     fn what_the_latest_message_denies_is_not_stated_from_the_earlier_one() {
         let earlier = "I play the oboe in a wind band.";
         let message = "Sorry, it's the flute, not the oboe.";
-        let verdict = |fact: &str| ground_in(fact, message, earlier).verdict();
+        let verdict = |fact: &str| ground_in(fact, message, earlier).verdict(&[]);
         assert!(verdict("The user plays the oboe in a wind band.")
             .unwrap_err()
             .contains("denied \"oboe\""));
@@ -536,7 +573,7 @@ mod tests {
             "Honey season is nearly here.",
             "I keep bees."
         )
-        .verdict()
+        .verdict(&[])
         .is_ok());
     }
 }

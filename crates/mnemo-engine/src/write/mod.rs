@@ -42,7 +42,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use mnemo_core::{
-    stored_turn, ConversationId, MemoryId, MemoryRecord, Metadata, Role, MAX_MEMORY_BYTES,
+    stored_turn, Config, ConversationId, MemoryId, MemoryRecord, Metadata, Role, WriteRule,
+    MAX_MEMORY_BYTES,
 };
 use mnemo_index::{Condition, Filter, PointPayload, Query, QueryVector};
 use mnemo_llm::LlmClient;
@@ -379,7 +380,8 @@ impl WritePath<'_> {
             _ => Earlier::default(),
         };
         if let Some(llm) = &self.engine.llm {
-            if let Err(e) = extract(llm, message, &earlier, &mut report).await {
+            let config = &self.engine.config;
+            if let Err(e) = extract(llm, message, &earlier, config, &mut report).await {
                 warn!(conversation = %conversation, "fact extraction failed: {e}");
             }
         }
@@ -392,11 +394,16 @@ impl WritePath<'_> {
         };
         self.reconcile_and_apply(conversation, facts, &origin, &mut report)
             .await?;
-        if self.engine.config.fact_grounding {
+        let config = &self.engine.config;
+        if config.fact_grounding && config.applies(WriteRule::Retractions) {
             let retractions = changes::retractions(message);
             self.retract_what_the_user_took_back(conversation, &retractions, &origin, &mut report)
                 .await?;
+        }
+        if config.fact_grounding && config.applies(WriteRule::NewValues) {
             self.supersede_old_values(conversation, &mut report).await?;
+        }
+        if config.fact_grounding && config.applies(WriteRule::ChangeQuestion) {
             self.ask_what_the_change_replaces(conversation, message, &mut report)
                 .await?;
         }
@@ -559,15 +566,24 @@ impl WritePath<'_> {
         let mut asked = std::collections::HashSet::new();
         pairs.retain(|(old, _, _)| asked.insert(old.id));
         for (old, new_id, new_text) in pairs.into_iter().take(CHANGE_QUESTIONS) {
-            let (messages, schema) = prompts::replaces(message, &old.content, &new_text);
+            let (messages, schema) = prompts::replaces(
+                message,
+                &old.content,
+                &new_text,
+                self.engine.config.write_reasons_first,
+            );
             let call = Instant::now();
             let answer = llm
                 .complete_json::<prompts::Replaces>(messages, &schema)
                 .await;
             report.llm_time += call.elapsed();
             match answer {
-                Ok(prompts::Replaces { replaces: true }) => {
-                    info!(conversation = %conversation, old = %old.content, new = %new_text, "replaced: the user's change");
+                Ok(prompts::Replaces {
+                    replaces: true,
+                    reason,
+                }) => {
+                    let reason = reason.unwrap_or_default();
+                    info!(conversation = %conversation, old = %old.content, new = %new_text, reason = %reason, "replaced: the user's change");
                     let inner = self.engine.clone();
                     let tombstone = vec![(old.path.clone(), Some(new_id))];
                     blocking(move || inner.tombstone(&tombstone)).await?;
@@ -596,7 +612,8 @@ impl WritePath<'_> {
     ) -> Result<(Vec<String>, WriteReport), EngineError> {
         let llm = self.engine.llm.as_ref().ok_or(EngineError::NoUpstream)?;
         let mut report = WriteReport::new(conversation);
-        extract(llm, message, &Earlier::default(), &mut report).await?;
+        let config = &self.engine.config;
+        extract(llm, message, &Earlier::default(), config, &mut report).await?;
         let facts = self.grounded(message, "", &mut report);
         Ok((facts, report))
     }
@@ -646,7 +663,8 @@ impl WritePath<'_> {
                 facts.push(fact);
                 continue;
             }
-            match grounding::ground_in(&fact, message, earlier).verdict() {
+            let off = &self.engine.config.write_rules_off;
+            match grounding::ground_in(&fact, message, earlier).verdict(off) {
                 Ok(()) => facts.push(fact),
                 Err(why) => {
                     info!(conversation = %report.conversation, fact = %fact, "not stored, not the user's words: {why}");
@@ -731,7 +749,8 @@ impl WritePath<'_> {
             let (conversation, facts) = (conversation.clone(), facts.clone());
             blocking(move || inner.nearest_facts(&conversation, &facts, RELATED)).await?
         };
-        let rules = self.engine.config.fact_grounding;
+        let config = &self.engine.config;
+        let rules = config.fact_grounding && config.applies(WriteRule::SamePerson);
         // Only facts about someone a new fact is about: a small model otherwise rewrites the
         // user's news into a fact about their brother, or a partner's into the user's.
         let existing: Vec<ExistingFact> = existing
@@ -756,7 +775,9 @@ impl WritePath<'_> {
             _ => facts.iter().cloned().map(Operation::Add).collect(),
         };
         let operations = match &origin.source {
-            Some((_, message)) if self.engine.config.fact_grounding => {
+            Some((_, message))
+                if config.fact_grounding && config.applies(WriteRule::Retractions) =>
+            {
                 without_what_was_taken_back(operations, message, report)
             }
             _ => operations,
@@ -778,7 +799,8 @@ impl WritePath<'_> {
         report: &mut WriteReport,
     ) -> Vec<Operation> {
         let shown: Vec<&str> = existing.iter().map(|f| f.content.as_str()).collect();
-        let (mut messages, schema) = prompts::reconciliation(&shown, facts);
+        let reasons_first = self.engine.config.write_reasons_first;
+        let (mut messages, schema) = prompts::reconciliation(&shown, facts, reasons_first);
         for attempt in 0..2 {
             let call = Instant::now();
             let answer = llm
@@ -786,7 +808,10 @@ impl WritePath<'_> {
                 .await;
             report.llm_time += call.elapsed();
             let why = match answer {
-                Ok(answer) => match answer.validate(existing.len()) {
+                Ok(answer) => match answer
+                    .logging_reasons(conversation)
+                    .validate(existing.len())
+                {
                     Ok(checked) => {
                         for repair in &checked.repairs {
                             warn!(conversation = %conversation, "reconciliation answer mended: {repair}");
@@ -914,7 +939,12 @@ impl WritePath<'_> {
                 return Ok(());
             }
         };
-        let (text, stale) = summary_check::without_stale_sentences(&text, &retracted, &added);
+        let config = &self.engine.config;
+        let (text, stale) = if config.applies(WriteRule::SummaryStale) {
+            summary_check::without_stale_sentences(&text, &retracted, &added)
+        } else {
+            (text, Vec::new())
+        };
         let text = if stale.is_empty() {
             text
         } else {
@@ -937,12 +967,19 @@ impl WritePath<'_> {
             .cloned()
             .chain(previous.clone())
             .collect();
-        let (text, unsupported) = summary_check::without_unsupported_sentences(&text, &sources);
+        let (text, unsupported) = if config.applies(WriteRule::SummaryUnsupported) {
+            summary_check::without_unsupported_sentences(&text, &sources)
+        } else {
+            (text, Vec::new())
+        };
         if !unsupported.is_empty() {
             info!(conversation = %conversation, cuts = ?unsupported, "cut from the summary: no fact says them");
         }
-        let (text, borrowed) =
-            summary_check::without_misattributed_sentences(&text, &facts, previous.as_deref());
+        let (text, borrowed) = if config.applies(WriteRule::SummaryMisattributed) {
+            summary_check::without_misattributed_sentences(&text, &facts, previous.as_deref())
+        } else {
+            (text, Vec::new())
+        };
         if !borrowed.is_empty() {
             info!(conversation = %conversation, cuts = ?borrowed, "cut from the summary: they give the user what the facts say of someone else");
         }
@@ -1124,9 +1161,11 @@ async fn extract(
     llm: &LlmClient,
     message: &str,
     earlier: &Earlier,
+    config: &Config,
     report: &mut WriteReport,
 ) -> Result<(), EngineError> {
-    if !low_information::says_something(message, None) {
+    if config.applies(WriteRule::LowInformation) && !low_information::says_something(message, None)
+    {
         return Ok(());
     }
     let (messages, schema) = prompts::extraction(message, earlier);
