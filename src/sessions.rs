@@ -369,8 +369,8 @@ pub fn usage_bar(c: &SessionContext) -> String {
             (false, false) => '░',
         })
         .collect();
-    format!(
-        "[{bar}] {} / {} tokens ({:.0}%) · threshold {} · {} messages · {} compressions · log {} · {}",
+    let mut out = format!(
+        "[{bar}] {} / {} tokens ({:.0}%) · threshold {} · {} messages · {} compressions · log {} · {} · mode {}\n",
         c.tokens,
         c.window,
         share * 100.0,
@@ -378,9 +378,38 @@ pub fn usage_bar(c: &SessionContext) -> String {
         c.messages,
         c.compressions,
         bytes(c.log_bytes),
-        c.model
-    ) + "\n"
-        + &spending(&c.usage)
+        c.model,
+        c.mode
+    );
+    if let Some(summary) = &c.summary {
+        let kept = c.messages.saturating_sub(c.compacted_messages);
+        out.push_str(&format!(
+            "compacted: a summary of the first {} message(s), {kept} kept after it: {}\n",
+            c.compacted_messages,
+            one_line(summary, SUMMARY_SHOWN)
+        ));
+    }
+    if let Some(governed) = &c.governed_summary {
+        out.push_str(&format!(
+            "the last request went with {} tokens: a summary of the first {} message(s), the rest kept: {}\n",
+            c.sent_tokens.unwrap_or(0),
+            governed.messages,
+            one_line(&governed.text, SUMMARY_SHOWN)
+        ));
+    }
+    out + &spending(&c.usage)
+}
+
+/// Characters of a session's summary `/context` shows.
+const SUMMARY_SHOWN: usize = 240;
+
+/// `text` on one line, cut to `chars` characters.
+fn one_line(text: &str, chars: usize) -> String {
+    let line = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    match line.char_indices().nth(chars) {
+        Some((cut, _)) => format!("{}…", &line[..cut]),
+        None => line,
+    }
 }
 
 /// What a session's answers took and cost upstream, on one line.

@@ -290,3 +290,118 @@ async fn a_person_chats_compacts_interrupts_and_resumes() {
         "{sent:?}"
     );
 }
+
+/// The window of the small upstream in [`a_long_chat_keeps_going_past_a_small_window`].
+const SMALL_WINDOW: usize = 1024;
+
+/// An upstream with a small window: a request whose messages come to more tokens than the
+/// window (by the estimate of four characters a token) is refused as llama.cpp refuses it.
+fn small_model(request: &ChatRequest) -> Reply {
+    let chars: usize = request
+        .messages()
+        .iter()
+        .map(|m| m["content"].as_str().map_or(0, str::len) + 16)
+        .sum();
+    if chars / 4 > SMALL_WINDOW {
+        return Reply::status(
+            400,
+            r#"{"error": {"message": "the request exceeds the available context size"}}"#,
+        );
+    }
+    if request
+        .system_prompt()
+        .is_some_and(|s| s.contains("conversation summariser"))
+    {
+        return Reply::text("The user has been counting sheep, one number a message.");
+    }
+    if let Some(write_path) = learns_nothing(request) {
+        return write_path;
+    }
+    let message = request.last_user_message().unwrap_or_default();
+    let text = message.lines().last().unwrap_or("").to_owned();
+    Reply::Chunks(vec![
+        (Duration::ZERO, "Heard".into()),
+        (Duration::from_millis(5), format!(": {text}")),
+    ])
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_long_chat_keeps_going_past_a_small_window() {
+    let llm = ScriptedLlm::with_handler(small_model).await;
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("mem");
+    // The window of every model name, as `mnemo chat` sets it for the local LLM; no
+    // strategy anywhere: what a first user runs.
+    let config = dir.path().join("mnemo.toml");
+    std::fs::write(
+        &config,
+        format!("[context.windows]\n\"*\" = {SMALL_WINDOW}\n"),
+    )
+    .unwrap();
+    let mut command = chat_command(&root, &llm.base_url(), &[]);
+    command.env("MNEMO_CONFIG", &config);
+    let mut term = Terminal::spawn(&mut command);
+    let banner = term.expect("/help for commands");
+    let session = banner
+        .split("session ")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .unwrap_or_else(|| panic!("{banner}"))
+        .to_owned();
+    const EXCHANGES: usize = 40;
+    for n in 1..=EXCHANGES {
+        term.expect("you> ");
+        let message = format!("Sheep number {n} jumped over the fence tonight, then another.");
+        term.type_keys(&format!("{message}\n"));
+        let shown = term.expect(&format!("Heard: {message}"));
+        assert!(!shown.contains("error"), "exchange {n}: {shown}");
+    }
+    term.expect("you> ");
+    term.type_keys("/context\n");
+    let context = term.expect("you> ");
+    for part in [
+        "mode auto",
+        "the last request went with",
+        "a summary of the first",
+        "counting sheep",
+    ] {
+        assert!(context.contains(part), "{part} missing from {context}");
+    }
+    term.type_keys("\x04");
+    term.expect(&format!("session {session} saved"));
+    assert!(term.wait().success());
+
+    // Nothing upstream was refused, and summaries were asked for.
+    let requests = llm.requests();
+    let summaries = requests
+        .iter()
+        .filter(|r| {
+            r.body
+                .as_ref()
+                .is_some_and(|b| b.to_string().contains("conversation summariser"))
+        })
+        .count();
+    assert!(summaries > 0, "no summary was asked for");
+    // The log holds every message, summaries or not.
+    let logged = |root: &Path| {
+        log_records(root, &session)
+            .iter()
+            .filter(|r| r["kind"] == "message")
+            .count()
+    };
+    assert_eq!(logged(&root), 2 * EXCHANGES);
+
+    // Resumed in a second process, the session goes on from its summary, its log whole.
+    let mut command = chat_command(&root, &llm.base_url(), &["--resume", &session]);
+    command.env("MNEMO_CONFIG", &config);
+    let mut term = Terminal::spawn(&mut command);
+    term.expect(&format!("resuming {session}"));
+    term.expect("you> ");
+    term.type_keys("And one more sheep.\n");
+    term.expect("Heard: And one more sheep.");
+    term.expect("you> ");
+    term.type_keys("\x04");
+    term.expect("saved");
+    assert!(term.wait().success());
+    assert_eq!(logged(&root), 2 * EXCHANGES + 2);
+}

@@ -5,8 +5,8 @@
 //! 3. **compact** (`compact`, `auto`) or **trim** (`trim`) old tool outputs, when a trigger
 //!    fires ([`compaction_due`]);
 //! 4. **summarise** the middle of the history (`summarize`, `auto`) when it is over
-//!    `compress_threshold` of the window, over `max_history_messages`, or over a hard limit
-//!    ([`summary_due`]);
+//!    `compress_threshold` of the window, over `max_history_messages`, over a hard limit
+//!    ([`summary_due`]), or too large to go with the answer's reserve and the margin;
 //! 5. **guard**: a governed request that is not smaller than the original is rolled back,
 //!    and governance is not tried again on that history until it has grown;
 //! 6. **pre-flight**: prompt + reserved answer + margin over the window is refused
@@ -69,6 +69,10 @@ pub struct ContextReport {
     pub summarised_messages: usize,
     /// How the summary came about.
     pub summary: Option<SummaryOutcome>,
+    /// The summary's text (not in `memory_context`: the caller shows it where it keeps the
+    /// history, as a session's `/context` does).
+    #[serde(skip)]
+    pub summary_text: Option<String>,
     /// Why the summariser failed, when the static marker stands in.
     pub summary_error: Option<String>,
     /// Tokens of the text [`Callbacks::on_after_compress`] put right after the summary (0:
@@ -321,7 +325,7 @@ impl Governor<'_> {
         }
         let tokens = messages_tokens(self.counter, &work);
         if matches!(strategy.mode, Mode::Summarize | Mode::Auto)
-            && summary_due(strategy, tokens, work.len(), window)
+            && self.summary_due(strategy, tokens, work.len())
         {
             self.summarise(&mut work, &summarisable, strategy, report)
                 .await;
@@ -350,6 +354,7 @@ impl Governor<'_> {
         if let Some((covered, summary)) = &kept {
             if self.earlier_summary_suffices(work, cut.head, *covered, middle, summary, strategy) {
                 report.summary = Some(SummaryOutcome::Reused);
+                report.summary_text = Some(summary.clone());
                 let replaced = cut.head..cut.head + covered;
                 self.before_summary(&summarisable[replaced.clone()], replaced.end);
                 let message = summary_message(*covered, summary);
@@ -404,7 +409,9 @@ impl Governor<'_> {
         match written {
             Ok((summary, outcome)) => {
                 report.summary = Some(outcome);
-                summary_message(middle.len(), &summary)
+                let message = summary_message(middle.len(), &summary);
+                report.summary_text = Some(summary);
+                message
             }
             Err(why) => {
                 tracing::warn!("no summary ({why}); the static marker stands in");
@@ -468,7 +475,20 @@ impl Governor<'_> {
         candidate.push(summary_message(covered, summary));
         candidate.extend(work[head + covered..].iter().cloned());
         let tokens = messages_tokens(self.counter, &candidate);
-        !summary_due(strategy, tokens, candidate.len(), self.window.tokens)
+        !self.summary_due(strategy, tokens, candidate.len())
+    }
+
+    /// [`summary_due`], or the request would not fit with the answer's reserve and the
+    /// margin: the pre-flight would refuse what a summary can make fit. (With a small
+    /// window the reserve is a large share of it: 512 of the local LLM's 2,048 tokens
+    /// leave less than `compress_threshold`'s 0.9 for the prompt.)
+    fn summary_due(&self, strategy: &ResolvedStrategy, tokens: usize, messages: usize) -> bool {
+        let room = self
+            .window
+            .tokens
+            .saturating_sub(self.reserve_output.saturating_add(self.margin));
+        summary_due(strategy, tokens, messages, self.window.tokens)
+            || u64::try_from(tokens).unwrap_or(u64::MAX) > room
     }
 
     fn preflight(

@@ -27,6 +27,19 @@ pub enum Mode {
     Auto,
 }
 
+impl Mode {
+    /// The mode's name as a strategy writes it (`auto`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::None => "none",
+            Mode::Compact => "compact",
+            Mode::Trim => "trim",
+            Mode::Summarize => "summarize",
+            Mode::Auto => "auto",
+        }
+    }
+}
+
 /// What survives a summary, besides the head (system messages) and the current turn.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "lowercase")]

@@ -70,6 +70,10 @@ pub struct SessionMeta {
     /// The model it last went to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// The summary its last request went upstream with, in place of its older messages
+    /// (governance's, not a compaction's, which is in the log).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<GovernedSummary>,
     /// The session it was forked from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent: Option<String>,
@@ -93,8 +97,33 @@ impl SessionMeta {
             window: None,
             compressions: 0,
             model: None,
+            summary: None,
             parent: None,
             deleted_at: None,
+        }
+    }
+}
+
+/// A summary governance sent upstream in place of a session's older messages.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GovernedSummary {
+    /// The messages it stood for.
+    pub messages: usize,
+    /// Its text, cut to [`GOVERNED_SUMMARY_CHARS`] characters.
+    pub text: String,
+}
+
+/// Characters of a governed summary a session's settings keep: enough to show, and a
+/// bound on what `session.yaml` grows by.
+pub const GOVERNED_SUMMARY_CHARS: usize = 2000;
+
+impl GovernedSummary {
+    /// The summary of `messages` messages, its text cut to [`GOVERNED_SUMMARY_CHARS`].
+    pub fn new(messages: usize, text: &str) -> Self {
+        Self {
+            messages,
+            text: text.chars().take(GOVERNED_SUMMARY_CHARS).collect(),
         }
     }
 }

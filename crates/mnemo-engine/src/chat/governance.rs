@@ -136,6 +136,19 @@ impl CompactTarget {
     }
 }
 
+/// The mode of a request whose history mnemo keeps (a session's, sent as new messages only,
+/// as `mnemo chat` does) when no strategy sets one: the history grows with every turn and
+/// only mnemo can make it fit the window, as pydantic-deep and co-cli compress theirs at
+/// `compress_threshold` (0.9) of it with no set-up. A request carrying its own history keeps
+/// the documented `none`.
+pub const OWNED_HISTORY_MODE: Mode = Mode::Auto;
+
+/// `strategy` with [`OWNED_HISTORY_MODE`] where it sets no mode.
+pub(crate) fn owned_history_default(mut strategy: Strategy) -> Strategy {
+    strategy.mode.get_or_insert(OWNED_HISTORY_MODE);
+    strategy
+}
+
 /// The settings that choose a request's strategy.
 #[derive(Debug, Clone, Default)]
 pub struct StrategyChoice {
@@ -143,6 +156,8 @@ pub struct StrategyChoice {
     pub request: Option<Strategy>,
     /// The agent whose defaults apply (`memory_agent`).
     pub agent: Option<String>,
+    /// Whether mnemo keeps the history the request goes on ([`OWNED_HISTORY_MODE`]).
+    pub owns_history: bool,
 }
 
 impl MemoryClient {
@@ -249,6 +264,11 @@ impl MemoryClient {
         let strategy = match &choice.request {
             Some(request) => request.over(&stored.over(&agent)),
             None => stored.over(&agent),
+        };
+        let strategy = if choice.owns_history {
+            owned_history_default(strategy)
+        } else {
+            strategy
         }
         .resolve();
         let model = body["model"]

@@ -272,7 +272,11 @@ pub fn take_memory_fields(body: &mut Map<String, Value>) -> Result<MemoryFields,
         session,
         history,
         search,
-        strategy: StrategyChoice { request, agent },
+        strategy: StrategyChoice {
+            request,
+            agent,
+            owns_history: false,
+        },
         learn,
     })
 }
@@ -491,6 +495,7 @@ impl MemoryClient {
         access.check_chat(&fields.conversation, fields.strategy.agent.as_deref())?;
         if let Some(pending) = &pending {
             pending.check_usable(named.as_ref())?;
+            fields.strategy.owns_history = pending.owns_history;
         }
         fields.search.without_global = !access.reads_global();
         // The cheap checks before any work: the reserve for the answer, and whether what no

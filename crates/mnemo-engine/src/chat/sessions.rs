@@ -51,6 +51,8 @@ pub(crate) struct SessionTurn {
     window: u64,
     /// Whether governance wrote a summary for this request.
     summarised: bool,
+    /// The summary the request went upstream with, if any.
+    summary: Option<mnemo_session::store::GovernedSummary>,
     /// The first prompt of a session this request created: its title is written once the
     /// answer is in, when the LLM titles sessions.
     titled_from: Option<String>,
@@ -69,6 +71,10 @@ pub(crate) struct PendingSession {
     first_prompt: Option<String>,
     /// Whether the request's last user message is new to the log.
     pub user_message_is_new: bool,
+    /// Whether mnemo keeps the history the request goes on (it sent only new messages):
+    /// then nobody else can make it fit, and governance is on unless a strategy says
+    /// otherwise ([`crate::chat::governance::OWNED_HISTORY_MODE`]).
+    pub owns_history: bool,
 }
 
 impl PendingSession {
@@ -170,6 +176,15 @@ pub struct SessionContext {
     pub compressions: usize,
     /// Messages the latest compaction stands for.
     pub compacted_messages: usize,
+    /// The latest compaction's summary, as it goes upstream in their place.
+    pub summary: Option<String>,
+    /// The summary governance sent its last request with, in place of its older messages.
+    pub governed_summary: Option<mnemo_session::store::GovernedSummary>,
+    /// Tokens of its last request as it went upstream, governed.
+    pub sent_tokens: Option<usize>,
+    /// How its requests are governed (`auto` unless a strategy says otherwise: mnemo keeps
+    /// a session's history).
+    pub mode: String,
     /// The log's size in bytes.
     pub log_bytes: u64,
     /// What counted the tokens.
@@ -324,6 +339,7 @@ impl MemoryClient {
             .find(|m| m["role"] == "user")
             .map(|m| mnemo_session::history::content_text(&m["content"]));
         let user_message_is_new = split.new.iter().any(|m| m["role"] == "user");
+        let owns_history = split.style == HistoryStyle::Server;
         Ok(PendingSession {
             id: id.clone(),
             slot,
@@ -333,6 +349,7 @@ impl MemoryClient {
             meta,
             first_prompt,
             user_message_is_new,
+            owns_history,
         })
     }
 
@@ -367,6 +384,13 @@ impl MemoryClient {
                 report.summary,
                 Some(SummaryOutcome::New | SummaryOutcome::Extended)
             ),
+            summary: report
+                .summary_text
+                .as_deref()
+                .filter(|_| !report.rolled_back)
+                .map(|text| {
+                    mnemo_session::store::GovernedSummary::new(report.summarised_messages, text)
+                }),
             titled_from: None,
         };
         let meta = match (meta, first_prompt) {
@@ -554,6 +578,7 @@ impl MemoryClient {
         meta.tokens = Some(turn.tokens);
         meta.window = Some(turn.window);
         meta.model = Some(turn.model.clone());
+        meta.summary.clone_from(&turn.summary);
         // Counts from a hand-editable file: checked, never overflowed.
         meta.compressions = meta
             .compressions
@@ -949,6 +974,10 @@ impl MemoryClient {
             logged_messages: loaded.history.logged_messages,
             compressions: loaded.meta.compressions.max(loaded.history.compressions),
             compacted_messages: loaded.history.compaction().map_or(0, |c| c.covers),
+            summary: loaded.history.compaction().map(|c| c.summary.clone()),
+            governed_summary: loaded.meta.summary.clone(),
+            sent_tokens: loaded.meta.tokens,
+            mode: strategy.mode.as_str().to_owned(),
             log_bytes: loaded.log_bytes,
             counter: counter.name(),
             model,
@@ -1084,7 +1113,8 @@ impl MemoryClient {
             .model
             .clone()
             .unwrap_or_else(|| self.inner.config.llm_model.clone());
-        Ok((stored.over(&agent).resolve(), model))
+        let strategy = crate::chat::governance::owned_history_default(stored.over(&agent));
+        Ok((strategy.resolve(), model))
     }
 
     /// The whole of `agent`'s notes (`agents/<agent>/MEMORY.md`); empty when none.
