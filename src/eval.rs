@@ -47,6 +47,11 @@ struct LocomoArgs {
     /// retrieved, best first) to this file: what an analysis of the misses reads
     #[arg(long, value_name = "FILE")]
     questions_out: Option<PathBuf>,
+    /// With --questions-out: also ask each question of the next conversation, which holds
+    /// nothing it asks about, and write those hits' scores too (`unrelated_hits`): what a
+    /// relevance floor is calibrated against, beside the hits of its own conversation
+    #[arg(long, requires = "questions_out")]
+    unrelated: bool,
     /// Also store facts drawn from the turns, to measure what facts written at ingest add:
     /// `memories` stores the dataset's observations (facts about each speaker, with the turn
     /// each came from) as facts drawn from their turns, `in-turns` appends them to their
@@ -168,7 +173,8 @@ pub async fn eval(global: &GlobalArgs, args: EvalArgs) -> CommandResult {
     let questions: usize = samples.iter().map(|s| s.questions.len()).sum();
     let bar = progress_bar(questions as u64, "questions");
     let mut question_lines = String::new();
-    for sample in &samples {
+    for (position, sample) in samples.iter().enumerate() {
+        let unrelated = &samples[(position + 1) % samples.len()].conversation;
         for question in &sample.questions {
             let request = SearchRequest {
                 now: Some(sample.last_session),
@@ -188,7 +194,22 @@ pub async fn eval(global: &GlobalArgs, args: EvalArgs) -> CommandResult {
                 }
             }
             if args.questions_out.is_some() {
-                question_lines.push_str(&question_line(sample, question, &retrieved));
+                let unrelated_hits = if args.unrelated && unrelated != &sample.conversation {
+                    let request = SearchRequest {
+                        now: Some(sample.last_session),
+                        ..SearchRequest::new(question.text.clone(), unrelated.clone()).top_k(max_k)
+                    };
+                    Some(client.search(request).await?)
+                } else {
+                    None
+                };
+                question_lines.push_str(&question_line(
+                    sample,
+                    question,
+                    &retrieved,
+                    &hits,
+                    unrelated_hits.as_deref(),
+                ));
             }
             overall.add(&question.evidence, &retrieved, &ks);
             by_category.entry(question.category).or_default().add(
@@ -267,16 +288,34 @@ fn question_line(
     sample: &locomo::Sample,
     question: &locomo::Question,
     retrieved: &[String],
+    hits: &[mnemo_engine::SearchHit],
+    unrelated: Option<&[mnemo_engine::SearchHit]>,
 ) -> String {
     let mut evidence: Vec<&String> = question.evidence.iter().collect();
     evidence.sort();
-    let line = serde_json::json!({
+    let scores = |hits: &[mnemo_engine::SearchHit]| -> Vec<serde_json::Value> {
+        hits.iter()
+            .map(|h| {
+                serde_json::json!({
+                    "dia_id": h.metadata.get("dia_id"),
+                    "role": h.role.as_str(),
+                    "tokens": h.content.len() / 4,
+                    "scores": h.scores,
+                })
+            })
+            .collect()
+    };
+    let mut line = serde_json::json!({
         "conversation": sample.conversation.as_str(),
         "question": question.text,
         "category": question.category,
         "evidence": evidence,
         "retrieved": retrieved,
+        "hits": scores(hits),
     });
+    if let Some(unrelated) = unrelated {
+        line["unrelated_hits"] = serde_json::json!(scores(unrelated));
+    }
     format!("{line}\n")
 }
 

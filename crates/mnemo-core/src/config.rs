@@ -72,6 +72,13 @@ pub struct Config {
     /// Results whose relevance (0..1, before recency) falls below this are dropped; unset keeps
     /// them all. A search request may override it.
     pub score_threshold: Option<f32>,
+    /// A chat message whose best memory is less similar to it than this (the cosine of
+    /// their embeddings, 0..1, an absolute figure) is about nothing stored and gets no
+    /// memory injected, only a line saying none is relevant; 0 turns it off. Needs no
+    /// cross-encoder. Calibrated on the LoCoMo dev split for all-MiniLM-L6-v2
+    /// (docs/retrieval.md, "The relevance floor"). A chat request may override it
+    /// (`memory_relevance_floor`), and a search may ask for one (`relevance_floor`).
+    pub relevance_floor: f32,
     /// Results whose cross-encoder score (the logistic of its logit, 0..1, an absolute
     /// figure unlike `score_threshold`'s) falls below this are dropped; unset keeps them all.
     /// Does nothing when no reranker runs. A search request may override it.
@@ -397,6 +404,7 @@ impl Default for Config {
             mmr_lambda: 0.7,
             recency_weight: 0.2,
             score_threshold: None,
+            relevance_floor: 0.25,
             min_rerank_score: None,
             enable_summarization: true,
             session_titles: SessionTitles::FirstMessage,
@@ -636,6 +644,7 @@ impl Config {
             ("recency_weight", Some(self.recency_weight)),
             ("conflict_similarity", Some(self.conflict_similarity)),
             ("score_threshold", self.score_threshold),
+            ("relevance_floor", Some(self.relevance_floor)),
             ("min_rerank_score", self.min_rerank_score),
             ("retrieval.lexical_weight", Some(r.lexical_weight)),
             (

@@ -78,7 +78,8 @@ impl MemoryClient {
             let hits = revision
                 .client
                 .inner
-                .read(&request, &settings, expansion.as_deref())?;
+                .read(&request, &settings, expansion.as_deref())?
+                .hits;
             let store = revision.client.store();
             Ok(hits
                 .into_iter()

@@ -36,7 +36,7 @@ use crate::index::timeline::Timeline;
 use crate::index::vocabulary::{BackgroundBuild, BuildReport, Vocabulary};
 use crate::index::vocabulary_file::VocabularyFile;
 use crate::index::watcher::{self, WatcherHandle};
-use crate::retrieval::{ReadPath, ResolvedSearch, SearchHit, SearchRequest};
+use crate::retrieval::{ReadPath, ResolvedSearch, SearchHit, SearchRequest, Searched};
 
 /// A caller's check of the memory a delete or an edit is about to change.
 pub(crate) type MemoryCheck<'a> = &'a (dyn Fn(&StoredMemory) -> Result<(), EngineError> + Sync);
@@ -192,7 +192,7 @@ impl Engine {
         request: &SearchRequest,
         settings: &ResolvedSearch,
         expansion: Option<&str>,
-    ) -> Result<Vec<SearchHit>, EngineError> {
+    ) -> Result<Searched, EngineError> {
         let timeline = self.timeline();
         ReadPath {
             config: &self.config,
@@ -465,6 +465,15 @@ impl MemoryClient {
     /// query, best first (see `crate::retrieval` for the stages). Summaries are not
     /// searched.
     pub async fn search(&self, request: SearchRequest) -> Result<Vec<SearchHit>, EngineError> {
+        Ok(self.search_judged(request).await?.hits)
+    }
+
+    /// [`search`](Self::search), saying also whether memories were found and withheld
+    /// below the relevance floor: what the chat path tells the model.
+    pub(crate) async fn search_judged(
+        &self,
+        request: SearchRequest,
+    ) -> Result<Searched, EngineError> {
         let settings = request.resolve(&self.inner.config)?;
         let expansion = self.expand_query(&request, &settings).await;
         let inner = self.inner.clone();

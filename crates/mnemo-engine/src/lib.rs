@@ -69,6 +69,7 @@ pub use api_types::{
     MemoryPage, SearchResult, Updated,
 };
 pub use chat::governance::{CompactTarget, StrategyChoice};
+pub use chat::inject::NOTHING_RELEVANT;
 pub use chat::sessions::HistoryScope;
 pub use chat::sessions::{
     CompactReport, MessagePage, SessionContext, SessionInfo, ToolOutputSlice, UNSUMMARISED_KEEP,
@@ -86,7 +87,7 @@ pub use index::vocabulary_file::VocabularyFile;
 pub use index::watcher::WatcherHandle;
 pub use mnemo_context::{ContextReport, Strategy, EVERY_MODEL};
 pub use mnemo_session::{Excerpt, HistoryStyle, SessionExport, SessionId, SessionMeta};
-pub use retrieval::{SearchHit, SearchRequest, StageScores};
+pub use retrieval::{SearchHit, SearchRequest, Searched, StageScores};
 pub use usage::UsageTotals;
 pub use write::conflicts::{Conflict, Conflicts, Resolution, Resolved};
 pub use write::GROUNDED_ON;

@@ -1011,3 +1011,61 @@ async fn a_turn_is_found_by_the_facts_drawn_from_it_and_gives_them_its_place() {
     client.delete(fact.record.id).await.unwrap();
     assert!(search(&client).await.is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_query_about_nothing_stored_finds_nothing_above_the_relevance_floor() {
+    let dir = tempfile::tempdir().unwrap();
+    let client = open_with(config_without_reranker(dir.path())).await;
+    client
+        .add_records(vec![
+            record(
+                "c1",
+                Role::Memory,
+                "The user grows tomatoes on the balcony.",
+                5,
+            ),
+            record("c1", Role::Memory, "The user's sister teaches violin.", 5),
+            record("c1", Role::User, "I repotted the basil this morning.", 5),
+        ])
+        .await
+        .unwrap();
+    let search = |query: &str, floor: Option<f32>| {
+        let request = SearchRequest {
+            relevance_floor: floor,
+            ..SearchRequest::new(query, conv("c1")).top_k(5)
+        };
+        let client = &client;
+        async move { client.search(request).await.unwrap() }
+    };
+    let unrelated = "Which train goes to the airport after midnight?";
+    let default_floor = Config::default().relevance_floor;
+    let floor = Some(default_floor);
+    assert_eq!(
+        contents(&search(unrelated, floor).await),
+        Vec::<&str>::new()
+    );
+    // The floor is all that withheld them: a search that asks for none (the default of a
+    // search; the chat path sets the configured one) gets the nearest memories.
+    let unfloored = search(unrelated, None).await;
+    assert!(!unfloored.is_empty());
+    let best = unfloored
+        .iter()
+        .filter_map(|h| h.scores.dense)
+        .fold(0.0_f32, f32::max);
+    assert!(best < default_floor, "{best}");
+    // A related question passes it, and each hit shows the cosine it was judged by.
+    let related = search("What vegetables does the user grow?", floor).await;
+    assert_eq!(
+        contents(&related)[0],
+        "The user grows tomatoes on the balcony."
+    );
+    assert!(related[0].scores.dense >= Some(default_floor));
+    let invalid = client
+        .search(SearchRequest {
+            relevance_floor: Some(1.5),
+            ..SearchRequest::new("x", conv("c1"))
+        })
+        .await
+        .unwrap_err();
+    assert!(invalid.to_string().contains("relevance_floor"), "{invalid}");
+}

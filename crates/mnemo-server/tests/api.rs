@@ -693,6 +693,53 @@ fn hit_contents(answer: &Value) -> Vec<String> {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_message_about_nothing_stored_gets_no_memories_and_is_told_so() {
+    let llm = ScriptedLlm::with_handler(model).await;
+    let server = Server::start_with(Some(llm.base_url()), ServerOptions::default(), |config| {
+        let root = &config.memory_path;
+        hand_written(
+            root,
+            "tomatoes.md",
+            "",
+            "The user grows tomatoes on the balcony.",
+        );
+        hand_written(root, "violin.md", "", "The user's sister teaches violin.");
+    })
+    .await;
+    let url = format!("{}/v1/chat/completions", server.url);
+    let last_prompt = || {
+        llm.forwarded_chats().last().unwrap()["messages"]
+            .as_array()
+            .unwrap()
+            .last()
+            .unwrap()["content"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let unrelated = chat("Which train goes to the airport after midnight?");
+    let (status, answer) = post(&url, unrelated.clone()).await;
+    assert_eq!(status, 200, "{answer}");
+    assert!(hit_contents(&answer).is_empty(), "{answer}");
+    let sent = last_prompt();
+    assert!(sent.contains(mnemo_engine::NOTHING_RELEVANT), "{sent}");
+    assert!(!sent.contains("tomatoes"), "{sent}");
+    // The request may lower the floor; a related message passes it.
+    let mut unfloored = unrelated;
+    unfloored["memory_relevance_floor"] = json!(0);
+    let (_, answer) = post(&url, unfloored).await;
+    assert!(!hit_contents(&answer).is_empty(), "{answer}");
+    assert!(!last_prompt().contains(mnemo_engine::NOTHING_RELEVANT));
+    let (_, answer) = post(&url, chat("What vegetables do I grow?")).await;
+    assert!(
+        hit_contents(&answer).contains(&"The user grows tomatoes on the balcony.".to_owned()),
+        "{answer}"
+    );
+    let sent = last_prompt();
+    assert!(sent.contains("tomatoes") && !sent.contains(mnemo_engine::NOTHING_RELEVANT));
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn filter_threshold_and_recency_fields_shape_what_the_proxy_injects() {
     let llm = ScriptedLlm::with_handler(model).await;
     let server = Server::start_with(Some(llm.base_url()), ServerOptions::default(), |config| {

@@ -156,7 +156,8 @@ pub struct StrategyChoice {
     pub request: Option<Strategy>,
     /// The agent whose defaults apply (`memory_agent`).
     pub agent: Option<String>,
-    /// Whether mnemo keeps the history the request goes on ([`OWNED_HISTORY_MODE`]).
+    /// Whether mnemo keeps the history the request goes on: then its mode is `auto` unless a
+    /// strategy sets one.
     pub owns_history: bool,
 }
 

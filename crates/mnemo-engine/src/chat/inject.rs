@@ -29,6 +29,22 @@ pub const CURRENT_MESSAGE_HEADING: &str = "Current message:";
 pub const MEMORIES_HEADING: &str =
     "Relevant memories, oldest first (where a later memory says otherwise, the later one holds):";
 
+/// What the model is told when memories were found but none is relevant to the message
+/// (below the relevance floor): that it was looked for, so it neither invents a memory nor
+/// takes the silence for one.
+pub const NOTHING_RELEVANT: &str =
+    "Relevant memories: none. Nothing stored about the user is relevant to this message.";
+
+/// The memories a search found for the message, and whether it found some and withheld
+/// them all as not relevant.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Found<'a> {
+    /// The memories to show.
+    pub memories: &'a [SearchHit],
+    /// Memories were found, and even the best fell below the relevance floor.
+    pub nothing_relevant: bool,
+}
+
 /// What follows a fact that a later fact, shown right after it, may contradict.
 pub const SUPERSEDED_MARK: &str = "(superseded by the next memory)";
 
@@ -105,12 +121,14 @@ fn summary_without_superseded(summary: &str, shown: &[(&SearchHit, bool)]) -> St
 }
 
 /// The context block that goes before the user's words.
-pub fn context_block(summary: Option<&str>, memories: &[SearchHit]) -> Option<String> {
+pub fn context_block(summary: Option<&str>, found: Found<'_>) -> Option<String> {
+    let memories = found.memories;
     let shown = in_time_order(memories);
     let summary = summary
         .map(|s| summary_without_superseded(s, &shown))
         .filter(|s| !s.trim().is_empty());
-    if summary.is_none() && memories.is_empty() {
+    let nothing_relevant = found.nothing_relevant && memories.is_empty();
+    if summary.is_none() && memories.is_empty() && !nothing_relevant {
         return None;
     }
     let mut block = String::new();
@@ -132,6 +150,10 @@ pub fn context_block(summary: Option<&str>, memories: &[SearchHit]) -> Option<St
             block.push_str(&memory_line(&content, memory.created_at.date_naive(), mark));
         }
         block.push('\n');
+    }
+    if nothing_relevant {
+        block.push_str(NOTHING_RELEVANT);
+        block.push_str("\n\n");
     }
     Some(block)
 }
@@ -159,8 +181,8 @@ fn memory_line(content: &str, day: NaiveDate, mark: Option<&str>) -> String {
 
 /// Returns `request` with the context injected into its last user message; `None` when there
 /// is nothing to inject or no user message to carry it.
-pub fn inject(request: &Value, summary: Option<&str>, memories: &[SearchHit]) -> Option<Value> {
-    let block = context_block(summary, memories)?;
+pub fn inject(request: &Value, summary: Option<&str>, found: Found<'_>) -> Option<Value> {
+    let block = context_block(summary, found)?;
     let mut request = request.clone();
     let message = request["messages"]
         .as_array_mut()?
@@ -184,6 +206,32 @@ mod tests {
     use chrono::TimeZone;
     use mnemo_core::{ConversationId, MemoryId, Role};
     use serde_json::json;
+
+    fn shown(memories: &[SearchHit]) -> Found<'_> {
+        Found {
+            memories,
+            nothing_relevant: false,
+        }
+    }
+
+    #[test]
+    fn nothing_relevant_is_said_only_when_memories_were_found_and_withheld() {
+        let withheld = Found {
+            memories: &[],
+            nothing_relevant: true,
+        };
+        let block = context_block(None, withheld).unwrap();
+        assert!(block.contains(NOTHING_RELEVANT), "{block}");
+        assert!(context_block(None, shown(&[])).is_none());
+        let kept = [memory("I like tea.", 3)];
+        let some = Found {
+            memories: &kept,
+            nothing_relevant: true,
+        };
+        assert!(!context_block(None, some)
+            .unwrap()
+            .contains(NOTHING_RELEVANT));
+    }
 
     fn memory(content: &str, day: u32) -> SearchHit {
         SearchHit {
@@ -223,7 +271,7 @@ mod tests {
     fn summary_then_memories_oldest_first_then_the_message() {
         // Retrieval ranks the newer memory first; the prompt shows them as time does.
         let memories = [memory("I dislike pizza.", 2), memory("Anne is my wife.", 1)];
-        let out = inject(&request(), Some("Planning dinners."), &memories).unwrap();
+        let out = inject(&request(), Some("Planning dinners."), shown(&memories)).unwrap();
         let text = out["messages"][3]["content"].as_str().unwrap();
         let summary = text.find("Planning dinners.").unwrap();
         let heading = text.find(MEMORIES_HEADING).unwrap();
@@ -252,7 +300,7 @@ mod tests {
             "I ran my first 10k yesterday, two weeks ago I could not.",
             3,
         )];
-        let block = context_block(None, &memories).unwrap();
+        let block = context_block(None, shown(&memories)).unwrap();
         assert!(
             block.contains(
                 "- [3 March 2026] I ran my first 10k yesterday, two weeks ago I could not. \
@@ -260,7 +308,7 @@ mod tests {
             ),
             "{block}"
         );
-        let plain = context_block(None, &[memory("I like tea.", 3)]).unwrap();
+        let plain = context_block(None, shown(&[memory("I like tea.", 3)])).unwrap();
         assert!(plain.contains("- [3 March 2026] I like tea.\n"), "{plain}");
     }
 
@@ -271,7 +319,7 @@ mod tests {
         let bike = memory("The user rides a cargo bike.", 3);
         let van = superseded(van, &bike);
         // Relevance put the old value first and something else between them.
-        let block = context_block(None, &[van, bike, tea]).unwrap();
+        let block = context_block(None, shown(&[van, bike, tea])).unwrap();
         let lines: Vec<&str> = block.lines().filter(|l| !l.is_empty()).collect();
         assert_eq!(
             lines,
@@ -291,7 +339,8 @@ mod tests {
         let old = memory("The user drives a green van.", 1);
         let new = memory("The user drinks green tea.", 2);
         let backwards = superseded(new.clone(), &old);
-        let block = context_block(None, &[superseded(old.clone(), &absent), backwards]).unwrap();
+        let block =
+            context_block(None, shown(&[superseded(old.clone(), &absent), backwards])).unwrap();
         assert!(!block.contains(SUPERSEDED_MARK), "{block}");
         let van = block.find("green van").unwrap();
         assert!(van < block.find("green tea").unwrap(), "{block}");
@@ -302,27 +351,27 @@ mod tests {
         let bike = memory("The user rides a cargo bike.", 3);
         let van = superseded(memory("The user drives a green van.", 1), &bike);
         let summary = "The user drives a green van. The user's sister Wiebke is a potter.";
-        let block = context_block(Some(summary), &[bike.clone(), van]).unwrap();
+        let block = context_block(Some(summary), shown(&[bike.clone(), van])).unwrap();
         let summary_part = &block[..block.find(MEMORIES_HEADING).unwrap()];
         assert!(!summary_part.contains("green van"), "{block}");
         assert!(summary_part.contains("Wiebke is a potter."), "{block}");
         // Without the mark the summary is shown whole.
         let plain = memory("The user drives a green van.", 1);
-        let block = context_block(Some(summary), &[bike, plain]).unwrap();
+        let block = context_block(Some(summary), shown(&[bike, plain])).unwrap();
         assert!(block.starts_with(&format!("Summary of the conversation so far:\n{summary}")));
     }
 
     #[test]
     fn nothing_to_inject_leaves_the_request_alone() {
-        assert!(inject(&request(), None, &[]).is_none());
-        assert!(inject(&request(), Some("  "), &[]).is_none());
+        assert!(inject(&request(), None, shown(&[])).is_none());
+        assert!(inject(&request(), Some("  "), shown(&[])).is_none());
         let no_user = json!({"messages": [{"role": "system", "content": "x"}]});
-        assert!(inject(&no_user, Some("s"), &[]).is_none());
+        assert!(inject(&no_user, Some("s"), shown(&[])).is_none());
     }
 
     #[test]
     fn a_summary_alone_is_injected() {
-        let out = inject(&request(), Some("Planning dinners."), &[]).unwrap();
+        let out = inject(&request(), Some("Planning dinners."), shown(&[])).unwrap();
         let text = out["messages"][3]["content"].as_str().unwrap();
         assert!(text.starts_with("Summary of the conversation so far:\nPlanning dinners."));
         assert!(!text.contains("Relevant memories"));
@@ -335,7 +384,7 @@ mod tests {
             {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}
         ]}]});
         assert_eq!(last_user_text(&req).as_deref(), Some("What is this?"));
-        let out = inject(&req, None, &[memory("I collect stamps.", 3)]).unwrap();
+        let out = inject(&req, None, shown(&[memory("I collect stamps.", 3)])).unwrap();
         let parts = out["messages"][0]["content"].as_array().unwrap();
         assert_eq!(parts.len(), 3);
         assert!(parts[0]["text"]

@@ -61,7 +61,7 @@ use crate::chat::sessions::{answer_message, SessionTurn};
 use crate::engine::MemoryClient;
 use crate::error::EngineError;
 use crate::retrieval::SearchHit;
-use crate::retrieval::SearchRequest;
+use crate::retrieval::{SearchRequest, Searched};
 use crate::usage::{TurnUsage, UsageTotals};
 use mnemo_context::ContextReport;
 use mnemo_session::{HistoryStyle, SessionId};
@@ -104,6 +104,10 @@ pub struct ChatMemoryFields {
     /// Drop memories whose relevance (0..1) is below this.
     #[schema(minimum = 0, maximum = 1)]
     pub memory_score_threshold: Option<f32>,
+    /// Inject no memory when the best found is less similar to the message than this
+    /// (cosine, 0..1); 0 turns the floor off. Default `relevance_floor` (0.25).
+    #[schema(minimum = 0, maximum = 1)]
+    pub memory_relevance_floor: Option<f32>,
     /// Drop memories whose cross-encoder score (0..1, absolute) is below this.
     #[schema(minimum = 0, maximum = 1)]
     pub memory_min_rerank_score: Option<f32>,
@@ -132,11 +136,12 @@ pub struct ChatMemoryFields {
     pub memory_learn: Option<bool>,
 }
 
-const KNOWN_FIELDS: [&str; 11] = [
+const KNOWN_FIELDS: [&str; 12] = [
     "memory_id",
     "memory_top_k",
     "memory_recency_weight",
     "memory_score_threshold",
+    "memory_relevance_floor",
     "memory_min_rerank_score",
     "memory_filter",
     "memory_strategy",
@@ -224,6 +229,7 @@ pub fn take_memory_fields(body: &mut Map<String, Value>) -> Result<MemoryFields,
         top_k,
         recency_weight: number("memory_recency_weight")?,
         score_threshold: number("memory_score_threshold")?,
+        relevance_floor: number("memory_relevance_floor")?,
         min_rerank_score: number("memory_min_rerank_score")?,
         filter: fields
             .get("memory_filter")
@@ -516,32 +522,41 @@ impl MemoryClient {
             .filter(|_| pending.as_ref().is_none_or(|p| p.user_message_is_new));
 
         let started = std::time::Instant::now();
-        let hits = match &user_text {
+        let searched = match &user_text {
             Some(text) => {
                 let search = SearchRequest {
                     query: retrieval_query(text).to_owned(),
+                    relevance_floor: fields
+                        .search
+                        .relevance_floor
+                        .or(Some(self.inner.config.relevance_floor)),
                     ..fields.search.clone()
                 };
-                match self.search(search).await {
-                    Ok(hits) => hits,
+                match self.search_judged(search).await {
+                    Ok(searched) => searched,
                     Err(e @ EngineError::InvalidInput(_)) => return Err(e),
                     // The user's message matters more than the memories it would have had:
                     // it is answered and stored without them.
                     Err(e) => {
                         warn!(conversation = %fields.conversation, "retrieval failed ({e}); answering without memories");
-                        Vec::new()
+                        Searched::default()
                     }
                 }
             }
-            None => Vec::new(),
+            None => Searched::default(),
         };
-        let hits = self.with_what_holds_now(hits).await;
+        let nothing_relevant = searched.below_floor > 0;
+        let hits = self.with_what_holds_now(searched.hits).await;
         let summary = {
             let inner = self.inner.clone();
             let conversation = fields.conversation.clone();
             crate::blocking::blocking(move || Ok(inner.summary(&conversation))).await?
         };
-        let mut body = inject::inject(&body, summary.as_deref(), &hits).unwrap_or(body);
+        let found = inject::Found {
+            memories: &hits,
+            nothing_relevant,
+        };
+        let mut body = inject::inject(&body, summary.as_deref(), found).unwrap_or(body);
         if let Some(agent) = &fields.strategy.agent {
             self.inject_agent_notes(agent, &mut body).await?;
         }

@@ -86,6 +86,12 @@ pub struct SearchRequest {
     #[serde(default)]
     #[schema(minimum = 0, maximum = 1)]
     pub score_threshold: Option<f32>,
+    /// Return nothing when the best memory found is less similar to the query than this
+    /// (cosine, 0..1, absolute); unset or 0: no floor. (The chat path injects memories
+    /// under the configured `relevance_floor`.)
+    #[serde(default)]
+    #[schema(minimum = 0, maximum = 1)]
+    pub relevance_floor: Option<f32>,
     /// Drop memories whose cross-encoder score (the logistic of its logit, 0..1, absolute)
     /// is below this; no effect when no reranker runs.
     #[serde(default)]
@@ -147,6 +153,7 @@ impl SearchRequest {
             ("recency_weight", self.recency_weight),
             ("mmr_lambda", self.mmr_lambda),
             ("score_threshold", self.score_threshold),
+            ("relevance_floor", self.relevance_floor),
             ("min_rerank_score", self.min_rerank_score),
         ] {
             if let Some(v) = value.filter(|v| !(0.0..=1.0).contains(v)) {
@@ -164,6 +171,9 @@ impl SearchRequest {
             recency_weight: self.recency_weight.unwrap_or(config.recency_weight),
             mmr_lambda: self.mmr_lambda.unwrap_or(config.mmr_lambda),
             score_threshold: self.score_threshold.or(config.score_threshold),
+            // A search asked for is ranked however weak its best match; the chat path sets
+            // the configured floor (`relevance_floor`) for what it injects.
+            relevance_floor: self.relevance_floor.unwrap_or(0.0),
             min_rerank_score: self.min_rerank_score.or(config.min_rerank_score),
             filter: match &self.filter {
                 Some(filter) => crate::index::filter::compile(filter)?,
@@ -185,6 +195,8 @@ pub struct ResolvedSearch {
     pub mmr_lambda: f32,
     /// Minimum relevance, if any.
     pub score_threshold: Option<f32>,
+    /// The cosine the best memory found must reach for any to be returned (0: off).
+    pub relevance_floor: f32,
     /// Minimum absolute cross-encoder score, if any.
     pub min_rerank_score: Option<f32>,
     /// The caller's metadata filter, compiled for the index.
@@ -215,6 +227,16 @@ pub struct StageScores {
     /// (`crate::text::low_information`); with `[retrieval] low_information_last` (the default) it comes
     /// after every result that says something.
     pub low_information: bool,
+}
+
+/// What a search found.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Searched {
+    /// The memories, best first.
+    pub hits: Vec<SearchHit>,
+    /// Memories found but withheld because even the best of them fell below the relevance
+    /// floor: the query is about nothing stored (0 when any was returned).
+    pub below_floor: usize,
 }
 
 /// One search result.
@@ -299,15 +321,20 @@ impl ReadPath<'_> {
     /// for the query followed by those words, and the two rankings are merged by reciprocal
     /// rank. The store's words nearest the query (vocabulary expansion) join the lexical
     /// terms of every search, at `vocabulary_expansion_weight`.
+    ///
+    /// When no memory found is as similar to the query as `relevance_floor` (the cosine of
+    /// their embeddings, the dense retriever's own score), none is returned: the query is
+    /// about nothing stored. Memories found only by their words or as a neighbouring turn
+    /// have no cosine and do not lift the best.
     pub fn search(
         &self,
         request: &SearchRequest,
         settings: &ResolvedSearch,
         expansion: Option<&str>,
-    ) -> Result<Vec<SearchHit>, EngineError> {
+    ) -> Result<Searched, EngineError> {
         let query = request.query.as_str();
         if settings.top_k == 0 || query.trim().is_empty() {
-            return Ok(Vec::new());
+            return Ok(Searched::default());
         }
         let dense = self.embedder.embed_one(query)?;
         let lexical = self.query_terms(query, settings);
@@ -319,6 +346,16 @@ impl ReadPath<'_> {
             let lexical = self.query_terms(&expanded, settings);
             let more = self.candidates(&expanded, dense, lexical, &related, request, settings)?;
             candidates = rank::merge_by_rank(candidates, more, EXPANSION_RANK_OFFSET);
+        }
+        let best = candidates
+            .iter()
+            .filter_map(|c| c.scores.dense)
+            .fold(0.0_f32, f32::max);
+        if !candidates.is_empty() && best < settings.relevance_floor {
+            return Ok(Searched {
+                hits: Vec::new(),
+                below_floor: candidates.len(),
+            });
         }
         let tuning = &self.config.retrieval;
         self.rerank(query, &mut candidates)?;
@@ -352,7 +389,10 @@ impl ReadPath<'_> {
             let rest = settings.top_k - chosen.len();
             chosen.extend(pick(last, rest));
         }
-        Ok(chosen.into_iter().map(|c| self.hit(c)).collect())
+        Ok(Searched {
+            hits: chosen.into_iter().map(|c| self.hit(c)).collect(),
+            below_floor: 0,
+        })
     }
 
     /// The lexical terms of `query`: its words, and its dates resolved as canonical tokens
