@@ -386,7 +386,7 @@ pub fn usage_bar(c: &SessionContext) -> String {
         out.push_str(&format!(
             "compacted: a summary of the first {} message(s), {kept} kept after it: {}\n",
             c.compacted_messages,
-            one_line(summary, SUMMARY_SHOWN)
+            commands::one_line(summary)
         ));
     }
     if let Some(governed) = &c.governed_summary {
@@ -394,22 +394,10 @@ pub fn usage_bar(c: &SessionContext) -> String {
             "the last request went with {} tokens: a summary of the first {} message(s), the rest kept: {}\n",
             c.sent_tokens.unwrap_or(0),
             governed.messages,
-            one_line(&governed.text, SUMMARY_SHOWN)
+            commands::one_line(&governed.text)
         ));
     }
     out + &spending(&c.usage)
-}
-
-/// Characters of a session's summary `/context` shows.
-const SUMMARY_SHOWN: usize = 240;
-
-/// `text` on one line, cut to `chars` characters.
-fn one_line(text: &str, chars: usize) -> String {
-    let line = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    match line.char_indices().nth(chars) {
-        Some((cut, _)) => format!("{}…", &line[..cut]),
-        None => line,
-    }
 }
 
 /// What a session's answers took and cost upstream, on one line.

@@ -179,12 +179,7 @@ async fn a_person_chats_compacts_interrupts_and_resumes() {
 
     let mut term = Terminal::spawn(&mut chat_command(&root, &llm.base_url(), &[]));
     let banner = term.expect("/help for commands");
-    let session = banner
-        .split("session ")
-        .nth(1)
-        .and_then(|s| s.split_whitespace().next())
-        .unwrap_or_else(|| panic!("{banner}"))
-        .to_owned();
+    let session = session_in(&banner);
     term.expect("you> ");
     term.type_keys("My cat is called Tom.\n");
     term.expect("assistant> Heard: My cat is called Tom.");
@@ -314,15 +309,17 @@ fn small_model(request: &ChatRequest) -> Reply {
     {
         return Reply::text("The user has been counting sheep, one number a message.");
     }
-    if let Some(write_path) = learns_nothing(request) {
-        return write_path;
-    }
-    let message = request.last_user_message().unwrap_or_default();
-    let text = message.lines().last().unwrap_or("").to_owned();
-    Reply::Chunks(vec![
-        (Duration::ZERO, "Heard".into()),
-        (Duration::from_millis(5), format!(": {text}")),
-    ])
+    model(request)
+}
+
+/// The session a `mnemo chat` banner names.
+fn session_in(banner: &str) -> String {
+    banner
+        .split("session ")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .unwrap_or_else(|| panic!("{banner}"))
+        .to_owned()
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -342,12 +339,7 @@ async fn a_long_chat_keeps_going_past_a_small_window() {
     command.env("MNEMO_CONFIG", &config);
     let mut term = Terminal::spawn(&mut command);
     let banner = term.expect("/help for commands");
-    let session = banner
-        .split("session ")
-        .nth(1)
-        .and_then(|s| s.split_whitespace().next())
-        .unwrap_or_else(|| panic!("{banner}"))
-        .to_owned();
+    let session = session_in(&banner);
     const EXCHANGES: usize = 40;
     for n in 1..=EXCHANGES {
         term.expect("you> ");
