@@ -707,21 +707,23 @@ async fn a_message_about_nothing_stored_gets_no_memories_and_is_told_so() {
     })
     .await;
     let url = format!("{}/v1/chat/completions", server.url);
-    let last_prompt = || {
-        llm.forwarded_chats().last().unwrap()["messages"]
-            .as_array()
-            .unwrap()
-            .last()
-            .unwrap()["content"]
-            .as_str()
-            .unwrap()
+    // The write path learns from each turn and calls the same upstream, so the prompt
+    // a question went with is found by the question, not by arriving last.
+    let last_prompt = |question: &str| {
+        llm.forwarded_chats()
+            .iter()
+            .rev()
+            .filter_map(|chat| chat["messages"].as_array()?.last()?["content"].as_str())
+            .find(|content| content.contains(question))
+            .unwrap_or_else(|| panic!("no prompt asked {question:?}"))
             .to_owned()
     };
-    let unrelated = chat("Which train goes to the airport after midnight?");
+    let train = "Which train goes to the airport after midnight?";
+    let unrelated = chat(train);
     let (status, answer) = post(&url, unrelated.clone()).await;
     assert_eq!(status, 200, "{answer}");
     assert!(hit_contents(&answer).is_empty(), "{answer}");
-    let sent = last_prompt();
+    let sent = last_prompt(train);
     assert!(sent.contains(mnemo_engine::NOTHING_RELEVANT), "{sent}");
     assert!(!sent.contains("tomatoes"), "{sent}");
     // The request may lower the floor; a related message passes it.
@@ -729,14 +731,18 @@ async fn a_message_about_nothing_stored_gets_no_memories_and_is_told_so() {
     unfloored["memory_relevance_floor"] = json!(0);
     let (_, answer) = post(&url, unfloored).await;
     assert!(!hit_contents(&answer).is_empty(), "{answer}");
-    assert!(!last_prompt().contains(mnemo_engine::NOTHING_RELEVANT));
-    let (_, answer) = post(&url, chat("What vegetables do I grow?")).await;
+    assert!(!last_prompt(train).contains(mnemo_engine::NOTHING_RELEVANT));
+    let vegetables = "What vegetables do I grow?";
+    let (_, answer) = post(&url, chat(vegetables)).await;
     assert!(
         hit_contents(&answer).contains(&"The user grows tomatoes on the balcony.".to_owned()),
         "{answer}"
     );
-    let sent = last_prompt();
-    assert!(sent.contains("tomatoes") && !sent.contains(mnemo_engine::NOTHING_RELEVANT));
+    let sent = last_prompt(vegetables);
+    assert!(
+        sent.contains("tomatoes") && !sent.contains(mnemo_engine::NOTHING_RELEVANT),
+        "{sent}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
