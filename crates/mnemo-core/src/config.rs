@@ -91,8 +91,8 @@ pub struct Config {
     pub session_titles: SessionTitles,
     /// The write path's rules beside the LLM: keep an extracted fact only when the user's own
     /// words support it, said of the same person and in the same way; show the reconciler
-    /// only facts about the people the new facts are about; retract what the user takes back
-    /// and replace an old value by a new one. Off stores whatever the extractor and the
+    /// only facts about the people the new facts are about; when the message signals a change,
+    /// ask whether a new fact replaces an old one. Off stores whatever the extractor and the
     /// reconciler return.
     pub fact_grounding: bool,
     /// Mark an older fact that a new fact of the same person may contradict
@@ -472,9 +472,6 @@ pub enum WriteRule {
     GroundNames,
     /// Grounding: at least half of a fact's other content words occur there.
     GroundContent,
-    /// Grounding: a fact drawn with the earlier message as context holds a word of the
-    /// latest one.
-    GroundNew,
     /// Grounding: from a message that only asks, only facts in its own words, none
     /// reporting the asking.
     GroundAsking,
@@ -487,10 +484,6 @@ pub enum WriteRule {
     /// The reconciler is shown only facts about the people the new facts are about, and its
     /// changes are kept to the person each is about.
     SamePerson,
-    /// What the user's message takes back is retracted, and cut from the new facts.
-    Retractions,
-    /// A new fact giving a new value for the same thing replaces the old fact.
-    NewValues,
     /// When the message signals a change, the LLM is asked whether a new fact replaces the
     /// nearest old one.
     ChangeQuestion,
@@ -498,30 +491,21 @@ pub enum WriteRule {
     LowInformation,
     /// Summary sentences stating what this pass retracted are cut, and the new facts added.
     SummaryStale,
-    /// Summary sentences no fact says are cut.
-    SummaryUnsupported,
-    /// Summary sentences giving the user what the facts say of someone else are cut.
-    SummaryMisattributed,
 }
 
 impl WriteRule {
     /// Every rule, in the order the write path applies them.
-    pub const ALL: [WriteRule; 15] = [
+    pub const ALL: [WriteRule; 10] = [
         WriteRule::LowInformation,
         WriteRule::GroundNames,
         WriteRule::GroundContent,
-        WriteRule::GroundNew,
         WriteRule::GroundAsking,
         WriteRule::GroundPerson,
         WriteRule::GroundStance,
         WriteRule::GroundFiller,
         WriteRule::SamePerson,
-        WriteRule::Retractions,
-        WriteRule::NewValues,
         WriteRule::ChangeQuestion,
         WriteRule::SummaryStale,
-        WriteRule::SummaryUnsupported,
-        WriteRule::SummaryMisattributed,
     ];
 
     /// The rule's name in the configuration (`ground_names`).

@@ -1113,26 +1113,6 @@ async fn facts_the_user_did_not_say_are_not_stored() {
     assert!(report.ungrounded.is_empty());
 }
 
-/// Extraction gives the reason for a change and not the change ("has a shoulder injury" for
-/// "I gave up swimming because of my shoulder"), and reconciliation only ever adds: what a small model does.
-fn reason_not_retraction(request: &ChatRequest) -> Reply {
-    let said = request.last_user_message().unwrap_or_default();
-    match request.schema_name() {
-        Some("facts") if said.contains("shoulder") => {
-            Reply::Json(json!({"facts": ["The user has a shoulder injury."]}))
-        }
-        Some("facts") if said.contains("every Tuesday") => Reply::Json(
-            json!({"facts": ["The user swims 2 km every Tuesday evening.", "The user's friend Ines swims too."]}),
-        ),
-        Some("facts") => Reply::Json(json!({"facts": []})),
-        Some("memory_operations") => add_every_fact(request),
-        Some("summary") => {
-            Reply::Json(json!({"summary": "The user swims 2 km every Tuesday evening."}))
-        }
-        _ => Reply::text("Noted."),
-    }
-}
-
 async fn live_facts(client: &MemoryClient, conversation: &ConversationId) -> Vec<String> {
     let mut facts: Vec<String> = client
         .list(Some(conversation.clone()))
@@ -1146,116 +1126,19 @@ async fn live_facts(client: &MemoryClient, conversation: &ConversationId) -> Vec
     facts
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn what_the_user_says_stopped_is_deleted_even_when_the_model_does_not() {
-    let llm = ScriptedLlm::with_handler(reason_not_retraction).await;
-    let dir = tempfile::tempdir().unwrap();
-    let client = open(dir.path(), &llm).await;
-    let conversation = conv("swimming");
-    learn_from(
-        &client,
-        &conversation,
-        "I swim 2 km every Tuesday evening, and my friend Ines swims too.",
-    )
-    .await;
-    // A question about stopping states nothing.
-    let (_, asked) = learn_from(&client, &conversation, "Should I quit swimming?").await;
-    assert!(asked.deleted.is_empty(), "{asked:?}");
-
-    let (_, report) = learn_from(
-        &client,
-        &conversation,
-        "I gave up swimming because of my shoulder.",
-    )
-    .await;
-    assert_eq!(report.deleted.len(), 1, "{report:?}");
-    assert_eq!(
-        report.retracted,
-        ["The user swims 2 km every Tuesday evening."]
-    );
-    // Ines's swimming is hers: not what the user stopped.
-    assert_eq!(
-        live_facts(&client, &conversation).await,
-        [
-            "The user has a shoulder injury.",
-            "The user's friend Ines swims too."
-        ]
-    );
-    // The tombstone keeps the text; the summary is not left saying it (the scripted one does).
-    let tombstones = files(dir.path(), "swimming", "deleted/facts");
-    assert!(
-        tombstones.iter().any(|t| t.contains("swims 2 km")),
-        "{tombstones:?}"
-    );
-    let summary = client
-        .as_caller(std::sync::Arc::new(mnemo_engine::Unrestricted))
-        .summary(&conversation)
-        .await
-        .unwrap_or_default();
-    assert!(!summary.contains("2 km"), "{summary}");
-
-    // With grounding off, the engine leaves the facts to the model.
-    drop(client);
-    let other = tempfile::tempdir().unwrap();
-    let client = open_ungrounded(other.path(), &llm).await;
-    learn_from(
-        &client,
-        &conversation,
-        "I swim 2 km every Tuesday evening, and my friend Ines swims too.",
-    )
-    .await;
-    let (_, report) = learn_from(
-        &client,
-        &conversation,
-        "I gave up swimming because of my shoulder.",
-    )
-    .await;
-    assert!(report.deleted.is_empty(), "{report:?}");
-}
-
-/// The reconciler merges the fact it was told is replaced into its update, as a small model
-/// does; extraction keeps its answer for messages with a fact.
-fn merging_model(request: &ChatRequest) -> Reply {
-    let said = request.last_user_message().unwrap_or_default();
+/// Extraction gives a fact for every message it is sent; the reconciler adds.
+fn welder_model(request: &ChatRequest) -> Reply {
     match request.schema_name() {
-        Some("facts") if said.contains("anymore") => {
-            Reply::Json(json!({"facts": ["The user now works as a florist in Valencia."]}))
-        }
         Some("facts") => Reply::Json(json!({"facts": ["The user works as a welder in Valencia."]})),
-        Some("memory_operations") if said.contains("florist") => {
-            Reply::Json(json!({"operations": [
-                {"event": "UPDATE", "id": 0, "text": "The user works as a welder in Valencia. The user now works as a florist in Valencia."}
-            ]}))
-        }
         Some("memory_operations") => add_every_fact(request),
-        Some("summary") => Reply::Json(json!({"summary": "The user works as a florist."})),
+        Some("summary") => Reply::Json(json!({"summary": "The user works as a welder."})),
         _ => Reply::text("Noted."),
     }
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_new_fact_does_not_keep_what_the_same_message_says_stopped() {
-    let llm = ScriptedLlm::with_handler(merging_model).await;
-    let dir = tempfile::tempdir().unwrap();
-    let client = open(dir.path(), &llm).await;
-    let conversation = conv("work");
-    learn_from(&client, &conversation, "I work as a welder in Valencia.").await;
-    let (_, report) = learn_from(
-        &client,
-        &conversation,
-        "I don't work as a welder anymore, I work as a florist in Valencia now.",
-    )
-    .await;
-    assert_eq!(report.updated.len(), 1, "{report:?}");
-    assert_eq!(
-        live_facts(&client, &conversation).await,
-        ["The user now works as a florist in Valencia."]
-    );
-}
-
-#[tokio::test(flavor = "multi_thread")]
 async fn a_message_that_says_nothing_is_not_sent_for_extraction() {
-    let llm = ScriptedLlm::with_handler(merging_model).await;
+    let llm = ScriptedLlm::with_handler(welder_model).await;
     let dir = tempfile::tempdir().unwrap();
     let client = open(dir.path(), &llm).await;
     let conversation = conv("chat");
@@ -1359,7 +1242,7 @@ fn extraction_shown(llm: &ScriptedLlm) -> String {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn what_someone_else_stopped_is_retracted_and_not_taken_for_the_user() {
+async fn what_someone_else_stopped_is_not_taken_for_the_user() {
     let llm = ScriptedLlm::with_handler(contextual_model).await;
     let dir = tempfile::tempdir().unwrap();
     let client = open(dir.path(), &llm).await;
@@ -1383,8 +1266,6 @@ async fn what_someone_else_stopped_is_retracted_and_not_taken_for_the_user() {
         "{:?}",
         report.ungrounded
     );
-    assert_eq!(report.deleted.len(), 1, "{report:?}");
-    assert!(live_facts(&client, &conversation).await.is_empty());
 }
 
 /// A reconciler that moves the user's brother along with the user, as a small model did.
@@ -1539,69 +1420,4 @@ async fn a_change_no_rule_reads_is_asked_about_and_the_old_fact_replaced() {
             && live.contains(&"The user has a second red bike.".to_owned()),
         "{live:?}"
     );
-}
-
-/// Adds every fact beside the old ones and answers "no" to every replaces question, as a
-/// small model often does with a correction.
-fn contrast_model(request: &ChatRequest) -> Reply {
-    let said = request.last_user_message().unwrap_or_default();
-    match request.schema_name() {
-        Some("facts") if said.contains("not the metro") => {
-            Reply::Json(json!({"facts": ["The user rides the tram to the depot."]}))
-        }
-        Some("facts") if said.contains("maps") => Reply::Json(json!({"facts": [
-            "The user rides the metro to the depot.",
-            "The user collects metro maps."
-        ]})),
-        Some("facts") => Reply::Json(json!({"facts": []})),
-        Some("memory_operations") => add_every_fact(request),
-        Some("replaces") => Reply::Json(json!({"replaces": false})),
-        Some("summary") => Reply::Json(json!({"summary": "The user rides to the depot."})),
-        _ => Reply::text("Noted."),
-    }
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn a_contrast_takes_back_the_thing_it_denies_when_the_model_keeps_it() {
-    let llm = ScriptedLlm::with_handler(contrast_model).await;
-    let dir = tempfile::tempdir().unwrap();
-    let client = open(dir.path(), &llm).await;
-    let conversation = conv("commute");
-    learn_from(
-        &client,
-        &conversation,
-        "I ride the metro to the depot, and I collect metro maps.",
-    )
-    .await;
-    let (_, report) = learn_from(
-        &client,
-        &conversation,
-        "Sorry, it's the tram I ride to the depot, not the metro.",
-    )
-    .await;
-    assert_eq!(
-        report.retracted,
-        ["The user rides the metro to the depot."],
-        "{report:?}"
-    );
-    // The maps speak of something else than the ride the tram replaced.
-    assert_eq!(
-        live_facts(&client, &conversation).await,
-        [
-            "The user collects metro maps.",
-            "The user rides the tram to the depot."
-        ]
-    );
-
-    // A contrast whose replacement the pass did not write takes nothing back.
-    let other = conv("commute-unsaid");
-    learn_from(
-        &client,
-        &other,
-        "I ride the metro to the depot, and I collect metro maps.",
-    )
-    .await;
-    let (_, report) =
-        learn_from(&client, &other, "It isn't the metro I ride, it's the tram.").await;
-    assert!(report.retracted.is_empty(), "{report:?}");
 }

@@ -12,25 +12,22 @@
 //!    an invention.
 //! 2. **Content.** At least half of its other content words occur there (compared by stem,
 //!    [`crate::text::words`]).
-//! 3. **Something new.** When the extractor was shown the user's previous message for
-//!    context, at least one of the fact's content words comes from the latest message: a
-//!    fact drawn from the earlier message alone was already drawn from it.
-//! 4. **Asking.** When every sentence of the latest message asks (a question or a request,
+//! 3. **Asking.** When every sentence of the latest message asks (a question or a request,
 //!    [`crate::text::clauses`]), the fact must use the message's words alone and must not
 //!    report the asking ("asked", "told", "wonders": [`SPEECH_ACTS`]); so must a fact with
 //!    a name or number the message only asks about.
-//! 5. **Person.** A fact about the user ([`crate::text::subjects`]) must not rest on a word
+//! 4. **Person.** A fact about the user ([`crate::text::subjects`]) must not rest on a word
 //!    the user said only of someone else: "My cousin sails; I sell bikes." does not support
 //!    "The user sails.". Words for people and pets ("cousin", "dog") and names are not
 //!    checked: "The user has a cousin named Ilse." is the user's own.
-//! 6. **Stance.** A fact that states plainly must not rest on a word the user only denied
+//! 5. **Stance.** A fact that states plainly must not rest on a word the user only denied
 //!    ("I never eat lamb" does not support "The user eats lamb.") or only supposed ("If I had
 //!    a boat ..." does not support "The user has a boat."). A fact that itself denies, stops
 //!    or supposes (a negation, "no longer", "quit", "dislikes", "would", "wants", "plans":
 //!    [`NEGATIVE_PREDICATES`], [`MODAL_WORDS`]) may. A word the latest message holds is
 //!    read by its stance there alone: what it denies was taken back, whatever the earlier
 //!    message stated ("I play the oboe." then "It's the flute, not the oboe.").
-//! 7. **Something of its own.** A fact whose every content word is conversational filler
+//! 6. **Something of its own.** A fact whose every content word is conversational filler
 //!    ([`crate::text::low_information`]: greetings, thanks, assent, hedges, light verbs)
 //!    says nothing worth keeping, however the user put it: "Okay, talk later!" does not give
 //!    "The user will talk later.".
@@ -263,7 +260,7 @@ pub fn ground_in(fact: &str, message: &str, earlier: &str) -> Grounding {
         }
         grounding.matched.push(word.text.clone());
     }
-    grounding.refusals = refusals(fact, &fact_words, &said, !earlier.trim().is_empty());
+    grounding.refusals = refusals(fact, &fact_words, &said);
     if from_questions {
         if let Some(why) = asking_refusal(&fact_words, &grounding) {
             grounding.refusals.push((WriteRule::GroundAsking, why));
@@ -272,14 +269,9 @@ pub fn ground_in(fact: &str, message: &str, earlier: &str) -> Grounding {
     grounding
 }
 
-/// Why a fact whose words the user said is still not theirs (rules 7, 3, 5 and 6), each
-/// with its rule.
-fn refusals(
-    fact: &str,
-    fact_words: &[Word],
-    said: &Occurrences,
-    had_earlier: bool,
-) -> Vec<(WriteRule, String)> {
+/// Why a fact whose words the user said is still not theirs (rules 6, 4 and 5), each with
+/// its rule.
+fn refusals(fact: &str, fact_words: &[Word], said: &Occurrences) -> Vec<(WriteRule, String)> {
     let mut refusals = Vec::new();
     if !super::low_information::says_something(fact, None) {
         refusals.push((
@@ -287,15 +279,9 @@ fn refusals(
             "it says nothing of its own: every word is conversational filler".into(),
         ));
     }
-    let content: Vec<&Word> = fact_words.iter().filter(|w| w.is_content()).collect();
-    if had_earlier && !content.iter().any(|w| said.latest.contains_key(&w.stem())) {
-        refusals.push((
-            WriteRule::GroundNew,
-            "it repeats the earlier message; the latest one says nothing of it".into(),
-        ));
-    }
-    let checked: Vec<&Word> = content
-        .into_iter()
+    let checked: Vec<&Word> = fact_words
+        .iter()
+        .filter(|w| w.is_content())
         .filter(|w| !PERSON_NOUNS.contains(&w.base()))
         .filter(|w| !said.get(&w.stem()).is_empty())
         .collect();
@@ -536,18 +522,7 @@ mod tests {
     }
 
     #[test]
-    fn a_fact_from_the_earlier_message_alone_is_not_drawn_again() {
-        let earlier = "My passport expires on 2 June.";
-        let g = ground_in(
-            "The user's passport expires on 2 June.",
-            "Perfect, see you then.",
-            earlier,
-        );
-        assert!(g
-            .verdict(&[])
-            .unwrap_err()
-            .contains("repeats the earlier message"));
-        // A short answer leans on the earlier message and adds its own word.
+    fn a_short_answer_is_grounded_with_the_message_it_answers() {
         assert!(ground_in(
             "The user's favourite season is autumn.",
             "Autumn, easily.",

@@ -9,13 +9,6 @@
 //! A fact opening with a name ("Ilse repairs boats.") is about that name. Two facts are
 //! about the same person when both are about the speaker, or both about someone and they
 //! share a relation word or a name.
-//!
-//! **A new value for the same thing** ([`gives_a_new_value`]): a fact that says of the same
-//! person, word for word, what a stored fact says, but with other names or numbers, states
-//! a new value of the same attribute when it states a value at all: with a form of "be" or
-//! "called", "named" ("The user's locker is 41." after "The user's locker is 14."; "The
-//! user is 52 years old."), and not a possession that can have many ("The user has a cousin
-//! named Ilse." does not replace "The user has a cousin named Oren.").
 
 use super::clauses::PERSON_NOUNS;
 use super::words::{words_of_sentence, Word};
@@ -82,28 +75,6 @@ fn possessed(words: &[Word]) -> Subject {
         known.push(name.base().to_owned());
     }
     Subject::Someone(known)
-}
-
-/// Forms of "be" and naming verbs: a sentence holding one states a value.
-const STATES_A_VALUE: &[&str] = &[
-    "is", "are", "was", "were", "be", "been", "called", "named", "aged",
-];
-/// Possession and company: a sentence holding one introduces one of possibly many.
-const INTRODUCES: &[&str] = &["has", "have", "had", "having", "with", "owns", "own"];
-
-/// Whether `new` gives a new value of the attribute `old` states, for the same person: the
-/// same words but other names or numbers, in a sentence that states a value.
-pub fn gives_a_new_value(new: &str, old: &str) -> bool {
-    if !subject_of(new).same_person(&subject_of(old)) {
-        return false;
-    }
-    let (new_frame, new_values) = frame(new);
-    let (old_frame, old_values) = frame(old);
-    let states = new_frame
-        .iter()
-        .any(|w| STATES_A_VALUE.contains(&w.as_str()))
-        && !new_frame.iter().any(|w| INTRODUCES.contains(&w.as_str()));
-    states && new_frame == old_frame && !new_values.is_empty() && new_values != old_values
 }
 
 /// At most this many content words in the part where two rival facts differ, on each side:
@@ -177,23 +148,6 @@ fn compared_words(fact: &str, person: &[String]) -> Vec<Compared> {
             negates: w.negates(),
         })
         .collect()
-}
-
-/// A fact's words with each name and number replaced by a slot, and the values in the slots.
-fn frame(fact: &str) -> (Vec<String>, Vec<String>) {
-    let mut frame = Vec::new();
-    let mut values = Vec::new();
-    for word in super::words::words(fact) {
-        if word.is_name() && word.is_content() {
-            values.push(word.stem());
-            if frame.last().map(String::as_str) != Some("_") {
-                frame.push("_".to_owned());
-            }
-        } else {
-            frame.push(word.stem());
-        }
-    }
-    (frame, values)
 }
 
 #[cfg(test)]
@@ -276,50 +230,5 @@ mod tests {
         assert!(!ilse.same_person(&subject_of("The user's uncle sails.")));
         assert!(!ilse.same_person(&Subject::Speaker));
         assert!(Subject::Speaker.same_person(&subject_of("The user sails.")));
-    }
-
-    #[test]
-    fn the_same_attribute_with_another_value_is_a_new_value() {
-        assert!(gives_a_new_value(
-            "The user's locker is 41.",
-            "The user's locker is 14."
-        ));
-        assert!(gives_a_new_value(
-            "The user is 52 years old.",
-            "The user is 51 years old."
-        ));
-        assert!(gives_a_new_value(
-            "The user's cousin is called Ilka.",
-            "The user's cousin is called Ilse."
-        ));
-        assert!(gives_a_new_value(
-            "The user's exam is on 3 June.",
-            "The user's exam is on 30 May."
-        ));
-        // Not a value: a possession, another attribute, another person, the same value.
-        assert!(!gives_a_new_value(
-            "The user has a cousin named Ilka.",
-            "The user has a cousin named Ilse."
-        ));
-        assert!(!gives_a_new_value(
-            "The user visited Quito.",
-            "The user visited Lima."
-        ));
-        assert!(!gives_a_new_value(
-            "The user's locker is 41.",
-            "The user's bike is 14."
-        ));
-        assert!(!gives_a_new_value(
-            "The user's son is 8.",
-            "The user's niece is 7."
-        ));
-        assert!(!gives_a_new_value(
-            "The user's locker is 14.",
-            "The user's locker is 14."
-        ));
-        assert!(!gives_a_new_value(
-            "The user is a baker.",
-            "The user is a welder."
-        ));
     }
 }

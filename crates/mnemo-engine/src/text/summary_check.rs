@@ -1,32 +1,20 @@
 //! Keeping the rolling summary honest without a second LLM call.
 //!
 //! The summariser is asked to rewrite the summary with the pass's new facts and without what
-//! the pass retracted. A small model still keeps an old statement now and then, or gives
-//! someone else's trait to the user, so its answer is read sentence by sentence:
-//!
-//! - **Stale.** A sentence with a clause that still states what set a retracted fact apart
-//!   from the new facts (every name and number of it, or else two thirds of its other words,
-//!   not denied: [`crate::text::clauses`]) and none of what the new facts say instead is cut
-//!   ([`without_stale_sentences`]). "Ilse works in Lima." goes once "works in Lima" is
-//!   replaced by "works in Quito", and so does "The user is a baker and sells cars." once
-//!   "is a baker" is; "Ilse works in Quito, not Lima." stays. Then each new fact the summary
-//!   no longer holds is added to it as written ([`with_new_facts`]).
-//! - **Unsupported.** A sentence with a name or number that neither the previous summary nor
-//!   the conversation's facts hold, or with fewer than half of its content words in them, is
-//!   cut ([`without_unsupported_sentences`]): a small model copies an example or adds a detail.
-//! - **Misattributed.** A sentence opening with "The user" that, before it turns to someone
-//!   else, holds a word the conversation's facts say only of someone else (and neither the
-//!   user's own facts nor the previous summary say) is cut
-//!   ([`without_misattributed_sentences`]): "The user sails every July." goes when only the
-//!   user's cousin sails, and so does "The user is allergic to wasps and dust" when wasps
-//!   are the daughter's.
+//! the pass retracted. A small model still keeps an old statement now and then, so its answer
+//! is read sentence by sentence. A sentence with a clause that still states what set a
+//! retracted fact apart from the new facts (every name and number of it, or else two thirds
+//! of its other words, not denied: [`crate::text::clauses`]) and none of what the new facts
+//! say instead is cut ([`without_stale_sentences`]). "Ilse works in Lima." goes once "works
+//! in Lima" is replaced by "works in Quito", and so does "The user is a baker and sells
+//! cars." once "is a baker" is; "Ilse works in Quito, not Lima." stays. Then each new fact
+//! the summary no longer holds is added to it as written ([`with_new_facts`]).
 
 use std::collections::HashSet;
 
-use super::clauses::{clauses, Person, Stance, PERSON_NOUNS};
-use super::subjects::subject_of;
+use super::clauses::{clauses, Stance};
 use super::words::says_when;
-use super::words::{sentences, words, Word};
+use super::words::{sentences, words};
 
 /// The content words of `text` with whether each is a name or number, by stem; words that
 /// say when ("now", "again") are not what a sentence states.
@@ -108,64 +96,6 @@ impl Retracted {
             .count();
         held * 3 >= self.distinct.len() * 2
     }
-}
-
-/// `summary` without the sentences about the user that hold what the known facts say only of
-/// someone else. `facts` are the conversation's live facts; `previous` the summary before.
-pub fn without_misattributed_sentences(
-    summary: &str,
-    facts: &[String],
-    previous: Option<&str>,
-) -> (String, Vec<String>) {
-    let (mut users, mut others) = (HashSet::new(), HashSet::new());
-    for fact in facts {
-        let own: HashSet<String> = words(fact)
-            .iter()
-            .filter(|w| w.is_content() && !PERSON_NOUNS.contains(&w.base()))
-            .map(Word::stem)
-            .collect();
-        if subject_of(fact).is_speaker() {
-            users.extend(own);
-        } else {
-            others.extend(own);
-        }
-    }
-    users.extend(previous.map(stems).unwrap_or_default());
-    let theirs: HashSet<&String> = others.difference(&users).collect();
-    cut_sentences(summary, |sentence| {
-        if !(subject_of(sentence).is_speaker() && starts_with_the_user(sentence)) {
-            return false;
-        }
-        // The clauses still about the user: up to the first that names someone else.
-        clauses(sentence)
-            .iter()
-            .take_while(|c| c.person != Person::Someone)
-            .flat_map(|c| &c.words)
-            .filter(|(w, _)| w.is_content() && !w.is_name() && !says_when(w.base()))
-            .any(|(w, _)| theirs.contains(&w.stem()))
-    })
-}
-
-/// Whether `sentence` opens by naming the user ("The user ...", "User ..."), the only
-/// sentences whose subject can be read with confidence.
-fn starts_with_the_user(sentence: &str) -> bool {
-    let w = words(sentence);
-    let start = usize::from(w.first().is_some_and(|w| w.text == "the"));
-    w.get(start).is_some_and(|w| w.base() == "user")
-}
-
-/// `summary` without the sentences the known facts do not support: a name or number none of
-/// `sources` (the previous summary, the new facts, the conversation's facts) holds, or fewer
-/// than half of its content words in them. A small model copies an example from its prompt,
-/// or adds a detail nobody said.
-pub fn without_unsupported_sentences(summary: &str, sources: &[String]) -> (String, Vec<String>) {
-    let known: HashSet<String> = sources.iter().flat_map(|s| stems(s)).collect();
-    cut_sentences(summary, |sentence| {
-        let said = terms(sentence);
-        let unknown_name = said.iter().any(|(s, name)| *name && !known.contains(s));
-        let held = said.iter().filter(|(s, _)| known.contains(s)).count();
-        unknown_name || held * 2 < said.len()
-    })
 }
 
 /// `summary` with each of `added` that it does not hold (most of the fact's content words
@@ -261,48 +191,5 @@ mod tests {
         );
         assert_eq!(kept, "The user likes tea.");
         assert_eq!(cut.len(), 1);
-    }
-
-    #[test]
-    fn a_summary_says_only_what_the_facts_say() {
-        let sources = [
-            "The user repairs bikes.".to_string(),
-            "The user's cousin Ilse sails every July.".to_string(),
-        ];
-        let (kept, cut) = without_unsupported_sentences(
-            "The user repairs bikes. Ilse sails in July. The user keeps two hens in Ghent.",
-            &sources,
-        );
-        assert_eq!(kept, "The user repairs bikes. Ilse sails in July.");
-        assert_eq!(cut, ["The user keeps two hens in Ghent."]);
-    }
-
-    #[test]
-    fn a_summary_gives_no_one_else_s_trait_to_the_user() {
-        let facts = [
-            "The user's cousin Ilse sails every July.".to_string(),
-            "The user repairs bikes.".to_string(),
-        ];
-        let (kept, cut) = without_misattributed_sentences(
-            "The user repairs bikes. The user sails every July. Their cousin Ilse sails.",
-            &facts,
-            None,
-        );
-        assert_eq!(kept, "The user repairs bikes. Their cousin Ilse sails.");
-        assert_eq!(cut, ["The user sails every July."]);
-        // A clause that turns to the other person keeps the sentence.
-        let (kept, _) = without_misattributed_sentences(
-            "The user repairs bikes, and their cousin Ilse sails.",
-            &facts,
-            None,
-        );
-        assert_eq!(kept, "The user repairs bikes, and their cousin Ilse sails.");
-        // What the user's own facts or the previous summary say stays.
-        let (kept, _) = without_misattributed_sentences(
-            "The user sails every July.",
-            &facts,
-            Some("The user sails every July."),
-        );
-        assert_eq!(kept, "The user sails every July.");
     }
 }

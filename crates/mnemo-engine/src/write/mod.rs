@@ -12,9 +12,8 @@
 //!    tombstones the old file with `replaced_by`; DELETE tombstones. An answer is mended where
 //!    it can be and asked for again where it cannot be read; only then are the facts added as
 //!    they are.
-//! 4. **Rules**: what the user's message takes back is retracted
-//!    ([`crate::text::changes`]), and a new value for the same thing replaces the old one
-//!    ([`crate::text::subjects::gives_a_new_value`]), whatever the reconciler said.
+//! 4. **Ask about a change**: when the message signals one ([`crate::text::changes`]), the
+//!    LLM is asked whether each new fact replaces the nearest old one about the same person.
 //! 5. **Mark conflicts**: each older live fact a new fact may contradict (the same
 //!    person, near in meaning, each saying something the other does not) names the new one
 //!    in `conflicts_with`: the later holds until a person resolves the pair ([`conflicts`]).
@@ -54,8 +53,8 @@ use crate::blocking::blocking;
 use crate::engine::Engine;
 use crate::engine::MemoryClient;
 use crate::error::EngineError;
-use crate::text::changes::{self, Retraction};
-use crate::text::subjects::{gives_a_new_value, subject_of};
+use crate::text::changes;
+use crate::text::subjects::subject_of;
 use crate::text::{clauses, grounding, low_information, summary_check};
 use prompts::{Earlier, Operation};
 
@@ -395,14 +394,6 @@ impl WritePath<'_> {
         self.reconcile_and_apply(conversation, facts, &origin, &mut report)
             .await?;
         let config = &self.engine.config;
-        if config.fact_grounding && config.applies(WriteRule::Retractions) {
-            let retractions = changes::retractions(message);
-            self.retract_what_the_user_took_back(conversation, &retractions, &origin, &mut report)
-                .await?;
-        }
-        if config.fact_grounding && config.applies(WriteRule::NewValues) {
-            self.supersede_old_values(conversation, &mut report).await?;
-        }
         if config.fact_grounding && config.applies(WriteRule::ChangeQuestion) {
             self.ask_what_the_change_replaces(conversation, message, &mut report)
                 .await?;
@@ -410,108 +401,6 @@ impl WritePath<'_> {
         self.finish_pass(conversation, turns_written, &mut report, started)
             .await?;
         Ok(report)
-    }
-
-    /// Retracts the facts the user's message takes back when reconciliation left them
-    /// live: what it says stopped ("I don't swim anymore" retracts "The user swims every
-    /// morning."; "She quit smoking" retracts "The user's aunt smokes a lot.") and the names
-    /// and numbers it corrects ("14, not 41"). A small model often extracts the reason and
-    /// not the retraction, and then the reconciler has nothing to delete for. No LLM call:
-    /// [`changes::retractions`] and [`changes::states_retracted`] decide.
-    async fn retract_what_the_user_took_back(
-        &self,
-        conversation: &ConversationId,
-        retractions: &[Retraction],
-        origin: &Origin,
-        report: &mut WriteReport,
-    ) -> Result<(), EngineError> {
-        if retractions.is_empty() {
-            return Ok(());
-        }
-        let existing = {
-            let inner = self.engine.clone();
-            let conversation = conversation.clone();
-            let probes: Vec<String> = retractions.iter().map(|r| r.words.join(" ")).collect();
-            blocking(move || inner.nearest_facts(&conversation, &probes, 0.0)).await?
-        };
-        let this_pass: std::collections::HashSet<MemoryId> =
-            report.added.iter().map(|m| m.record.id).collect();
-        // A contrast of things reaches only what a fact of this pass replaces.
-        let corrected = |old: &str, r: &Retraction| {
-            r.instead.is_empty()
-                || report
-                    .added
-                    .iter()
-                    .any(|new| changes::corrected_by(old, &new.record.content, r))
-        };
-        let operations: Vec<Operation> = existing
-            .iter()
-            .enumerate()
-            .filter(|(_, fact)| !this_pass.contains(&fact.id))
-            .filter(|(_, fact)| {
-                retractions.iter().any(|r| {
-                    changes::states_retracted(&fact.content, r) && corrected(&fact.content, r)
-                })
-            })
-            .map(|(i, fact)| {
-                info!(conversation = %conversation, fact = %fact.content, "deleted: the user took it back");
-                Operation::Delete(i)
-            })
-            .collect();
-        self.apply_operations(conversation, existing, operations, origin, report)
-            .await
-    }
-
-    /// Supersedes, by rule, each live fact to which a fact this pass wrote gives a new value
-    /// ([`gives_a_new_value`]: "The user's locker is 41." replaces "The user's locker is
-    /// 14."), when the reconciler left both live. The old fact is tombstoned with
-    /// `replaced_by` the new one.
-    async fn supersede_old_values(
-        &self,
-        conversation: &ConversationId,
-        report: &mut WriteReport,
-    ) -> Result<(), EngineError> {
-        let written: Vec<(MemoryId, String)> = report
-            .added
-            .iter()
-            .map(|m| (m.record.id, m.record.content.clone()))
-            .collect();
-        if written.is_empty() {
-            return Ok(());
-        }
-        let existing = {
-            let inner = self.engine.clone();
-            let conversation = conversation.clone();
-            let probes: Vec<String> = written.iter().map(|(_, text)| text.clone()).collect();
-            blocking(move || inner.nearest_facts(&conversation, &probes, RELATED)).await?
-        };
-        let this_pass: std::collections::HashSet<MemoryId> =
-            written.iter().map(|(id, _)| *id).collect();
-        let replaced: Vec<(std::path::PathBuf, Option<MemoryId>, ExistingFact)> = existing
-            .into_iter()
-            .filter(|old| !this_pass.contains(&old.id))
-            .filter_map(|old| {
-                let (new, text) = written
-                    .iter()
-                    .find(|(_, text)| gives_a_new_value(text, &old.content))?;
-                info!(conversation = %conversation, old = %old.content, new = %text, "replaced: a new value for the same thing");
-                Some((old.path.clone(), Some(*new), old))
-            })
-            .collect();
-        if replaced.is_empty() {
-            return Ok(());
-        }
-        let tombstones: Vec<(std::path::PathBuf, Option<MemoryId>)> = replaced
-            .iter()
-            .map(|(path, new, _)| (path.clone(), *new))
-            .collect();
-        let inner = self.engine.clone();
-        blocking(move || inner.tombstone(&tombstones)).await?;
-        for (_, new, old) in replaced {
-            report.updated.push((old.id, new.unwrap_or(old.id)));
-            report.retracted.push(old.content);
-        }
-        Ok(())
     }
 
     /// When the message signals a change ([`changes::signals_a_change`]: a repair, "now",
@@ -774,14 +663,6 @@ impl WritePath<'_> {
             }
             _ => facts.iter().cloned().map(Operation::Add).collect(),
         };
-        let operations = match &origin.source {
-            Some((_, message))
-                if config.fact_grounding && config.applies(WriteRule::Retractions) =>
-            {
-                without_what_was_taken_back(operations, message, report)
-            }
-            _ => operations,
-        };
         self.apply_operations(conversation, existing, operations, origin, report)
             .await
     }
@@ -951,43 +832,7 @@ impl WritePath<'_> {
             info!(conversation = %conversation, cuts = ?stale, "cut from the summary: they state facts this turn retracted");
             summary_check::with_new_facts(&text, &added)
         };
-        let facts = {
-            let inner = self.engine.clone();
-            let conv = conversation.clone();
-            let probes: Vec<String> = crate::text::words::sentences(&text)
-                .into_iter()
-                .map(str::to_owned)
-                .collect();
-            blocking(move || inner.nearest_facts(&conv, &probes, 0.0)).await?
-        };
-        let facts: Vec<String> = facts.into_iter().map(|f| f.content).collect();
-        let sources: Vec<String> = facts
-            .iter()
-            .chain(&added)
-            .cloned()
-            .chain(previous.clone())
-            .collect();
-        let (text, unsupported) = if config.applies(WriteRule::SummaryUnsupported) {
-            summary_check::without_unsupported_sentences(&text, &sources)
-        } else {
-            (text, Vec::new())
-        };
-        if !unsupported.is_empty() {
-            info!(conversation = %conversation, cuts = ?unsupported, "cut from the summary: no fact says them");
-        }
-        let (text, borrowed) = if config.applies(WriteRule::SummaryMisattributed) {
-            summary_check::without_misattributed_sentences(&text, &facts, previous.as_deref())
-        } else {
-            (text, Vec::new())
-        };
-        if !borrowed.is_empty() {
-            info!(conversation = %conversation, cuts = ?borrowed, "cut from the summary: they give the user what the facts say of someone else");
-        }
-        report.summary_cuts = stale
-            .into_iter()
-            .chain(unsupported)
-            .chain(borrowed)
-            .collect();
+        report.summary_cuts = stale;
         if text.is_empty() && !report.summary_cuts.is_empty() && previous.is_some() {
             // All it would say was retracted: no summary beats a false one (the old one is
             // kept as a tombstone, and the next pass with news writes a new one).
@@ -1115,42 +960,6 @@ fn same_person_changes(
         }
     }
     kept
-}
-
-/// `operations` without the sentences of their texts that state what `message` takes back
-/// ([`changes::without_retracted_sentences`]): a small model merges "The user is a baker."
-/// into the new fact it was told replaces it. A write left with nothing is not made: an ADD
-/// is dropped, an UPDATE becomes the DELETE of the fact it would replace.
-fn without_what_was_taken_back(
-    operations: Vec<Operation>,
-    message: &str,
-    report: &WriteReport,
-) -> Vec<Operation> {
-    let retractions = changes::retractions(message);
-    if retractions.is_empty() {
-        return operations;
-    }
-    let cut = |text: String| {
-        let kept = changes::without_retracted_sentences(&text, &retractions);
-        if kept != text {
-            info!(conversation = %report.conversation, fact = %text, kept = %kept, "cut what the user took back from a new fact");
-        }
-        kept
-    };
-    operations
-        .into_iter()
-        .map(|op| match op {
-            Operation::Add(text) => match cut(text) {
-                kept if kept.is_empty() => Operation::Keep,
-                kept => Operation::Add(kept),
-            },
-            Operation::Update(i, text) => match cut(text) {
-                kept if kept.is_empty() => Operation::Delete(i),
-                kept => Operation::Update(i, kept),
-            },
-            other => other,
-        })
-        .collect()
 }
 
 /// Asks `llm` for the facts in the user's `message` (into `report.extracted`), with the
