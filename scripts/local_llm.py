@@ -3,10 +3,12 @@
 
     models/python/bin/python scripts/local_llm.py --model PATH [--host 127.0.0.1] [--port N]
         [--threads 2] [--ctx-size 4096] [--parallel 2] [--alias NAME] [--cache-ram-mib 256]
+        [--embeddings]
 
 Installed by `scripts/setup llm` (the runtime into models/python/, the model to
 models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf). Serves /v1/chat/completions (with
-response_format json_schema), /v1/models and /health on the loopback interface only.
+response_format json_schema), /v1/models and /health on the loopback interface only; with
+--embeddings also /v1/embeddings (mean-pooled hidden states of the same model).
 
 Protocol for the process that spawns it:
 - stdout carries exactly one line, `ready http://HOST:PORT/v1`, printed (and flushed) once the
@@ -69,6 +71,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--alias", help="model id in /v1/models (default: the file name)")
     parser.add_argument("--cache-ram-mib", type=int, default=256,
                         help="RAM for llama.cpp's prompt cache, MiB (default 256; 0 disables)")
+    parser.add_argument("--embeddings", action="store_true",
+                        help="also serve /v1/embeddings, mean-pooled")
     args = parser.parse_args()
     if args.host not in LOOPBACK:
         parser.error(f"--host {args.host} refused: the local LLM listens on the loopback "
@@ -166,6 +170,10 @@ def main() -> int:
     params.model_alias = {args.alias or os.path.basename(model)}
     params.ui = False       # no web UI
     params.offline = True   # never reach for a model hub
+    if args.embeddings:
+        params.embedding = True
+        # OpenAI-compatible embeddings need one vector per input, not one per token.
+        params.pooling_type = xlc.llama_pooling_type.LLAMA_POOLING_TYPE_MEAN
 
     log(f"loading {model} (ctx {args.ctx_size} shared by {args.parallel} slots, "
         f"{args.threads} threads) on {args.host} port {args.port or 'any'}")

@@ -51,13 +51,28 @@ pub struct Config {
     pub memory_path: PathBuf,
     /// Folder holding set-up's downloads (`onnxruntime/`, embedding models, ...).
     pub models_dir: PathBuf,
-    /// Embedding model: a folder name under `models_dir`, or a path.
+    /// Embedding model: a folder name under `models_dir`, or a path; with
+    /// `embedding_provider = "openai"`, the model the endpoint is asked for
+    /// (`text-embedding-3-small`).
     pub embedding_model: String,
+    /// What computes the embeddings: the ONNX model in `models_dir` (`onnx`), or an
+    /// OpenAI-compatible `/v1/embeddings` endpoint (`openai`).
+    pub embedding_provider: EmbeddingProvider,
+    /// The endpoint's base URL (`https://api.openai.com/v1`); unset: `openai_base_url`.
+    pub embedding_base_url: Option<String>,
+    /// Bearer key for the endpoint; unset: `openai_api_key`.
+    pub embedding_api_key: Option<ApiKey>,
+    /// Dimensions asked of the endpoint (OpenAI's newer models can shorten their vectors);
+    /// unset: the model's own.
+    pub embedding_dimensions: Option<usize>,
+    /// Seconds one request to the endpoint may take.
+    pub embedding_timeout_secs: u64,
     /// The ONNX Runtime shared library; relative paths are under `models_dir`.
     pub onnxruntime_library: PathBuf,
     /// Threads ONNX Runtime may use per session.
     pub embed_threads: usize,
-    /// Texts per ONNX Runtime call when embedding many at once.
+    /// Texts per ONNX Runtime call (or per request to an endpoint) when embedding many at
+    /// once.
     pub embed_batch_size: usize,
     /// Memories a search returns when the request does not say; at most [`MAX_TOP_K`].
     pub default_top_k: usize,
@@ -288,6 +303,16 @@ pub struct RetrievalConfig {
     pub bm25_avg_len: f64,
 }
 
+/// What computes the embeddings (`embedding_provider`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EmbeddingProvider {
+    /// The ONNX model `embedding_model` names, run in-process.
+    Onnx,
+    /// An OpenAI-compatible `/v1/embeddings` endpoint (`embedding_base_url`).
+    Openai,
+}
+
 /// How a new chat session is titled (`session_titles`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -396,6 +421,11 @@ impl Default for Config {
             memory_path: PathBuf::from("memory_db"),
             models_dir: default_models_dir(),
             embedding_model: "all-MiniLM-L6-v2".into(),
+            embedding_provider: EmbeddingProvider::Onnx,
+            embedding_base_url: None,
+            embedding_api_key: None,
+            embedding_dimensions: None,
+            embedding_timeout_secs: 30,
             onnxruntime_library: PathBuf::from("onnxruntime/libonnxruntime.so.1.31.1"),
             embed_threads: 2,
             embed_batch_size: 64,
@@ -525,6 +555,9 @@ const STRING_KEYS: &[&str] = &[
     "memory_path",
     "models_dir",
     "embedding_model",
+    "embedding_provider",
+    "embedding_base_url",
+    "embedding_api_key",
     "onnxruntime_library",
     "openai_base_url",
     "openai_api_key",
@@ -540,6 +573,9 @@ const STRING_KEYS: &[&str] = &[
 
 /// Optional keys: absent from the defaults, but settable.
 const OPTIONAL_KEYS: &[&str] = &[
+    "embedding_base_url",
+    "embedding_api_key",
+    "embedding_dimensions",
     "score_threshold",
     "min_rerank_score",
     "openai_base_url",
@@ -564,6 +600,26 @@ pub struct ModelPaths {
 }
 
 impl Config {
+    /// The embeddings endpoint's base URL: `embedding_base_url`, or else `openai_base_url`.
+    pub fn embedding_url(&self) -> Option<&str> {
+        self.embedding_base_url
+            .as_deref()
+            .or(self.openai_base_url.as_deref())
+            .filter(|url| !url.trim().is_empty())
+    }
+
+    /// The embeddings endpoint's key: `embedding_api_key`, or else (when the endpoint is
+    /// the LLM's) `openai_api_key`.
+    pub fn embedding_key(&self) -> Option<&ApiKey> {
+        match &self.embedding_base_url {
+            Some(_) => self.embedding_api_key.as_ref(),
+            None => self
+                .embedding_api_key
+                .as_ref()
+                .or(self.openai_api_key.as_ref()),
+        }
+    }
+
     /// Whether the write path applies `rule`: it is not left out. (The rules that stand on
     /// the user's words also need `fact_grounding`.)
     pub fn applies(&self, rule: WriteRule) -> bool {
@@ -662,6 +718,16 @@ impl Config {
             return Err(
                 "index_shards, index_replication and index_timeout_secs must be at least 1".into(),
             );
+        }
+        if self.embedding_provider == EmbeddingProvider::Openai {
+            if self.embedding_url().is_none() {
+                return Err("embedding_provider = \"openai\" needs embedding_base_url (or openai_base_url): the endpoint's URL up to /v1".into());
+            }
+            if self.embedding_dimensions == Some(0) || self.embedding_timeout_secs == 0 {
+                return Err(
+                    "embedding_dimensions and embedding_timeout_secs must be at least 1".into(),
+                );
+            }
         }
         if self.index_collection.trim().is_empty() {
             return Err("index_collection must name a collection".into());

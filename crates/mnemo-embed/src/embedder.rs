@@ -1,8 +1,10 @@
 //! [`Embedder`]: turning texts into unit-length dense vectors for the vector index and for
-//! queries, with a sentence-embedding model run through ONNX Runtime.
+//! queries, with a sentence-embedding model run through ONNX Runtime
+//! ([`Embedder::load`]) or an OpenAI-compatible endpoint ([`Embedder::connect`]).
 //!
-//! Loading checks that the model runs and learns its dimension from one probe embedding, so a
-//! broken or mismatched model fails at start-up rather than on the first write.
+//! Either way, opening checks that the model runs and learns its dimension from one probe
+//! embedding, so a broken or mismatched model fails at start-up rather than on the first
+//! write.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -12,6 +14,7 @@ use std::time::Duration;
 use fastembed::{InitOptionsUserDefined, Pooling, TextEmbedding, UserDefinedEmbeddingModel};
 use tracing::debug;
 
+use crate::api::{ApiEmbeddings, ApiEmbeddingsConfig};
 use crate::files::ModelFiles;
 use crate::{runtime, EmbedError};
 
@@ -45,14 +48,21 @@ impl EmbedderConfig {
     }
 }
 
-/// A sentence-embedding model. Thread-safe; calls are serialised on one ONNX session, which
-/// itself uses `threads` cores.
+/// A sentence-embedding model. Thread-safe; with ONNX, calls are serialised on one session,
+/// which itself uses `threads` cores.
 pub struct Embedder {
-    model: Mutex<TextEmbedding>,
+    backend: Backend,
     dimension: usize,
     batch_size: usize,
     /// Queries waiting for the model: bulk embedding lets them go first, batch by batch.
     queries_waiting: AtomicUsize,
+}
+
+/// What computes the vectors. One per process, behind an `Arc`: its size does not matter.
+#[allow(clippy::large_enum_variant)]
+enum Backend {
+    Onnx(Mutex<TextEmbedding>),
+    Api(ApiEmbeddings),
 }
 
 impl std::fmt::Debug for Embedder {
@@ -81,18 +91,31 @@ impl Embedder {
                 message: e.to_string(),
             }
         })?;
-        let probe = model
-            .embed(["dimension probe"], None)
-            .map_err(|e| EmbedError::Model {
-                path: config.model_dir.clone(),
-                message: format!("the model does not run: {e}"),
-            })?;
+        let probe = model.embed([PROBE], None).map_err(|e| EmbedError::Model {
+            path: config.model_dir.clone(),
+            message: format!("the model does not run: {e}"),
+        })?;
         let dimension = probe.first().map(Vec::len).unwrap_or(0);
         debug!(dimension, model = %config.model_dir.display(), "embedding model loaded");
         Ok(Self {
-            model: Mutex::new(model),
+            backend: Backend::Onnx(Mutex::new(model)),
             dimension,
             batch_size: config.batch_size.max(1),
+            queries_waiting: AtomicUsize::new(0),
+        })
+    }
+
+    /// Connects to the embeddings endpoint `config` names and embeds one probe text, to
+    /// check that it answers and to learn its dimension.
+    pub fn connect(config: ApiEmbeddingsConfig) -> Result<Self, EmbedError> {
+        let api = ApiEmbeddings::new(config)?;
+        let probe = api.embed(&[PROBE])?;
+        let dimension = api.check_dimension(&probe)?;
+        debug!(dimension, model = %api.model(), "embeddings endpoint answered");
+        Ok(Self {
+            batch_size: api.batch_size(),
+            backend: Backend::Api(api),
+            dimension,
             queries_waiting: AtomicUsize::new(0),
         })
     }
@@ -132,22 +155,32 @@ impl Embedder {
             .ok_or_else(|| EmbedError::Inference("the model returned no vector".into()))
     }
 
-    /// Embeds `texts` in one hold of the model.
+    /// Embeds `texts` in one hold of the model (one request to an endpoint).
     fn run<S: AsRef<str> + Send + Sync>(&self, texts: &[S]) -> Result<Vec<Vec<f32>>, EmbedError> {
         if texts.is_empty() {
             return Ok(Vec::new());
         }
-        let mut model = self
-            .model
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let mut vectors = model
-            .embed(texts, Some(self.batch_size))
-            .map_err(|e| EmbedError::Inference(e.to_string()))?;
+        let mut vectors = match &self.backend {
+            Backend::Onnx(model) => model
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .embed(texts, Some(self.batch_size))
+                .map_err(|e| EmbedError::Inference(e.to_string()))?,
+            Backend::Api(api) => api.embed(texts)?,
+        };
+        if vectors.iter().any(|v| v.len() != self.dimension) {
+            return Err(EmbedError::Inference(format!(
+                "the model returned vectors of another length than its {}",
+                self.dimension
+            )));
+        }
         vectors.iter_mut().for_each(|v| normalise(v));
         Ok(vectors)
     }
 }
+
+/// The text embedded on opening, to learn the dimension.
+const PROBE: &str = "dimension probe";
 
 /// The longest a batch of bulk embedding gives way to queries, in milliseconds.
 const MAX_YIELD_MS: u32 = 200;

@@ -1,4 +1,4 @@
-//! The ONNX models mnemo runs: a sentence embedder and a cross-encoder reranker.
+//! The models mnemo runs: a sentence embedder and a cross-encoder reranker.
 //!
 //! [`runtime`] loads the ONNX Runtime shared library from a configured path, once per process
 //! (mnemo never downloads it at build or run time). [`Embedder`] wraps a sentence-embedding
@@ -6,16 +6,19 @@
 //! pooling, L2-normalised output). [`Reranker`] wraps a cross-encoder in the
 //! ms-marco-MiniLM-L-6-v2 format (a sequence-classification graph that reads a query and a
 //! document as one pair and outputs `logits`). Both run through `fastembed` on the same
-//! runtime.
+//! runtime. The embedder may instead be an OpenAI-compatible `/v1/embeddings` endpoint
+//! ([`api`]): the same [`Embedder`] type, so nothing past it knows which.
 //!
 //! A missing library or model file is an [`EmbedError::Missing`] naming the path and the
 //! set-up command, never a panic.
 
+pub mod api;
 mod embedder;
 mod files;
 mod reranker;
 pub mod runtime;
 
+pub use api::ApiEmbeddingsConfig;
 pub use embedder::{cosine, Embedder, EmbedderConfig};
 pub use reranker::{Reranker, RerankerConfig};
 
@@ -52,4 +55,12 @@ pub enum EmbedError {
     /// Running a loaded model failed; holds ONNX Runtime's message.
     #[error("inference failed: {0}")]
     Inference(String),
+    /// An embeddings endpoint did not answer, or not with vectors.
+    #[error("embeddings from {url}: {message}")]
+    Api {
+        /// The endpoint asked.
+        url: String,
+        /// What went wrong.
+        message: String,
+    },
 }

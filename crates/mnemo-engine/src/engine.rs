@@ -28,7 +28,7 @@ use tracing::{info, warn};
 use crate::blocking::blocking;
 use crate::error::EngineError;
 use crate::index::keys::KeyScheme;
-use crate::index::model_words::{dense_model_description, embedder_config, ModelWords};
+use crate::index::model_words::{embedder_description, load_embedder, ModelWords};
 use crate::index::recovery::{Attempt, Recovery, Resync, WatchedIndex};
 use crate::index::snapshot::{Flusher, Snapshot, SnapshotCell};
 use crate::index::sync::{Indexer, SyncProgress, SyncReport};
@@ -281,16 +281,24 @@ impl MemoryClient {
         let SharedModels { embedder, reranker } = match models {
             Some(models) => models,
             None => SharedModels {
-                embedder: Arc::new(Embedder::load(&embedder_config(&config))?),
+                embedder: Arc::new(load_embedder(&config)?),
                 reranker: load_reranker(&config, &paths)?.map(Arc::new),
             },
         };
         let lexical = lexical_encoder(&config)?;
         let lock = lock_store(&store)?;
         store.remove_stale_temp_files();
-        let dense_model = dense_model_description(&config.embedding_model, embedder.dimension());
+        let dense_model = embedder_description(&config, embedder.dimension());
         let mut snapshot = Snapshot::load(&store.snapshot_path());
         let model_changed = !snapshot.dense_model.is_empty() && snapshot.dense_model != dense_model;
+        // Vectors of two models are never mixed, and re-embedding every memory (through a
+        // paid endpoint, perhaps) is the user's call.
+        if model_changed && !options.rebuild {
+            return Err(EngineError::EmbedderChanged {
+                index: snapshot.dense_model,
+                configured: dense_model,
+            });
+        }
         if model_changed {
             warn!(
                 from = %snapshot.dense_model,
@@ -298,7 +306,7 @@ impl MemoryClient {
                 "the embedding model changed: re-embedding every memory"
             );
         }
-        let rebuild = options.rebuild || model_changed;
+        let rebuild = options.rebuild;
         if rebuild {
             snapshot = Snapshot::default();
         }
@@ -825,6 +833,11 @@ fn open_model_words(
     lexical: &LexicalEncoder,
 ) -> Option<Arc<ModelWords>> {
     if !config.retrieval.document_expansion_on() {
+        return None;
+    }
+    if config.embedding_provider != mnemo_core::EmbeddingProvider::Onnx {
+        // Its words come from the ONNX model's tokenizer, embedded once on the machine.
+        info!("document expansion is off: it needs the ONNX embedding model's words");
         return None;
     }
     ModelWords::open(&paths.embedding_model_dir, dense_model, embedder, lexical)

@@ -32,6 +32,14 @@ pub enum EngineError {
     /// Versioning the store, or reading its history, failed.
     #[error(transparent)]
     Git(#[from] mnemo_git::GitError),
+    /// The index holds vectors of another embedding model than the one configured.
+    #[error("the index was filled by {index}, but the configuration names {configured}: vectors of two models cannot be mixed. Run `mnemo reindex --full` to embed every memory again with the configured one, or configure the old one again")]
+    EmbedderChanged {
+        /// The model whose vectors the index holds (name and dimension).
+        index: String,
+        /// The model configured now.
+        configured: String,
+    },
     /// Another process holds the store's lock: one process at a time may own a store.
     #[error("the store {path} is in use by another mnemo process")]
     Locked {

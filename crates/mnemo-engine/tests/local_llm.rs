@@ -218,3 +218,53 @@ async fn a_long_history_is_summarised_by_the_local_llm_and_the_summary_reused() 
     client.wait_idle().await;
     llm.stop().await;
 }
+
+/// llama.cpp's own `/v1/embeddings`, as a user running mnemo beside it would point
+/// `embedding_provider = "openai"` at it: the local LLM's model, mean-pooled.
+#[tokio::test(flavor = "multi_thread")]
+async fn memories_are_found_with_llama_cpps_embeddings() {
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let config = Config {
+        models_dir: models(),
+        ..Config::default()
+    };
+    let paths = config.model_paths();
+    let options = LocalLlmOptions {
+        embeddings: true,
+        ctx_size: 2048,
+        parallel: 1,
+        ..LocalLlmOptions::new(paths.python, paths.local_llm_model, LOCAL_LLM_ALIAS)
+    };
+    let llm = LocalLlm::start(&options)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let dir = tempfile::tempdir().unwrap();
+    let client = open_client(&llm, &dir, |config| {
+        config.embedding_provider = mnemo_core::EmbeddingProvider::Openai;
+        config.embedding_model = LOCAL_LLM_ALIAS.into();
+    })
+    .await;
+    let conversation = ConversationId::new("garden").unwrap();
+    let facts = [
+        "The user grows tomatoes on the balcony.",
+        "The user's train to work leaves at 7:40.",
+        "The user's sister teaches the violin.",
+    ];
+    // Stored as they are: this test is about the vectors, not the write path.
+    let records = facts
+        .iter()
+        .map(|f| mnemo_core::MemoryRecord::new(conversation.clone(), mnemo_core::Role::Memory, *f))
+        .collect();
+    client.add_records(records).await.unwrap();
+    let hits = client
+        .search(SearchRequest::new("Which vegetables grow on my balcony?", conversation).top_k(3))
+        .await
+        .unwrap();
+    assert_eq!(hits[0].content, facts[0], "{hits:?}");
+    let snapshot = std::fs::read_to_string(dir.path().join("memory_index.json")).unwrap();
+    assert!(
+        snapshot.contains(&format!("openai:{LOCAL_LLM_ALIAS} (1536 dimensions)")),
+        "the index records the embedder that filled it"
+    );
+    llm.stop().await;
+}

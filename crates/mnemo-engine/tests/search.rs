@@ -184,7 +184,7 @@ async fn a_question_naming_a_day_finds_what_was_said_of_that_day_in_other_words(
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn another_embedding_model_re_embeds_every_memory_once() {
+async fn another_embedding_model_is_refused_until_a_full_reindex() {
     let dir = tempfile::tempdir().unwrap();
     let store = dir.path().join("store");
     let client = open_with(config_without_reranker(&store)).await;
@@ -217,11 +217,24 @@ async fn another_embedding_model_re_embeds_every_memory_once() {
     }
     let mut switched = config_without_reranker(&store);
     switched.embedding_model = other.to_string_lossy().into_owned();
-    let client = open_with(switched.clone()).await;
+    let refused = MemoryClient::open(switched.clone(), OpenOptions::default())
+        .await
+        .err()
+        .expect("another model is refused")
+        .to_string();
+    assert!(
+        refused.contains("mnemo reindex --full") && refused.contains("other-model"),
+        "{refused}"
+    );
+    let rebuild = OpenOptions {
+        rebuild: true,
+        ..OpenOptions::default()
+    };
+    let client = MemoryClient::open(switched.clone(), rebuild).await.unwrap();
     assert_eq!(
         client.startup_sync().embedded,
         2,
-        "a new model re-embeds every memory"
+        "a rebuild re-embeds every memory with the new model"
     );
     let hits = client
         .search(SearchRequest::new("Biscuit", conv("c1")).top_k(1))

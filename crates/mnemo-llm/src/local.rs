@@ -39,6 +39,9 @@ pub struct LocalLlmOptions {
     pub parallel: usize,
     /// How long loading may take.
     pub startup_timeout: Duration,
+    /// Also serve `/v1/embeddings` (the model's hidden states, mean-pooled): an embeddings
+    /// endpoint for tests of `embedding_provider = "openai"` with no other server.
+    pub embeddings: bool,
 }
 
 impl LocalLlmOptions {
@@ -53,6 +56,7 @@ impl LocalLlmOptions {
             ctx_size: 4096,
             parallel: 2,
             startup_timeout: Duration::from_secs(120),
+            embeddings: false,
         }
     }
 }
@@ -87,6 +91,7 @@ impl LocalLlm {
             .args(["--ctx-size", &options.ctx_size.to_string()])
             .args(["--parallel", &options.parallel.max(1).to_string()])
             .args(["--alias", &options.alias])
+            .args(options.embeddings.then_some("--embeddings"))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

@@ -36,6 +36,7 @@
 //!
 //! The `mnemo-scripted-llm` binary runs the echo server as a process for tests outside Rust.
 
+pub mod embeddings;
 mod reply;
 mod request;
 mod server;

@@ -1,7 +1,7 @@
 //! [`ScriptedLlm`]: the HTTP server itself. One axum fallback route takes every request:
 //! it records it, answers chat completions through the current handler (a panicking handler
-//! becomes a 500, not a dead server), lists one model at `/v1/models`, and echoes anything
-//! else back as JSON.
+//! becomes a 500, not a dead server), embeddings with [`crate::embeddings`]' vectors, lists
+//! one model at `/v1/models`, and echoes anything else back as JSON.
 
 use std::net::SocketAddr;
 use std::panic::AssertUnwindSafe;
@@ -31,6 +31,8 @@ struct Shared {
     requests: Mutex<Vec<RecordedRequest>>,
     streams: StreamLog,
     chat_calls: AtomicUsize,
+    /// Embeddings requests still to answer with a 503, for tests of retries.
+    embedding_faults: AtomicUsize,
     /// The chat requests received so far, for replies that wait for later ones.
     calls_seen: watch::Sender<usize>,
     shutdown: watch::Receiver<bool>,
@@ -70,6 +72,7 @@ impl ScriptedLlm {
             requests: Mutex::default(),
             streams: StreamLog::default(),
             chat_calls: AtomicUsize::new(0),
+            embedding_faults: AtomicUsize::new(0),
             calls_seen: watch::Sender::new(0),
             shutdown: down.clone(),
         });
@@ -93,6 +96,20 @@ impl ScriptedLlm {
             shared,
             shutdown,
         })
+    }
+
+    /// Answers the next `count` embeddings requests with a 503.
+    pub fn fail_embeddings(&self, count: usize) {
+        self.shared.embedding_faults.store(count, Ordering::SeqCst);
+    }
+
+    /// The embeddings requests received so far, as JSON bodies.
+    pub fn embedding_requests(&self) -> Vec<serde_json::Value> {
+        self.requests()
+            .into_iter()
+            .filter(|r| r.path == "/v1/embeddings")
+            .filter_map(|r| r.body)
+            .collect()
     }
 
     /// Answers later chat requests with `handler`.
@@ -209,6 +226,16 @@ async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response
 
     match (&recorded.method, recorded.path.as_str()) {
         (&Method::POST, "/v1/chat/completions") => chat(&shared, recorded).await,
+        (&Method::POST, "/v1/embeddings") => {
+            let fault =
+                shared
+                    .embedding_faults
+                    .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
+            match fault {
+                Ok(_) => error(503, "the scripted server is failing embeddings on purpose"),
+                Err(_) => crate::embeddings::answer(recorded.body.as_ref()),
+            }
+        }
         (&Method::GET, "/v1/models") => json_response(
             StatusCode::OK,
             &json!({

@@ -20,8 +20,8 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use mnemo_core::Config;
-use mnemo_embed::{Embedder, EmbedderConfig};
+use mnemo_core::{Config, EmbeddingProvider};
+use mnemo_embed::{ApiEmbeddingsConfig, Embedder, EmbedderConfig};
 use mnemo_index::{LexicalEncoder, LexicalOptions, SparseVector};
 use tracing::{info, warn};
 
@@ -368,8 +368,35 @@ pub(crate) fn tokenizer_words(
     Ok((kept, terms))
 }
 
-/// How the embedding model `config` names is loaded, for opening a store and for preparing
-/// the model's words alike.
+/// The embedder `config` names: the ONNX model, or the embeddings endpoint (probed once).
+pub(crate) fn load_embedder(config: &Config) -> Result<Embedder, mnemo_embed::EmbedError> {
+    match config.embedding_provider {
+        EmbeddingProvider::Onnx => Embedder::load(&embedder_config(config)),
+        EmbeddingProvider::Openai => Embedder::connect(ApiEmbeddingsConfig {
+            base_url: config.embedding_url().unwrap_or_default().to_owned(),
+            api_key: config.embedding_key().map(|k| k.expose().to_owned()),
+            model: config.embedding_model.clone(),
+            dimensions: config.embedding_dimensions,
+            timeout: std::time::Duration::from_secs(config.embedding_timeout_secs),
+            batch_size: config.embed_batch_size,
+        }),
+    }
+}
+
+/// How the snapshot and the words files name the embedder `config` names, whose vectors
+/// have `dimension` components: an endpoint's model is named with its provider, as the same
+/// name may mean other weights there.
+pub(crate) fn embedder_description(config: &Config, dimension: usize) -> String {
+    match config.embedding_provider {
+        EmbeddingProvider::Onnx => dense_model_description(&config.embedding_model, dimension),
+        EmbeddingProvider::Openai => {
+            dense_model_description(&format!("openai:{}", config.embedding_model), dimension)
+        }
+    }
+}
+
+/// How the ONNX embedding model `config` names is loaded, for opening a store and for
+/// preparing the model's words alike.
 pub(crate) fn embedder_config(config: &Config) -> EmbedderConfig {
     let paths = config.model_paths();
     EmbedderConfig {
