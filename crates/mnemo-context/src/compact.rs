@@ -1,6 +1,7 @@
 //! Stage 3: compact or trim the tool outputs of old turns.
 //!
-//! Outside the `compact_keep` most recent turns (which are never touched), each tool output
+//! Outside the `compact_keep` most recent turns, or the `compact_keep_messages` most recent
+//! messages (which are never touched), each tool output
 //! of a tool the strategy lets it touch ([`ResolvedStrategy::touches_tool`]) is:
 //! - `compact`: replaced by the placeholder [`placeholder`], the message marked
 //!   `"compacted": true` (mnemo's mark, stripped before the request goes upstream);
@@ -12,7 +13,7 @@
 
 use serde_json::{json, Value};
 
-use crate::messages::{answered_call, output_text, protected_from, role, tool_names};
+use crate::messages::{answered_call, output_text, role, tool_names};
 use crate::strategy::ResolvedStrategy;
 
 /// The text that replaces a compacted tool output.
@@ -34,7 +35,7 @@ pub fn trim_marker(total_chars: usize) -> String {
 /// outputs and inputs were compacted.
 pub fn compact(messages: &mut [Value], strategy: &ResolvedStrategy) -> usize {
     let names = tool_names(messages);
-    let protected = protected_from(messages, strategy.compact_keep);
+    let protected = strategy.protected_from(messages);
     let mut compacted = 0;
     for message in &mut messages[..protected] {
         if let Some(call_id) = answered_call(message).map(str::to_owned) {
@@ -86,7 +87,7 @@ pub fn trim(messages: &mut [Value], strategy: &ResolvedStrategy) -> usize {
         return 0;
     }
     let names = tool_names(messages);
-    let protected = protected_from(messages, strategy.compact_keep);
+    let protected = strategy.protected_from(messages);
     let mut trimmed = 0;
     for message in &mut messages[..protected] {
         let Some(call_id) = answered_call(message).map(str::to_owned) else {

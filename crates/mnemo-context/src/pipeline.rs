@@ -2,11 +2,12 @@
 //!
 //! 1. **repair** orphaned tool calls and results ([`crate::repair`]), always;
 //! 2. **offload** tool outputs above `offload_tokens` to files (`auto`);
-//! 3. **compact** (`compact`, `auto`) or **trim** (`trim`) old tool outputs, when a trigger
-//!    fires ([`compaction_due`]);
-//! 4. **summarise** the middle of the history (`summarize`, `auto`) when it is over
-//!    `compress_threshold` of the window, over `max_history_messages`, over a hard limit
-//!    ([`summary_due`]), or too large to go with the answer's reserve and the margin;
+//! 3. **compact** (`compact`, `auto`) old tool outputs when a trigger fires
+//!    ([`compaction_due`]), or **trim** them (`trim`, `trim_summarize`) on every request;
+//! 4. **summarise** the middle of the history (`summarize`, `auto`, `trim_summarize`) when
+//!    it is over `compress_threshold` of the window, over `max_history_messages`, over a
+//!    hard limit ([`summary_due`]), or too large to go with the answer's reserve and the
+//!    margin;
 //! 5. **guard**: a governed request that is not smaller than the original is rolled back,
 //!    and governance is not tried again on that history until it has grown;
 //! 6. **pre-flight**: prompt + reserved answer + margin over the window is refused
@@ -315,7 +316,9 @@ impl Governor<'_> {
                     report.stages.push("compact");
                 }
             }
-            Mode::Trim if compaction_due(strategy, tokens, turns, window) => {
+            // A trimmed output keeps its head (the log keeps it whole): cheap enough, and
+            // lossless enough, to need no trigger, as co-cli runs it.
+            Mode::Trim | Mode::TrimSummarize => {
                 report.trimmed = trim(&mut work, strategy);
                 if report.trimmed > 0 {
                     report.stages.push("trim");
@@ -324,8 +327,10 @@ impl Governor<'_> {
             _ => {}
         }
         let tokens = messages_tokens(self.counter, &work);
-        if matches!(strategy.mode, Mode::Summarize | Mode::Auto)
-            && self.summary_due(strategy, tokens, work.len())
+        if matches!(
+            strategy.mode,
+            Mode::Summarize | Mode::Auto | Mode::TrimSummarize
+        ) && self.summary_due(strategy, tokens, work.len())
         {
             self.summarise(&mut work, &summarisable, strategy, report)
                 .await;

@@ -12,19 +12,22 @@ use utoipa::ToSchema;
 
 /// What the pipeline does to a history that is getting long.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "snake_case")]
 pub enum Mode {
     /// Nothing (tool calls are still repaired, and the pre-flight check still runs).
     #[default]
     None,
     /// Old tool outputs become placeholders.
     Compact,
-    /// Old tool outputs are cut to `tool_output_trim_chars`.
+    /// Old tool outputs are cut to `tool_output_trim_chars`, on every request.
     Trim,
     /// The middle of the history becomes an LLM summary.
     Summarize,
     /// Large outputs offloaded to files, then `compact`, then `summarize`.
     Auto,
+    /// co-cli's pair: `trim` on every request, then `summarize` (the sliding window unless
+    /// `summary_window` says otherwise) when a summary is due.
+    TrimSummarize,
 }
 
 impl Mode {
@@ -36,6 +39,7 @@ impl Mode {
             Mode::Trim => "trim",
             Mode::Summarize => "summarize",
             Mode::Auto => "auto",
+            Mode::TrimSummarize => "trim_summarize",
         }
     }
 }
@@ -81,14 +85,19 @@ pub const MAX_SUMMARY_PROMPT_CHARS: usize = 8000;
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Strategy {
-    /// `none` (default), `compact`, `trim`, `summarize` or `auto`.
+    /// `none` (default), `compact`, `trim`, `summarize`, `auto` or `trim_summarize`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mode: Option<Mode>,
     /// Recent turns never touched (a turn is a user message and everything up to the next);
     /// default 2.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compact_keep: Option<usize>,
-    /// Act past this many turns (any one trigger set suffices: this or a token trigger).
+    /// Recent messages never touched, counted in messages rather than turns (co-cli's
+    /// count); when set, it stands in for `compact_keep`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compact_keep_messages: Option<usize>,
+    /// `compact`: act past this many turns (any one trigger set suffices: this or a token
+    /// trigger). Trimming needs no trigger: it runs on every request.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compact_trigger_turns: Option<usize>,
     /// Act when the request's estimate exceeds this many tokens (a hard limit: it also
@@ -161,6 +170,8 @@ pub struct ResolvedStrategy {
     pub mode: Mode,
     /// See [`Strategy::compact_keep`].
     pub compact_keep: usize,
+    /// See [`Strategy::compact_keep_messages`].
+    pub compact_keep_messages: Option<usize>,
     /// See [`Strategy::compact_trigger_turns`].
     pub compact_trigger_turns: Option<usize>,
     /// See [`Strategy::token_budget`].
@@ -299,6 +310,7 @@ impl Strategy {
         pick!(
             mode,
             compact_keep,
+            compact_keep_messages,
             compact_trigger_turns,
             token_budget,
             token_soft_budget,
@@ -345,9 +357,15 @@ impl Strategy {
 
     /// Every field decided: this strategy's value, else the default.
     pub fn resolve(&self) -> ResolvedStrategy {
+        let mode = self.mode.unwrap_or_default();
+        let summary_window = match mode {
+            Mode::TrimSummarize => SummaryWindow::Sliding,
+            _ => SummaryWindow::Turn,
+        };
         ResolvedStrategy {
-            mode: self.mode.unwrap_or_default(),
+            mode,
             compact_keep: self.compact_keep.unwrap_or(2),
+            compact_keep_messages: self.compact_keep_messages,
             compact_trigger_turns: self.compact_trigger_turns,
             token_budget: self.token_budget,
             token_soft_budget: self.token_soft_budget,
@@ -361,7 +379,7 @@ impl Strategy {
             offload_tokens: self.offload_tokens.unwrap_or(20_000),
             compress_threshold: self.compress_threshold.unwrap_or(0.9),
             keep: self.keep.unwrap_or_default(),
-            summary_window: self.summary_window.unwrap_or_default(),
+            summary_window: self.summary_window.unwrap_or(summary_window),
             max_history_messages: self.max_history_messages.unwrap_or(40),
             summarization_model: self.summarization_model.clone(),
             focus: self.focus.clone(),
@@ -376,6 +394,20 @@ impl Strategy {
 }
 
 impl ResolvedStrategy {
+    /// The index from which `messages` are never compacted or trimmed: the newest
+    /// `compact_keep_messages` messages when set (never into the head), else the newest
+    /// `compact_keep` turns.
+    pub fn protected_from(&self, messages: &[Value]) -> usize {
+        match self.compact_keep_messages {
+            Some(0) => messages.len(),
+            Some(n) => messages
+                .len()
+                .saturating_sub(n)
+                .max(crate::messages::head_len(messages)),
+            None => crate::messages::protected_from(messages, self.compact_keep),
+        }
+    }
+
     /// Whether a tool's outputs may be compacted or trimmed (include wins over exclude).
     pub fn touches_tool(&self, tool: &str) -> bool {
         if !self.compact_include_tools.is_empty() {

@@ -707,3 +707,97 @@ fn a_strategy_with_a_bad_summary_window_is_refused_naming_the_field() {
         mnemo_context::SummaryWindow::Sliding
     );
 }
+
+#[tokio::test]
+async fn trim_cuts_old_outputs_on_every_request_without_a_trigger() {
+    let summariser = working_summariser();
+    let (store, outputs, guard) = stores();
+    // A window so large that no trigger would fire.
+    let g = governor(1_000_000, &summariser, &store, &outputs, &guard);
+    let h = history(4, &"line of output\n".repeat(300));
+    let governed = g
+        .govern(h.clone(), &strategy(json!({"mode": "trim"})))
+        .await
+        .unwrap();
+    let report = &governed.report;
+    assert_eq!(report.stages, ["trim"]);
+    assert_eq!(report.trimmed, 2, "the two turns before the two kept");
+    assert!(governed.messages[3]["content"]
+        .as_str()
+        .unwrap()
+        .ends_with("[…truncated, 4500 chars total]"));
+    assert_eq!(
+        governed.messages[15], h[15],
+        "a kept turn's output is whole"
+    );
+    // Compaction still waits for its trigger.
+    let compacted = g
+        .govern(h, &strategy(json!({"mode": "compact"})))
+        .await
+        .unwrap();
+    assert!(compacted.report.stages.is_empty(), "{:?}", compacted.report);
+}
+
+#[tokio::test]
+async fn trim_summarize_trims_then_summarises_with_the_sliding_window_in_one_request() {
+    let summariser = working_summariser();
+    let (store, outputs, guard) = stores();
+    let g = governor(1_000_000, &summariser, &store, &outputs, &guard);
+    // 49 messages: past max_history_messages (40), so a summary is due.
+    let h = history(12, &"line of output\n".repeat(300));
+    let governed = g
+        .govern(h.clone(), &strategy(json!({"mode": "trim_summarize"})))
+        .await
+        .unwrap();
+    let report = &governed.report;
+    assert_eq!(report.stages, ["trim", "summarize"]);
+    let m = &governed.messages;
+    // The sliding window: the first run whole, then the summary, then the last 24.
+    assert_eq!(&m[..3], &h[..3]);
+    assert!(m[5]["content"]
+        .as_str()
+        .unwrap()
+        .starts_with("[Summary of 20 earlier messages]"));
+    assert_eq!(m.len(), 6 + 24);
+    // In the tail, outputs before the two kept turns are trimmed; the last two are whole.
+    let tail_outputs: Vec<&str> = m[6..]
+        .iter()
+        .filter(|msg| msg["role"] == "tool")
+        .map(|msg| msg["content"].as_str().unwrap())
+        .collect();
+    assert_eq!(tail_outputs.len(), 6);
+    assert!(tail_outputs[..4].iter().all(|o| o.contains("[…truncated")));
+    assert!(tail_outputs[4..].iter().all(|o| !o.contains("[…truncated")));
+    assert_pairs_whole(m);
+}
+
+#[tokio::test]
+async fn compact_keep_messages_counts_messages_instead_of_turns() {
+    let summariser = working_summariser();
+    let (store, outputs, guard) = stores();
+    let g = governor(1_000_000, &summariser, &store, &outputs, &guard);
+    let h = history(4, &"line of output\n".repeat(300));
+    // The last 6 messages: the last turn whole, and the previous turn's output and answer.
+    let governed = g
+        .govern(
+            h.clone(),
+            &strategy(json!({"mode": "trim", "compact_keep_messages": 6})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(governed.report.trimmed, 2, "{:?}", governed.report);
+    assert_eq!(governed.messages[11], h[11], "within the last 6 messages");
+    assert!(governed.messages[7]["content"]
+        .as_str()
+        .unwrap()
+        .contains("[…truncated"));
+    // More messages than the history: nothing is touched.
+    let all = g
+        .govern(
+            h,
+            &strategy(json!({"mode": "trim", "compact_keep_messages": 100})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(all.report.trimmed, 0);
+}
