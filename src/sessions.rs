@@ -355,7 +355,7 @@ pub fn print_excerpts(excerpts: &[Excerpt]) {
     }
 }
 
-/// `[██████░░░░] 1234 / 8192 tokens (15%) · threshold 7372 · 12 messages · ...`
+/// `[██████░░░░] 1234 / 8192 tokens (15%) · threshold 7372 (90%) · 12 messages · ... · log sessions/ID/messages.jsonl (3 KB) · ...`
 pub fn usage_bar(c: &SessionContext) -> String {
     const WIDTH: usize = 30;
     let share = c.tokens as f64 / c.window.max(1) as f64;
@@ -370,13 +370,15 @@ pub fn usage_bar(c: &SessionContext) -> String {
         })
         .collect();
     let mut out = format!(
-        "[{bar}] {} / {} tokens ({:.0}%) · threshold {} · {} messages · {} compressions · log {} · {} · mode {}\n",
+        "[{bar}] {} / {} tokens ({:.0}%) · threshold {} ({:.0}%) · {} messages · {} compressions · log {} ({}) · {} · mode {}\n",
         c.tokens,
         c.window,
         share * 100.0,
         c.threshold,
+        c.threshold as f64 / c.window.max(1) as f64 * 100.0,
         c.messages,
         c.compressions,
+        c.log,
         bytes(c.log_bytes),
         c.model,
         c.mode

@@ -1,6 +1,6 @@
 //! `mnemo chat` driven through a pseudo-terminal as a person would type, against a scripted
-//! upstream: answers streamed, `/context`, `/compact`, `/search`, Ctrl-C mid-answer, EOF, and
-//! `--resume` in a second process.
+//! upstream: answers streamed, `/context`, `/compact`, `/search`, Ctrl-C mid-answer, EOF,
+//! `/quit`, `/delete`, and `--resume` (the latest, or by id, or `--fork`ed) in later processes.
 
 use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -193,6 +193,8 @@ async fn a_person_chats_compacts_interrupts_and_resumes() {
     for part in [
         "tokens",
         "threshold",
+        "(90%)",
+        &format!("log sessions/{session}/messages.jsonl ("),
         "4 messages",
         "0 compressions",
         "log ",
@@ -396,4 +398,83 @@ async fn a_long_chat_keeps_going_past_a_small_window() {
     term.expect("saved");
     assert!(term.wait().success());
     assert_eq!(logged(&root), 2 * EXCHANGES + 2);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sessions_are_resumed_by_id_forked_and_deleted_from_the_terminal() {
+    let llm = ScriptedLlm::with_handler(model).await;
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("mem");
+    let url = llm.base_url();
+
+    // Two sessions, each left with /quit.
+    let mut first_ids = Vec::new();
+    for said in ["My cat is called Tom.", "I grow tomatoes."] {
+        let mut term = Terminal::spawn(&mut chat_command(&root, &url, &[]));
+        first_ids.push(session_in(&term.expect("/help for commands")));
+        term.expect("you> ");
+        term.type_keys(&format!("{said}\n"));
+        term.expect(&format!("Heard: {said}"));
+        term.expect("you> ");
+        term.type_keys("/quit\n");
+        term.expect("saved");
+        assert!(term.wait().success(), "/quit leaves with success");
+    }
+    let (cat, tomatoes) = (first_ids[0].clone(), first_ids[1].clone());
+
+    // --resume ID goes back to the older one, not the latest.
+    let mut term = Terminal::spawn(&mut chat_command(&root, &url, &["--resume", &cat]));
+    term.expect(&format!("resuming {cat}"));
+    let shown = term.expect("you> ");
+    assert!(shown.contains("you: My cat is called Tom."), "{shown}");
+    assert!(!shown.contains("tomatoes"), "{shown}");
+    term.type_keys("/quit\n");
+    assert!(term.wait().success());
+
+    // --fork continues in a copy; the original log is left as it was.
+    let before = log_records(&root, &cat).len();
+    let mut term = Terminal::spawn(&mut chat_command(
+        &root,
+        &url,
+        &["--resume", &cat, "--fork"],
+    ));
+    let forked_line = term.expect("you> ");
+    let forked = forked_line
+        .split(&format!("(forked {cat} as "))
+        .nth(1)
+        .and_then(|rest| rest.split(')').next())
+        .unwrap_or_else(|| panic!("{forked_line}"))
+        .to_owned();
+    assert_ne!(forked, cat);
+    term.type_keys("And a dog called Rex.\n");
+    term.expect("Heard: And a dog called Rex.");
+    term.expect("you> ");
+
+    // /delete removes another session from the list; its log stays on disk.
+    term.type_keys(&format!("/delete {tomatoes}\n"));
+    assert!(term
+        .expect("you> ")
+        .contains(&format!("deleted session {tomatoes}")));
+    term.type_keys("/sessions\n");
+    let listed = term.expect("you> ");
+    assert!(!listed.contains(&tomatoes), "{listed}");
+    assert!(
+        listed.contains(&forked) && listed.contains(&cat),
+        "{listed}"
+    );
+    term.type_keys("/quit\n");
+    assert!(term.wait().success());
+
+    assert_eq!(
+        log_records(&root, &cat).len(),
+        before,
+        "the original is untouched"
+    );
+    let copy = log_records(&root, &forked);
+    assert!(copy
+        .iter()
+        .any(|r| r["message"]["content"] == "And a dog called Rex."));
+    assert!(root
+        .join(format!("sessions/{tomatoes}/messages.jsonl"))
+        .is_file());
 }

@@ -187,6 +187,9 @@ pub struct SessionContext {
     pub mode: String,
     /// The log's size in bytes.
     pub log_bytes: u64,
+    /// The log's path, relative to the store (`sessions/<id>/messages.jsonl`): a client
+    /// learns where to read it, not where the server keeps the store.
+    pub log: String,
     /// What counted the tokens.
     pub counter: String,
     /// What the session's answers took and cost upstream, over its life.
@@ -964,8 +967,10 @@ impl MemoryClient {
         };
         upstream.extend(loaded.history.upstream_messages());
         let folder = self.sessions().dir(id);
+        let log = self.sessions().relative(&self.sessions().log_path(id));
         let usage = blocking(move || Ok(crate::usage::read_totals(&folder))).await?;
         Ok(SessionContext {
+            log,
             id: id.clone(),
             tokens: messages_tokens(counter.as_ref(), &upstream),
             window,
