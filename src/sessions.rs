@@ -53,13 +53,18 @@ enum SessionsCommand {
         #[arg(short, long)]
         output: Option<std::path::PathBuf>,
     },
-    /// Create a session from an exported one
+    /// Create a session from an exported one, or from pydantic-deep's (a pydantic-ai
+    /// message list: its `messages.json`, or the session folder holding it)
     Import {
-        /// The exported JSON ('-' for standard input)
+        /// The exported JSON ('-' for standard input), a pydantic-ai `messages.json`, or a
+        /// folder holding one
         file: std::path::PathBuf,
-        /// The id to give it [default: its exported id]
+        /// The id to give it [default: its exported id; a new one for a pydantic-ai history]
         #[arg(long = "as")]
         new_id: Option<String>,
+        /// For a pydantic-ai history: the conversation whose memories feed it
+        #[arg(short, long, default_value = "default")]
+        conversation: String,
     },
     /// Summarise a session's older messages now, with an optional focus
     Compact {
@@ -163,9 +168,13 @@ pub async fn sessions(global: &GlobalArgs, args: SessionsArgs) -> CommandResult 
             }
             Ok(())
         }
-        SessionsCommand::Import { file, new_id } => {
+        SessionsCommand::Import {
+            file,
+            new_id,
+            conversation,
+        } => {
             let new_id = new_id.as_deref().map(session_id).transpose()?;
-            let export = read_export(&file)?;
+            let export = read_export(&file, new_id.as_ref(), &conversation)?;
             let (id, meta) = client.import_session(export, new_id).await?;
             if json {
                 print_json(&serde_json::json!({"id": id, "session": meta}))
@@ -212,7 +221,22 @@ const MAX_EXPORT_BYTES: u64 = mnemo_session::log::MAX_LOG_BYTES + (16 << 20);
 
 /// An exported session from `file` (`-`: standard input), read as untrusted: a regular file
 /// (no link, no device), bounded in size, JSON of the export's shape.
-fn read_export(file: &std::path::Path) -> Result<SessionExport, Failure> {
+/// The session document `file` holds: a mnemo export, or a pydantic-ai message list (read
+/// from `messages.json` when `file` is a folder) made into one, under `id` (else a new id)
+/// in `conversation`.
+fn read_export(
+    file: &std::path::Path,
+    id: Option<&SessionId>,
+    conversation: &str,
+) -> Result<SessionExport, Failure> {
+    let folder_file;
+    let file =
+        if file.as_os_str() != "-" && std::fs::symlink_metadata(file).is_ok_and(|m| m.is_dir()) {
+            folder_file = file.join("messages.json");
+            folder_file.as_path()
+        } else {
+            file
+        };
     let bytes = if file.as_os_str() == "-" {
         use std::io::Read;
         let mut bytes = Vec::new();
@@ -230,12 +254,25 @@ fn read_export(file: &std::path::Path) -> Result<SessionExport, Failure> {
         mnemo_store::untrusted::read_regular(file, MAX_EXPORT_BYTES)
             .map_err(|e| Failure::invalid(anyhow!("{}: {e}", file.display())))?
     };
-    serde_json::from_slice(&bytes).map_err(|e| {
+    let not_a_session = |e: &dyn std::fmt::Display| {
         Failure::invalid(anyhow!(
             "{} is not an exported session: {e}",
             file.display()
         ))
-    })
+    };
+    let document: serde_json::Value =
+        serde_json::from_slice(&bytes).map_err(|e| not_a_session(&e))?;
+    if mnemo_session::foreign::is_pydantic_ai(&document) {
+        let id = id.cloned().unwrap_or_else(SessionId::generate);
+        return mnemo_session::foreign::from_pydantic_ai(&document, id.as_str(), conversation)
+            .map_err(|e| {
+                Failure::invalid(anyhow!(
+                    "{} is not a pydantic-ai history mnemo reads: {e}",
+                    file.display()
+                ))
+            });
+    }
+    serde_json::from_value(document).map_err(|e| not_a_session(&e))
 }
 
 async fn list(

@@ -191,3 +191,61 @@ fn agent_notes_are_written_updated_and_versioned() {
     let log = String::from_utf8_lossy(&log.stdout);
     assert_eq!(log.matches("notes of agent coder").count(), 3, "{log}");
 }
+
+#[test]
+fn a_pydantic_deep_session_folder_is_imported_as_a_mnemo_session() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("mem");
+    // pydantic-deep's session folder: the pydantic-ai message list in messages.json.
+    let deep = dir.path().join("deep-session");
+    std::fs::create_dir(&deep).unwrap();
+    let history = serde_json::json!([
+        {"kind": "request", "parts": [
+            {"part_kind": "system-prompt", "content": "You are a coding agent."},
+            {"part_kind": "user-prompt", "content": "Why does the build fail?", "timestamp": "2026-10-02T09:00:00Z"}
+        ]},
+        {"kind": "response", "timestamp": "2026-10-02T09:00:05Z", "parts": [
+            {"part_kind": "tool-call", "tool_name": "run", "args": "{\"cmd\": \"cargo build\"}", "tool_call_id": "c1"}
+        ]},
+        {"kind": "request", "parts": [
+            {"part_kind": "tool-return", "tool_name": "run", "content": "error: missing semicolon", "tool_call_id": "c1"}
+        ]},
+        {"kind": "response", "parts": [{"part_kind": "text", "content": "A semicolon is missing in main.rs."}]}
+    ]);
+    std::fs::write(deep.join("messages.json"), history.to_string()).unwrap();
+    let deep_arg = deep.to_str().unwrap();
+    let imported = ok(&mnemo(
+        &root,
+        &[
+            "sessions",
+            "import",
+            deep_arg,
+            "--as",
+            "from-deep",
+            "-c",
+            "work",
+        ],
+    ));
+    assert_eq!(imported.trim(), "from-deep");
+    let shown = ok(&mnemo(&root, &["sessions", "show", "from-deep"]));
+    assert!(shown.contains("Why does the build fail?"), "{shown}");
+    assert!(shown.contains("A semicolon is missing"), "{shown}");
+    let listed: Value =
+        serde_json::from_str(&ok(&mnemo(&root, &["sessions", "list", "--json"]))).unwrap();
+    let session = &listed.as_array().unwrap()[0]["session"];
+    assert_eq!(session["conversation"], "work", "{session}");
+    assert_eq!(session["title"], "Why does the build fail?", "{session}");
+    assert_eq!(session["created_at"], "2026-10-02T09:00:00Z", "{session}");
+
+    // A history mnemo cannot read is refused, naming where, and leaves nothing behind.
+    std::fs::write(
+        deep.join("messages.json"),
+        r#"[{"kind": "request", "parts": [{"part_kind": "audio"}]}]"#,
+    )
+    .unwrap();
+    let refused = mnemo(&root, &["sessions", "import", deep_arg, "--as", "bad"]);
+    assert_eq!(refused.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(stderr.contains("message 0, part 0"), "{stderr}");
+    assert!(!root.join("sessions/bad").exists());
+}

@@ -19,6 +19,7 @@
 pub mod agent;
 mod error;
 pub mod export;
+pub mod foreign;
 pub mod history;
 mod id;
 pub mod log;
