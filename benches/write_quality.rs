@@ -50,7 +50,7 @@
 //!
 //! `cargo bench --bench write_quality [-- --json] [-- --set tuning|seen|frozen-2] [-- --ask]
 //! [-- --distractors N] [-- --conflicts off] [-- --conflict-similarity X] [-- --only NAME,NAME]
-//! [-- --kinds K,K] [-- --grounding on|off|both] [-- --rules-off RULE,RULE] [-- --reasons-first]
+//! [-- --kinds K,K] [-- --grounding on|off|both] [-- --rules-off RULE,RULE]
 //! [-- --llm-cache DIR] [-- --verbose]`. `--rules-off` leaves out rules of the write path by
 //! their names in `write_rules_off` (docs/write.md); `--llm-cache` records the local LLM's
 //! answers in DIR and replays them when the same call comes again (`write_quality/replay.rs`),
@@ -227,7 +227,6 @@ fn main() {
                 })
                 .collect()
         }),
-        reasons_first: args.iter().any(|a| a == "--reasons-first"),
         llm_cache: arg(&args, "--llm-cache").map(std::path::PathBuf::from),
     };
     let grounding: Vec<bool> = match arg(&args, "--grounding").as_deref() {
@@ -273,8 +272,6 @@ struct Stages {
     conflict_marking: bool,
     /// The write path's rules left out.
     rules_off: Vec<WriteRule>,
-    /// The write path's questions asked for their reason first.
-    reasons_first: bool,
     /// Where the local LLM's answers are recorded and replayed from (`replay.rs`).
     llm_cache: Option<std::path::PathBuf>,
 }
@@ -298,7 +295,6 @@ async fn run(
         "llm": LOCAL_LLM_ALIAS,
         "distractors": stages.distractors,
         "rules_off": stages.rules_off,
-        "reasons_first": stages.reasons_first,
     });
     let pool = if stages.distractors > 0 {
         ask::distractor_pool()
@@ -321,7 +317,6 @@ async fn run(
                 fact_grounding: grounding,
                 conflict_marking: stages.conflict_marking,
                 write_rules_off: stages.rules_off.clone(),
-                write_reasons_first: stages.reasons_first,
                 conflict_similarity: stages
                     .conflict_similarity
                     .unwrap_or(base.conflict_similarity),

@@ -122,11 +122,6 @@ pub struct Config {
     /// (docs/write.md, "What each rule does"). Empty, the default, runs them all. Set in the
     /// file only.
     pub write_rules_off: Vec<WriteRule>,
-    /// Ask the write path's yes-or-no questions (whether a new fact replaces an old one, the
-    /// reconciler's operations) for a short reason before each verdict, as a small model
-    /// judges better after it has said why. Off until measured on data it was not chosen on
-    /// (docs/write.md).
-    pub write_reasons_first: bool,
     /// The upstream LLM (`http://host:port/v1`); unset: the local LLM.
     pub openai_base_url: Option<String>,
     /// Bearer key for the upstream LLM (`MNEMO_OPENAI_API_KEY`).
@@ -442,7 +437,6 @@ impl Default for Config {
             conflict_marking: true,
             conflict_similarity: 0.5,
             write_rules_off: Vec::new(),
-            write_reasons_first: false,
             openai_base_url: None,
             openai_api_key: None,
             llm_model: LOCAL_LLM_ALIAS.into(),

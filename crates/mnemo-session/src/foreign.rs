@@ -146,9 +146,11 @@ fn response_message(item: &Value, n: usize) -> Result<Option<Value>, SessionErro
                 }));
             }
             "thinking" | "builtin-tool-call" | "builtin-tool-return" => {}
-            other => return Err(SessionError::Invalid(format!(
+            other => {
+                return Err(SessionError::Invalid(format!(
                 "message {n}, part {p}: a response part of kind {other:?} is not one mnemo reads"
-            ))),
+            )))
+            }
         }
     }
     if texts.is_empty() && calls.is_empty() {

@@ -455,24 +455,15 @@ impl WritePath<'_> {
         let mut asked = std::collections::HashSet::new();
         pairs.retain(|(old, _, _)| asked.insert(old.id));
         for (old, new_id, new_text) in pairs.into_iter().take(CHANGE_QUESTIONS) {
-            let (messages, schema) = prompts::replaces(
-                message,
-                &old.content,
-                &new_text,
-                self.engine.config.write_reasons_first,
-            );
+            let (messages, schema) = prompts::replaces(message, &old.content, &new_text);
             let call = Instant::now();
             let answer = llm
                 .complete_json::<prompts::Replaces>(messages, &schema)
                 .await;
             report.llm_time += call.elapsed();
             match answer {
-                Ok(prompts::Replaces {
-                    replaces: true,
-                    reason,
-                }) => {
-                    let reason = reason.unwrap_or_default();
-                    info!(conversation = %conversation, old = %old.content, new = %new_text, reason = %reason, "replaced: the user's change");
+                Ok(prompts::Replaces { replaces: true }) => {
+                    info!(conversation = %conversation, old = %old.content, new = %new_text, "replaced: the user's change");
                     let inner = self.engine.clone();
                     let tombstone = vec![(old.path.clone(), Some(new_id))];
                     blocking(move || inner.tombstone(&tombstone)).await?;
@@ -680,8 +671,7 @@ impl WritePath<'_> {
         report: &mut WriteReport,
     ) -> Vec<Operation> {
         let shown: Vec<&str> = existing.iter().map(|f| f.content.as_str()).collect();
-        let reasons_first = self.engine.config.write_reasons_first;
-        let (mut messages, schema) = prompts::reconciliation(&shown, facts, reasons_first);
+        let (mut messages, schema) = prompts::reconciliation(&shown, facts);
         for attempt in 0..2 {
             let call = Instant::now();
             let answer = llm
@@ -689,10 +679,7 @@ impl WritePath<'_> {
                 .await;
             report.llm_time += call.elapsed();
             let why = match answer {
-                Ok(answer) => match answer
-                    .logging_reasons(conversation)
-                    .validate(existing.len())
-                {
+                Ok(answer) => match answer.validate(existing.len()) {
                     Ok(checked) => {
                         for repair in &checked.repairs {
                             warn!(conversation = %conversation, "reconciliation answer mended: {repair}");

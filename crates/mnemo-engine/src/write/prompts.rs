@@ -65,28 +65,6 @@ MESSAGE: "We left the flat on Elm Road, we're renting a cottage by the river." O
 MESSAGE: "I picked up the flute this spring." OLD: "The user plays chess on Sundays." NEW: "The user plays the flute." -> {"replaces": false}
 MESSAGE: "My locker is next to the showers." OLD: "The user's locker is number 48." NEW: "The user's locker is next to the showers." -> {"replaces": false}"#;
 
-/// [`RECONCILE_PROMPT`] asking for each operation's reason first
-/// ([`mnemo_core::Config::write_reasons_first`]).
-const RECONCILE_REASONED_PROMPT: &str = r#"You maintain a long-term memory of facts about a user and the people around them. You get the EXISTING memories (numbered) and NEW facts just learned. Decide, for the memory as a whole, what to do:
-
-- ADD: a new fact that no existing memory covers. Give its text; id is -1.
-- UPDATE: a new fact that changes or corrects an existing memory about the same person (a new value for the same thing: another job, city, name, date or number). Give the existing id and the new, complete text.
-- DELETE: a new fact shows an existing memory is no longer true and nothing replaces it. Give the existing id; text is "".
-- NONE: a new fact that an existing memory already says. Give that memory's id; text is "".
-
-A fact about one person never changes a memory about another. Change each existing memory at most once. Use only the ids shown. Begin each operation with a short reason: which memory and which fact it is about, and whether both can be true at once. Return JSON: {"operations": [{"reason": "<short reason>", "event": "ADD" | "UPDATE" | "DELETE" | "NONE", "id": <number>, "text": "<text>"}]}
-
-Example. EXISTING memories: 0: The user drives a red hatchback. 1: The user's brother Tariq lives in Ghent. NEW facts: - The user now drives a blue pickup. - The user's brother Tariq has twin daughters. Answer: {"operations": [{"reason": "The user's car: a blue pickup now, in place of the red hatchback; both cannot hold.", "event": "UPDATE", "id": 0, "text": "The user now drives a blue pickup."}, {"reason": "Tariq's daughters: no memory says it, and where he lives still holds.", "event": "ADD", "id": -1, "text": "The user's brother Tariq has twin daughters."}]}"#;
-
-/// [`REPLACES_PROMPT`] asking for the reason first.
-const REPLACES_REASONED_PROMPT: &str = r#"You keep a long-term memory about a user. The user just sent a MESSAGE, and a NEW fact was drawn from it. Say whether an OLD memory is no longer true after that message: "replaces" is true when the message corrects the OLD memory, or says that what it states changed, moved or ended (another home, job, name, number, day or habit in place of the old one), false when both can be true at once (two different things, or more detail on the same thing). First give a short reason: what the OLD memory and the NEW fact are about, and whether both can be true at once. Return JSON: {"reason": "<short reason>", "replaces": true | false}
-
-Examples:
-MESSAGE: "They gave me a bigger locker, number 212." OLD: "The user's locker is number 48." NEW: "The user's locker is number 212." -> {"reason": "Both give the number of the same locker; the message says it is now 212.", "replaces": true}
-MESSAGE: "We left the flat on Elm Road, we're renting a cottage by the river." OLD: "The user lives on Elm Road." NEW: "The user rents a cottage by the river." -> {"reason": "Both say where the user lives; the message says they left Elm Road.", "replaces": true}
-MESSAGE: "I picked up the flute this spring." OLD: "The user plays chess on Sundays." NEW: "The user plays the flute." -> {"reason": "Chess and the flute are two different pastimes; both can be true.", "replaces": false}
-MESSAGE: "My locker is next to the showers." OLD: "The user's locker is number 48." NEW: "The user's locker is next to the showers." -> {"reason": "Where the locker is adds detail to its number; both can be true.", "replaces": false}"#;
-
 /// The JSON schema of `T`, named `name`, as an LLM call asks for it: every subschema
 /// inlined (small models and grammar-constrained servers handle no `$ref`), and none of what
 /// is written for developers (rustdoc descriptions, titles, Rust's integer formats), which a
@@ -186,12 +164,7 @@ impl Extraction {
 
 /// The reconciliation call. Existing memories are numbered 0.. so the model cannot invent or
 /// garble the real ids.
-/// With `reasons_first`, each operation begins with a short reason.
-pub fn reconciliation(
-    existing: &[&str],
-    new_facts: &[String],
-    reasons_first: bool,
-) -> (Vec<ChatMessage>, JsonSchema) {
+pub fn reconciliation(existing: &[&str], new_facts: &[String]) -> (Vec<ChatMessage>, JsonSchema) {
     let mut listing = String::from("EXISTING memories:\n");
     for (i, memory) in existing.iter().enumerate() {
         listing.push_str(&format!("{i}: {memory}\n"));
@@ -200,92 +173,37 @@ pub fn reconciliation(
     for fact in new_facts {
         listing.push_str(&format!("- {fact}\n"));
     }
-    let (prompt, schema) = if reasons_first {
-        (
-            RECONCILE_REASONED_PROMPT,
-            schema_of::<ReasonedReconciliation>("memory_operations"),
-        )
-    } else {
-        (
-            RECONCILE_PROMPT,
-            schema_of::<Reconciliation>("memory_operations"),
-        )
-    };
     (
-        vec![ChatMessage::system(prompt), ChatMessage::user(listing)],
-        schema,
+        vec![
+            ChatMessage::system(RECONCILE_PROMPT),
+            ChatMessage::user(listing),
+        ],
+        schema_of::<Reconciliation>("memory_operations"),
     )
 }
 
 /// The question whether `new`, drawn from the user's `message`, replaces `old`: asked for
 /// a fact no rule and no reconciler answer let replace anything. The message is shown
-/// because it, not the fact, says that something changed ("we left", "no longer"). With
-/// `reasons_first`, the answer begins with a short reason.
-pub fn replaces(
-    message: &str,
-    old: &str,
-    new: &str,
-    reasons_first: bool,
-) -> (Vec<ChatMessage>, JsonSchema) {
-    let (prompt, schema) = if reasons_first {
-        (
-            REPLACES_REASONED_PROMPT,
-            schema_of::<ReasonedReplaces>("replaces"),
-        )
-    } else {
-        (REPLACES_PROMPT, schema_of::<Replaces>("replaces"))
-    };
+/// because it, not the fact, says that something changed ("we left", "no longer").
+pub fn replaces(message: &str, old: &str, new: &str) -> (Vec<ChatMessage>, JsonSchema) {
     (
         vec![
-            ChatMessage::system(prompt),
+            ChatMessage::system(REPLACES_PROMPT),
             ChatMessage::user(format!(
                 "MESSAGE: {:?}\nOLD: {old:?}\nNEW: {new:?}",
                 one_line(message, MESSAGE_SHOWN)
             )),
         ],
-        schema,
+        schema_of::<Replaces>("replaces"),
     )
 }
 
-/// The answer to [`replaces`] (with or without its reason).
+/// The answer to [`replaces`].
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[schemars(deny_unknown_fields)]
 pub struct Replaces {
-    /// Why, when asked for first.
-    #[serde(default)]
-    #[schemars(skip)]
-    pub reason: Option<String>,
     /// Whether the new fact makes the old memory no longer true.
     pub replaces: bool,
-}
-
-/// The shape of [`Replaces`] asked for with its reason first; read as [`Replaces`].
-#[derive(schemars::JsonSchema)]
-#[schemars(deny_unknown_fields)]
-#[allow(dead_code)]
-struct ReasonedReplaces {
-    reason: String,
-    replaces: bool,
-}
-
-/// The shape of [`Reconciliation`] asked for with each operation's reason first; read as
-/// [`Reconciliation`].
-#[derive(schemars::JsonSchema)]
-#[schemars(deny_unknown_fields)]
-#[allow(dead_code)]
-struct ReasonedReconciliation {
-    operations: Vec<ReasonedOperation>,
-}
-
-#[derive(schemars::JsonSchema)]
-#[schemars(deny_unknown_fields)]
-#[allow(dead_code)]
-struct ReasonedOperation {
-    reason: String,
-    #[schemars(with = "Event")]
-    event: String,
-    id: i64,
-    text: String,
 }
 
 /// The reconciliation's answer.
@@ -300,10 +218,6 @@ pub struct Reconciliation {
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[schemars(deny_unknown_fields)]
 pub struct RawOperation {
-    /// Why, when asked for first.
-    #[serde(default)]
-    #[schemars(skip)]
-    pub reason: Option<String>,
     /// ADD, UPDATE, DELETE or NONE (read in any case).
     #[schemars(with = "Event")]
     pub event: String,
@@ -351,16 +265,6 @@ pub struct Checked {
 }
 
 impl Reconciliation {
-    /// The answer as it is, its operations' reasons (when asked for) logged.
-    pub fn logging_reasons(self, conversation: &mnemo_core::ConversationId) -> Self {
-        for op in &self.operations {
-            if let Some(reason) = &op.reason {
-                tracing::debug!(conversation = %conversation, event = %op.event, id = ?op.id, reason = %reason, "the reconciler's reason");
-            }
-        }
-        self
-    }
-
     /// The operations to apply, mending what can be mended: an UPDATE naming a memory that
     /// was not shown, or one already changed by this answer, adds its text instead; a
     /// DELETE or NONE naming such a memory, and an ADD or UPDATE without a text, is left
@@ -583,7 +487,7 @@ mod tests {
     #[test]
     fn the_schemas_are_strict_and_self_contained() {
         let (_, facts) = extraction("x", &Earlier::default());
-        let (_, ops) = reconciliation(&["a"], &["b".into()], false);
+        let (_, ops) = reconciliation(&["a"], &["b".into()]);
         let (_, summary) = summary(None, &["b".into()], &[]);
         let f = &facts.schema;
         assert_eq!(f["type"], "object");
@@ -622,44 +526,9 @@ mod tests {
         let (messages, schema) = reconciliation(
             &["The user's kite is red."],
             &["The user's kite is blue.".into()],
-            false,
         );
         assert!(messages[1].content.contains("0: The user's kite is red."));
         assert!(messages[1].content.contains("- The user's kite is blue."));
         assert_eq!(schema.name, "memory_operations");
-    }
-
-    #[test]
-    fn reasons_first_asks_for_the_reason_before_the_verdict_and_reads_both_shapes() {
-        let (messages, ops) = reconciliation(&["a"], &["b".into()], true);
-        let op = &ops.schema["properties"]["operations"]["items"];
-        let order: Vec<&String> = op["properties"].as_object().unwrap().keys().collect();
-        assert_eq!(order, ["reason", "event", "id", "text"]);
-        assert!(messages[0].content.contains(r#"{"reason": "#));
-        let (messages, replaces_schema) = replaces("m", "old", "new", true);
-        let order: Vec<&String> = replaces_schema.schema["properties"]
-            .as_object()
-            .unwrap()
-            .keys()
-            .collect();
-        assert_eq!(order, ["reason", "replaces"]);
-        assert!(messages[0].content.contains(r#"{"reason": "#));
-        let (_, plain) = replaces("m", "old", "new", false);
-        assert_eq!(plain.schema["required"], serde_json::json!(["replaces"]));
-        // Either shape reads as the same answer.
-        for answer in [
-            r#"{"replaces": true}"#,
-            r#"{"reason": "same locker", "replaces": true}"#,
-        ] {
-            let read: Replaces = serde_json::from_str(answer).unwrap();
-            assert!(read.replaces);
-        }
-        let reasoned =
-            r#"{"operations": [{"reason": "new", "event": "ADD", "id": -1, "text": "b"}]}"#;
-        let read: Reconciliation = serde_json::from_str(reasoned).unwrap();
-        assert_eq!(
-            read.validate(1).unwrap().operations,
-            [Operation::Add("b".into())]
-        );
     }
 }
