@@ -8,8 +8,9 @@
 //! of the whole buffer, and JSON save and load that carries a format version
 //! ([`FORMAT_VERSION`]; a newer file is a clear error). A file written by the Python
 //! "Midori" context manager (`MemoryStore`) loads too, so an agent moving over keeps its
-//! history. [`ConversationBuffer::to_messages`] gives the OpenAI messages to send, the
-//! summary after the system entries.
+//! history, and is saved back in Midori's shape ([`SaveFormat`]) unless told otherwise, so
+//! that Midori can still read it. [`ConversationBuffer::to_messages`] gives the OpenAI
+//! messages to send, the summary after the system entries.
 
 use std::collections::HashSet;
 use std::path::Path;
@@ -187,6 +188,20 @@ pub enum BufferError {
     },
 }
 
+/// The shape [`ConversationBuffer::save`] writes.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum SaveFormat {
+    /// mnemo's own JSON, with [`FORMAT_VERSION`].
+    #[default]
+    Mnemo,
+    /// Midori's memory file (OpenAI-shaped `messages`), under the `version` it was read with:
+    /// what a buffer loaded from Midori saves as, so that Midori reads it back.
+    Midori {
+        /// The Midori version written (`1.0.0`).
+        version: String,
+    },
+}
+
 /// A conversation in memory.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ConversationBuffer {
@@ -203,6 +218,8 @@ pub struct ConversationBuffer {
     created_at: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     updated_at: Option<String>,
+    #[serde(skip)]
+    save_format: SaveFormat,
 }
 
 #[derive(Serialize)]
@@ -230,7 +247,19 @@ impl ConversationBuffer {
             agent_id: None,
             created_at: Some(now.clone()),
             updated_at: Some(now),
+            save_format: SaveFormat::Mnemo,
         }
+    }
+
+    /// The shape [`ConversationBuffer::save`] writes: mnemo's, unless the buffer was loaded
+    /// from Midori's file.
+    pub fn save_format(&self) -> &SaveFormat {
+        &self.save_format
+    }
+
+    /// Makes [`ConversationBuffer::save`] write `format` from now on.
+    pub fn set_save_format(&mut self, format: SaveFormat) {
+        self.save_format = format;
     }
 
     /// An empty buffer keeping at most `max` entries (besides system entries).
@@ -427,7 +456,10 @@ impl ConversationBuffer {
         match value.get("version") {
             Some(Value::String(version)) => {
                 midori::check_version(version)?;
-                midori::read(value)
+                let version = version.clone();
+                let mut buffer = midori::read(value)?;
+                buffer.save_format = SaveFormat::Midori { version };
+                Ok(buffer)
             }
             _ => Err(BufferError::Format(
                 "neither mnemo's `format` nor Midori's `version` is there".into(),
@@ -446,14 +478,29 @@ impl ConversationBuffer {
         serde_path_to_error::deserialize(value).map_err(|e| BufferError::Format(e.to_string()))
     }
 
-    /// Saves the buffer to `path` (written whole, then renamed into place).
+    /// The buffer as Midori's memory file, under Midori `version`.
+    pub fn to_midori_json(&self, version: &str) -> Value {
+        midori::write(self, version)
+    }
+
+    /// Saves the buffer to `path` in its [`SaveFormat`] (written whole, then renamed into
+    /// place).
     pub fn save(&self, path: &Path) -> Result<(), BufferError> {
+        self.save_as(path, &self.save_format)
+    }
+
+    /// Saves the buffer to `path` in `format`.
+    pub fn save_as(&self, path: &Path, format: &SaveFormat) -> Result<(), BufferError> {
         let io = |source| BufferError::Io {
             path: path.display().to_string(),
             source,
         };
         let tmp = path.with_extension("tmp");
-        let text = serde_json::to_vec_pretty(&self.to_json()).map_err(|e| io(e.into()))?;
+        let json = match format {
+            SaveFormat::Mnemo => self.to_json(),
+            SaveFormat::Midori { version } => self.to_midori_json(version),
+        };
+        let text = serde_json::to_vec_pretty(&json).map_err(|e| io(e.into()))?;
         std::fs::write(&tmp, text).map_err(io)?;
         std::fs::rename(&tmp, path).map_err(io)
     }
@@ -642,7 +689,73 @@ mod midori {
             agent_id: file.agent_id,
             created_at: date(file.created_at, "created_at")?,
             updated_at: date(file.updated_at, "updated_at")?,
+            save_format: super::SaveFormat::Mnemo,
         })
+    }
+
+    /// `buffer` as Midori's file of OpenAI-shaped `messages` (the shape [`read`] reads
+    /// first), under `version`: each entry a message, tool calls with their recorded
+    /// results, a tool entry's name, the summary, the buffer's own dates and metadata.
+    pub(super) fn write(buffer: &ConversationBuffer, version: &str) -> Value {
+        let messages: Vec<Value> = buffer.entries.iter().map(message).collect();
+        let mut file = Map::new();
+        file.insert("version".into(), version.into());
+        let optional = [
+            ("agent_id", buffer.agent_id.clone()),
+            ("created_at", buffer.created_at.clone()),
+            ("updated_at", buffer.updated_at.clone()),
+            ("summary", buffer.summary.clone()),
+        ];
+        for (key, value) in optional {
+            if let Some(value) = value {
+                file.insert(key.into(), value.into());
+            }
+        }
+        file.insert("metadata".into(), Value::Object(buffer.metadata.clone()));
+        file.insert("messages".into(), Value::Array(messages));
+        Value::Object(file)
+    }
+
+    fn message(entry: &Entry) -> Value {
+        let mut m = Map::new();
+        m.insert(
+            "role".into(),
+            serde_json::to_value(entry.role).unwrap_or_default(),
+        );
+        let content = if entry.content.is_empty() && !entry.tool_calls.is_empty() {
+            Value::Null
+        } else {
+            entry.content.clone().into()
+        };
+        m.insert("content".into(), content);
+        if !entry.tool_calls.is_empty() {
+            let calls = entry.tool_calls.iter().map(|c| {
+                let mut call = serde_json::json!({
+                    "id": c.id, "type": "function",
+                    "function": {"name": c.name, "arguments": c.arguments},
+                });
+                if let Some(result) = &c.result {
+                    call["result"] = result.clone().into();
+                }
+                call
+            });
+            m.insert("tool_calls".into(), calls.collect());
+        }
+        let optional = [
+            ("tool_call_id", &entry.tool_call_id),
+            ("name", &entry.name),
+            ("timestamp", &entry.timestamp),
+            ("agent_id", &entry.agent_id),
+        ];
+        for (key, value) in optional {
+            if let Some(value) = value {
+                m.insert(key.into(), value.clone().into());
+            }
+        }
+        if !entry.metadata.is_empty() {
+            m.insert("metadata".into(), Value::Object(entry.metadata.clone()));
+        }
+        Value::Object(m)
     }
 
     fn entry(i: usize, message: Message) -> Result<Entry, BufferError> {

@@ -36,7 +36,8 @@ pub enum CompressedShape {
     /// ([`ConversationBuffer::to_messages`]); the entries hold only real turns.
     #[default]
     SummaryField,
-    /// As entries: a user entry asking [`REMEMBER_QUESTION`] and the summary as the
+    /// As entries: a user entry asking [`REMEMBER_QUESTION`] (or the compressor's own
+    /// question, [`Compressor::with_question`]) and the summary as the
     /// assistant's answer, after the system entries and before the latest question. The
     /// summary field is emptied. A model reads its own earlier answer as something it said,
     /// and code written for Midori's compressed memory finds the shape it expects.
@@ -84,6 +85,7 @@ pub struct Compressor<'a> {
     summary_model: Option<String>,
     summary_prompt: Option<String>,
     shape: CompressedShape,
+    question: String,
     callbacks: Option<&'a dyn Callbacks>,
 }
 
@@ -106,6 +108,7 @@ impl<'a> Compressor<'a> {
             summary_model: None,
             summary_prompt: None,
             shape: CompressedShape::default(),
+            question: REMEMBER_QUESTION.to_owned(),
             callbacks: None,
         }
     }
@@ -173,6 +176,22 @@ impl<'a> Compressor<'a> {
     /// The share of the window past which the buffer is compressed.
     pub fn threshold(&self) -> f64 {
         self.threshold
+    }
+
+    /// The question [`CompressedShape::QuestionAndAnswer`] asks before the summary, in
+    /// place of [`REMEMBER_QUESTION`] (an agent in another language, or one whose code looks
+    /// for its own wording).
+    pub fn with_question(mut self, question: impl Into<String>) -> Self {
+        self.question = question.into();
+        self
+    }
+
+    /// Whether `buffer` is past the threshold, so that [`Compressor::compress`] would call
+    /// the summariser: for an agent that decides when to compress, or says so first.
+    pub fn should_compress(&self, buffer: &ConversationBuffer) -> bool {
+        let tokens = messages_tokens(self.counter, &buffer.to_messages());
+        let (system, question) = cut(buffer.entries());
+        (tokens as f64) > self.threshold * self.window().tokens as f64 && question > system
     }
 
     /// Compresses `buffer` if it is past the threshold; returns what was done, or `None` when
@@ -278,7 +297,7 @@ impl<'a> Compressor<'a> {
         match self.shape {
             CompressedShape::SummaryField => buffer.set_summary(Some(summary.to_owned())),
             CompressedShape::QuestionAndAnswer => {
-                kept.push(buffer.stamped(Entry::new(EntryRole::User, REMEMBER_QUESTION)));
+                kept.push(buffer.stamped(Entry::new(EntryRole::User, self.question.as_str())));
                 let mut answer = buffer.stamped(Entry::new(EntryRole::Assistant, summary));
                 answer.metadata.insert("compressed".into(), json!(true));
                 answer
@@ -492,6 +511,28 @@ mod tests {
         assert_eq!(answer.metadata["compressed"], json!(true));
         assert!(answer.timestamp.is_some());
         assert_eq!(buffer.to_messages().len(), 4);
+    }
+
+    #[tokio::test]
+    async fn the_question_is_the_compressors_own_and_should_compress_says_when() {
+        let summariser = counting();
+        let compressor = Compressor::new("m", &ApproxCounter, &summariser)
+            .with_window(500)
+            .with_shape(CompressedShape::QuestionAndAnswer)
+            .with_question("Was weißt du noch von unserem Gespräch?");
+        let mut buffer = gardening();
+        assert!(compressor.should_compress(&buffer));
+        compressor.compress(&mut buffer).await.unwrap().unwrap();
+        assert_eq!(
+            buffer.entries()[1].content,
+            "Was weißt du noch von unserem Gespräch?"
+        );
+        assert!(
+            !compressor.should_compress(&buffer),
+            "compressed: not due again"
+        );
+        let roomy = Compressor::new("m", &ApproxCounter, &summariser).with_window(1_000_000);
+        assert!(!roomy.should_compress(&gardening()));
     }
 
     /// Pins a task list after the summary, and records what it was told.

@@ -1,6 +1,8 @@
 //! The conversation buffer's entries, dates and files: its own formats and Midori's.
 
-use mnemo_context::buffer::{BufferError, ConversationBuffer, Entry, EntryRole, ToolCall};
+use mnemo_context::buffer::{
+    BufferError, ConversationBuffer, Entry, EntryRole, SaveFormat, ToolCall,
+};
 use serde_json::{json, Value};
 
 fn is_rfc3339_utc(date: &str) -> bool {
@@ -255,11 +257,20 @@ fn a_midori_file_loads_with_its_tool_calls_and_results() {
         .collect();
     assert_eq!(answered, [&json!("call_weather"), &json!("call_soil")]);
 
-    // Saved again, it is mnemo's own format, and loads as it was.
+    // Saved again, it keeps Midori's shape, word for word, so that Midori reads it back.
     buffer.save(&path).unwrap();
+    let saved: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    assert_eq!(saved, midori_messages());
     let again = ConversationBuffer::load(&path).unwrap().unwrap();
     assert_eq!(again, buffer);
-    assert_eq!(again.to_json()["format"], json!(2));
+    // Asked for, mnemo's own format; a buffer saved so goes on saving so.
+    let mut ours = again.clone();
+    ours.set_save_format(SaveFormat::Mnemo);
+    ours.save(&path).unwrap();
+    let mine = ConversationBuffer::load(&path).unwrap().unwrap();
+    assert_eq!(mine.to_json()["format"], json!(2));
+    assert_eq!(mine.entries(), buffer.entries());
+    assert_eq!(mine.save_format(), &SaveFormat::Mnemo);
 }
 
 #[test]
