@@ -26,6 +26,10 @@ use crate::window::{ContextWindows, Window};
 /// Midori's compressor used.
 pub const DEFAULT_THRESHOLD: f64 = 0.8;
 
+/// Tokens (characters / 4) past which [`Compressor::after_tool_call`] cuts a tool output:
+/// the proxy's `offload_tokens`.
+pub const DEFAULT_TOOL_OUTPUT_LIMIT: u64 = 20_000;
+
 /// The question [`CompressedShape::QuestionAndAnswer`] asks, as Midori asks it.
 pub const REMEMBER_QUESTION: &str = "What do you remember about our chat?";
 
@@ -86,6 +90,7 @@ pub struct Compressor<'a> {
     summary_prompt: Option<String>,
     shape: CompressedShape,
     question: String,
+    tool_output_limit: u64,
     callbacks: Option<&'a dyn Callbacks>,
 }
 
@@ -109,6 +114,7 @@ impl<'a> Compressor<'a> {
             summary_prompt: None,
             shape: CompressedShape::default(),
             question: REMEMBER_QUESTION.to_owned(),
+            tool_output_limit: DEFAULT_TOOL_OUTPUT_LIMIT,
             callbacks: None,
         }
     }
@@ -184,6 +190,33 @@ impl<'a> Compressor<'a> {
     pub fn with_question(mut self, question: impl Into<String>) -> Self {
         self.question = question.into();
         self
+    }
+
+    /// Tool outputs over this many tokens (characters / 4) are cut by
+    /// [`Compressor::after_tool_call`]; [`DEFAULT_TOOL_OUTPUT_LIMIT`] unless set.
+    pub fn with_tool_output_limit(mut self, tokens: u64) -> Self {
+        self.tool_output_limit = tokens.max(1);
+        self
+    }
+
+    /// The hook to call as a tool's output arrives, before it goes into the buffer
+    /// (pydantic-deep's middleware): an output over the tool-output limit becomes its first
+    /// and last lines with its size, so one huge result cannot fill the window before the
+    /// next compression; a smaller one comes back as it is.
+    pub fn after_tool_call(&self, call_id: &str, output: &str) -> String {
+        let tokens = output.chars().count().div_ceil(4) as u64;
+        if tokens <= self.tool_output_limit {
+            return output.to_owned();
+        }
+        crate::offload::head_and_tail(
+            &format!(
+                "[Tool output of call {call_id} cut as it arrived: {} characters in {} lines, over {} tokens. First and last lines:]",
+                output.chars().count(),
+                output.lines().count(),
+                self.tool_output_limit
+            ),
+            output,
+        )
     }
 
     /// Whether `buffer` is past the threshold, so that [`Compressor::compress`] would call
@@ -533,6 +566,28 @@ mod tests {
         );
         let roomy = Compressor::new("m", &ApproxCounter, &summariser).with_window(1_000_000);
         assert!(!roomy.should_compress(&gardening()));
+    }
+
+    #[test]
+    fn a_large_tool_output_is_cut_as_it_arrives_and_a_small_one_kept() {
+        let summariser = counting();
+        let compressor =
+            Compressor::new("m", &ApproxCounter, &summariser).with_tool_output_limit(100);
+        assert_eq!(compressor.after_tool_call("c1", "ok"), "ok");
+        let huge: String = (0..500).map(|i| format!("line {i}\n")).collect();
+        let cut = compressor.after_tool_call("c1", &huge);
+        assert!(
+            cut.starts_with("[Tool output of call c1 cut as it arrived: "),
+            "{cut}"
+        );
+        assert!(
+            cut.contains("line 0\n") && cut.ends_with("line 499"),
+            "{cut}"
+        );
+        assert!(cut.len() < huge.len() / 4);
+        let mut buffer = ConversationBuffer::new();
+        buffer.tool_result("c1", cut.clone());
+        assert_eq!(buffer.entries()[0].content, cut);
     }
 
     /// Pins a task list after the summary, and records what it was told.

@@ -170,6 +170,19 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
 
 /// The preview that replaces an offloaded output.
 pub fn preview(call_id: &str, output: &str) -> String {
+    head_and_tail(
+        &format!(
+            "[Tool output offloaded: {} characters in {} lines, stored whole as the output of call {call_id}. First and last {PREVIEW_LINES} lines:]",
+            output.chars().count(),
+            output.lines().count()
+        ),
+        output,
+    )
+}
+
+/// `header`, then the first and last [`PREVIEW_LINES`] lines of `output` (each cut to
+/// [`PREVIEW_LINE_CHARS`] characters), and how many lines between them are not shown.
+pub fn head_and_tail(header: &str, output: &str) -> String {
     let lines: Vec<&str> = output.lines().collect();
     let cut = |line: &str| -> String {
         if line.chars().count() > PREVIEW_LINE_CHARS {
@@ -179,11 +192,7 @@ pub fn preview(call_id: &str, output: &str) -> String {
             line.to_owned()
         }
     };
-    let mut text = format!(
-        "[Tool output offloaded: {} characters in {} lines, stored whole as the output of call {call_id}. First and last {PREVIEW_LINES} lines:]\n",
-        output.chars().count(),
-        lines.len()
-    );
+    let mut text = format!("{header}\n");
     if lines.len() <= 2 * PREVIEW_LINES {
         for line in &lines {
             text.push_str(&cut(line));
