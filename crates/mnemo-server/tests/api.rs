@@ -97,7 +97,7 @@ async fn other_paths_go_to_the_upstream_unchanged() {
         .unwrap();
     assert!(models["data"].is_array(), "{models}");
     let response = http()
-        .post(format!("{}/v1/embeddings?dimensions=8", server.url))
+        .post(format!("{}/v1/moderations?threshold=8", server.url))
         .header("x-custom", "kept")
         .json(&json!({"input": "hello"}))
         .send()
@@ -105,9 +105,9 @@ async fn other_paths_go_to_the_upstream_unchanged() {
         .unwrap();
     assert_eq!(response.status(), 200);
     let echo: Value = response.json().await.unwrap();
-    assert_eq!(echo["path"], "/v1/embeddings");
+    assert_eq!(echo["path"], "/v1/moderations");
     assert_eq!(echo["method"], "POST");
-    assert_eq!(echo["query"], "dimensions=8");
+    assert_eq!(echo["query"], "threshold=8");
     assert_eq!(echo["body"]["input"], "hello");
     let recorded = llm.requests();
     let last = recorded.last().unwrap();
