@@ -694,7 +694,12 @@ fn hit_contents(answer: &Value) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_message_about_nothing_stored_gets_no_memories_and_is_told_so() {
-    let llm = ScriptedLlm::with_handler(model).await;
+    // Not the echoing model: its answer would repeat the injected block, be stored as the
+    // assistant's turn, and come back as a memory of the next question.
+    let llm = ScriptedLlm::with_handler(|request: &ChatRequest| {
+        mnemo_scripted_llm::learns_nothing(request).unwrap_or_else(|| Reply::text("Noted."))
+    })
+    .await;
     let server = Server::start_with(Some(llm.base_url()), ServerOptions::default(), |config| {
         let root = &config.memory_path;
         hand_written(
@@ -707,8 +712,8 @@ async fn a_message_about_nothing_stored_gets_no_memories_and_is_told_so() {
     })
     .await;
     let url = format!("{}/v1/chat/completions", server.url);
-    // The write path learns from each turn and calls the same upstream, so the prompt
-    // a question went with is found by the question, not by arriving last.
+    // The write path learns from each turn and calls the same upstream, so the prompt a
+    // question went with is found by the question, not by arriving last.
     let last_prompt = |question: &str| {
         llm.forwarded_chats()
             .iter()
