@@ -75,10 +75,12 @@ fn last_user_message(request: &Value) -> Option<&Value> {
 
 /// The memories in the order they are shown, each with whether the fact shown after it
 /// holds over it: oldest first, and a fact whose `conflicts_with` names a later one of
-/// `memories` moved to just before that one.
+/// `memories` moved to just before that one. Memories of the same moment (the facts of one
+/// message) go by their text, not by their random ids, so the same memories always make the
+/// same prompt.
 pub fn in_time_order(memories: &[SearchHit]) -> Vec<(&SearchHit, bool)> {
     let mut ordered: Vec<&SearchHit> = memories.iter().collect();
-    ordered.sort_by_key(|m| (m.created_at, m.id));
+    ordered.sort_by(|a, b| (a.created_at, &a.content, a.id).cmp(&(b.created_at, &b.content, b.id)));
     let position: HashMap<MemoryId, usize> =
         ordered.iter().enumerate().map(|(i, m)| (m.id, i)).collect();
     let mut keyed: Vec<((usize, u8, usize), &SearchHit, bool)> = ordered
@@ -291,6 +293,21 @@ mod tests {
         assert_eq!(out["messages"][0], request()["messages"][0]);
         assert_eq!(out["temperature"], 0.2);
         assert_eq!(out["messages"].as_array().unwrap().len(), 4);
+    }
+
+    #[test]
+    fn memories_of_the_same_moment_are_shown_by_their_text_whatever_their_ids() {
+        for _ in 0..8 {
+            let memories = [
+                memory("The user keeps bees.", 1),
+                memory("The user grows leeks.", 1),
+            ];
+            let order: Vec<&str> = in_time_order(&memories)
+                .into_iter()
+                .map(|(m, _)| m.content.as_str())
+                .collect();
+            assert_eq!(order, ["The user grows leeks.", "The user keeps bees."]);
+        }
     }
 
     #[test]
