@@ -16,7 +16,7 @@ use serde_json::{json, Value};
 use crate::buffer::{messages_of, ConversationBuffer, Entry, EntryRole};
 use crate::pipeline::{Callbacks, ContextReport};
 use crate::summarize::{Summariser, SummaryRequest};
-use crate::tokens::{messages_tokens, TokenCounter};
+use crate::tokens::{messages_tokens, TokenCounter, CHARS_PER_TOKEN};
 use crate::window::{ContextWindows, Window};
 
 /// The share of the window past which a buffer is compressed by default. Lower than the
@@ -26,9 +26,9 @@ use crate::window::{ContextWindows, Window};
 /// Midori's compressor used.
 pub const DEFAULT_THRESHOLD: f64 = 0.8;
 
-/// Tokens (characters / 4) past which [`Compressor::after_tool_call`] cuts a tool output:
-/// the proxy's `offload_tokens`.
-pub const DEFAULT_TOOL_OUTPUT_LIMIT: u64 = 20_000;
+/// Tokens past which [`Compressor::after_tool_call`] cuts a tool output: the proxy's
+/// `offload_tokens`.
+pub const DEFAULT_TOOL_OUTPUT_LIMIT: u64 = crate::strategy::DEFAULT_OFFLOAD_TOKENS;
 
 /// The question [`CompressedShape::QuestionAndAnswer`] asks, as Midori asks it.
 pub const REMEMBER_QUESTION: &str = "What do you remember about our chat?";
@@ -192,7 +192,7 @@ impl<'a> Compressor<'a> {
         self
     }
 
-    /// Tool outputs over this many tokens (characters / 4) are cut by
+    /// Tool outputs over this many tokens ([`CHARS_PER_TOKEN`] characters each) are cut by
     /// [`Compressor::after_tool_call`]; [`DEFAULT_TOOL_OUTPUT_LIMIT`] unless set.
     pub fn with_tool_output_limit(mut self, tokens: u64) -> Self {
         self.tool_output_limit = tokens.max(1);
@@ -204,7 +204,7 @@ impl<'a> Compressor<'a> {
     /// and last lines with its size, so one huge result cannot fill the window before the
     /// next compression; a smaller one comes back as it is.
     pub fn after_tool_call(&self, call_id: &str, output: &str) -> String {
-        let tokens = output.chars().count().div_ceil(4) as u64;
+        let tokens = output.chars().count().div_ceil(CHARS_PER_TOKEN) as u64;
         if tokens <= self.tool_output_limit {
             return output.to_owned();
         }

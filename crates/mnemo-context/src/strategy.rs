@@ -78,6 +78,9 @@ pub enum SummaryWindow {
     Sliding,
 }
 
+/// `offload_tokens` when a strategy does not set it.
+pub const DEFAULT_OFFLOAD_TOKENS: u64 = 20_000;
+
 /// The longest `summary_prompt`: instructions, not a document.
 pub const MAX_SUMMARY_PROMPT_CHARS: usize = 8000;
 
@@ -376,7 +379,7 @@ impl Strategy {
             compact_exclude_tools: self.compact_exclude_tools.clone().unwrap_or_default(),
             compact_include_tools: self.compact_include_tools.clone().unwrap_or_default(),
             tool_output_trim_chars: self.tool_output_trim_chars.unwrap_or(2000),
-            offload_tokens: self.offload_tokens.unwrap_or(20_000),
+            offload_tokens: self.offload_tokens.unwrap_or(DEFAULT_OFFLOAD_TOKENS),
             compress_threshold: self.compress_threshold.unwrap_or(0.9),
             keep: self.keep.unwrap_or_default(),
             summary_window: self.summary_window.unwrap_or(summary_window),

@@ -3,8 +3,8 @@
 //! model.
 //!
 //! The calls are blocking, as the ONNX model's are: [`crate::Embedder`] is called from the
-//! engine's blocking threads. Each call runs on a small runtime the client owns, on a
-//! scoped thread, so it is safe from any thread, async or not. A batch is one request;
+//! engine's blocking threads. Each call is one request, run on a small runtime the client
+//! owns, on a scoped thread, so it is safe from any thread, async or not;
 //! a timeout, a refused connection, a 429 or a 5xx is tried again after a pause
 //! ([`RETRIES`] times); any other answer that is not a list of vectors, one per text and
 //! all of one length, is an error that names the endpoint.
@@ -118,29 +118,22 @@ impl ApiEmbeddings {
         &self.config.model
     }
 
-    /// Texts per request.
+    /// Texts per request when embedding many.
     pub fn batch_size(&self) -> usize {
         self.config.batch_size.max(1)
     }
 
-    /// One vector per text, in order, as the endpoint gives them (not normalised).
+    /// One vector per text, in order, as the endpoint gives them (not normalised), in one
+    /// request: [`crate::Embedder`] cuts bulk work into batches of [`Self::batch_size`].
     pub fn embed<S: AsRef<str> + Sync>(&self, texts: &[S]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        let mut vectors = Vec::with_capacity(texts.len());
-        for batch in texts.chunks(self.batch_size()) {
-            let batch: Vec<&str> = batch.iter().map(AsRef::as_ref).collect();
-            vectors.extend(self.embed_batch(&batch)?);
-        }
-        Ok(vectors)
-    }
-
-    fn embed_batch(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
         let Some(runtime) = &self.runtime else {
             return Err(self.error("the client is shut down".into()));
         };
+        let texts: Vec<&str> = texts.iter().map(AsRef::as_ref).collect();
         // A scoped thread is never inside a runtime, whoever calls.
         std::thread::scope(|scope| {
             scope
-                .spawn(|| runtime.block_on(self.with_retries(texts)))
+                .spawn(|| runtime.block_on(self.with_retries(&texts)))
                 .join()
                 .unwrap_or_else(|_| Err(self.error("the request thread panicked".into())))
         })

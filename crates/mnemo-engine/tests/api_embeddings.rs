@@ -9,7 +9,7 @@ use mnemo_engine::{MemoryClient, OpenOptions, SearchRequest};
 use mnemo_scripted_llm::ScriptedLlm;
 
 mod support;
-use support::{config_without_reranker, conv};
+use support::{config_without_reranker, conv, open_rebuilt};
 
 /// Embeddings from `llm`'s endpoint, found through `openai_base_url`: the LLM's endpoint
 /// serves both, as llama.cpp's or Ollama's does.
@@ -32,6 +32,15 @@ async fn open(config: Config) -> Result<MemoryClient, String> {
         .map_err(|e| e.to_string())
 }
 
+/// The content of the best hit for `query` in conversation `c1`.
+async fn top_hit(client: &MemoryClient, query: &str) -> Result<String, String> {
+    let hits = client
+        .search(SearchRequest::new(query, conv("c1")).top_k(1))
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(hits.first().map(|h| h.content.clone()).unwrap_or_default())
+}
+
 fn memory(content: &str) -> MemoryRecord {
     MemoryRecord::new(conv("c1"), Role::Memory, content)
 }
@@ -49,11 +58,10 @@ async fn memories_are_embedded_and_found_through_the_endpoint() {
         ])
         .await
         .unwrap();
-    let hits = client
-        .search(SearchRequest::new("tomatoes balcony", conv("c1")).top_k(1))
-        .await
-        .unwrap();
-    assert_eq!(hits[0].content, "The user grows tomatoes on the balcony.");
+    assert_eq!(
+        top_hit(&client, "tomatoes balcony").await.unwrap(),
+        "The user grows tomatoes on the balcony."
+    );
 
     let requests = llm.embedding_requests();
     assert!(requests.iter().all(|r| r["model"] == "scripted-embeddings"
@@ -73,18 +81,15 @@ async fn a_failing_endpoint_is_tried_again_then_named_in_the_error() {
         .await
         .unwrap();
     llm.fail_embeddings(2);
-    let hits = client
-        .search(SearchRequest::new("tomatoes", conv("c1")).top_k(1))
-        .await
-        .expect("two 503s are tried again");
-    assert_eq!(hits.len(), 1);
+    let found = top_hit(&client, "tomatoes").await;
+    assert_eq!(
+        found.as_deref(),
+        Ok("The user grows tomatoes on the balcony."),
+        "two 503s are tried again"
+    );
 
     llm.fail_embeddings(100);
-    let error = client
-        .search(SearchRequest::new("tomatoes", conv("c1")).top_k(1))
-        .await
-        .unwrap_err()
-        .to_string();
+    let error = top_hit(&client, "tomatoes").await.unwrap_err();
     assert!(
         error.contains(&format!("{}/embeddings", llm.base_url())) && error.contains("503"),
         "{error}"
@@ -98,20 +103,18 @@ async fn a_failing_endpoint_is_tried_again_then_named_in_the_error() {
     assert!(refused.contains("503"), "{refused}");
     assert_eq!(client.list(Some(conv("c1"))).await.unwrap().len(), 2);
     llm.fail_embeddings(0);
-    let hits = client
-        .search(SearchRequest::new("tomatoes", conv("c1")).top_k(1))
-        .await
-        .unwrap();
-    assert_eq!(hits.len(), 1);
+    assert_eq!(
+        top_hit(&client, "tomatoes").await.unwrap(),
+        "The user grows tomatoes on the balcony."
+    );
     // The next start indexes it.
     drop(client);
     let client = open(api_config(dir.path(), &llm)).await.unwrap();
     assert_eq!(client.startup_sync().embedded, 1);
-    let hits = client
-        .search(SearchRequest::new("bees roof", conv("c1")).top_k(1))
-        .await
-        .unwrap();
-    assert_eq!(hits[0].content, "The user keeps bees on the roof.");
+    assert_eq!(
+        top_hit(&client, "bees roof").await.unwrap(),
+        "The user keeps bees on the roof."
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -142,17 +145,12 @@ async fn a_store_filled_by_one_embedder_refuses_another_until_a_full_reindex() {
     shorter.embedding_dimensions = Some(32);
     assert!(open(shorter).await.is_err());
 
-    let rebuild = OpenOptions {
-        rebuild: true,
-        ..OpenOptions::default()
-    };
-    let client = MemoryClient::open(local, rebuild).await.unwrap();
+    let client = open_rebuilt(local).await;
     assert_eq!(client.startup_sync().embedded, 1);
-    let hits = client
-        .search(SearchRequest::new("What do I grow?", conv("c1")).top_k(1))
-        .await
-        .unwrap();
-    assert_eq!(hits[0].content, "The user grows tomatoes on the balcony.");
+    assert_eq!(
+        top_hit(&client, "What do I grow?").await.unwrap(),
+        "The user grows tomatoes on the balcony."
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -8,7 +8,7 @@ use mnemo_engine::{MemoryClient, OpenOptions, SearchHit, SearchRequest};
 use serde_json::json;
 
 mod support;
-use support::{config_without_reranker, conv, models};
+use support::{config_without_reranker, conv, models, open_rebuilt};
 
 async fn open_with(config: Config) -> MemoryClient {
     MemoryClient::open(config, OpenOptions::default())
@@ -226,11 +226,7 @@ async fn another_embedding_model_is_refused_until_a_full_reindex() {
         refused.contains("mnemo reindex --full") && refused.contains("other-model"),
         "{refused}"
     );
-    let rebuild = OpenOptions {
-        rebuild: true,
-        ..OpenOptions::default()
-    };
-    let client = MemoryClient::open(switched.clone(), rebuild).await.unwrap();
+    let client = open_rebuilt(switched.clone()).await;
     assert_eq!(
         client.startup_sync().embedded,
         2,
@@ -612,15 +608,7 @@ async fn keys_follow_neighbour_edits_and_match_a_rebuild() {
     let incremental = answers(&client, &queries).await;
     drop(client);
 
-    let rebuilt = MemoryClient::open(
-        config(),
-        OpenOptions {
-            rebuild: true,
-            ..OpenOptions::default()
-        },
-    )
-    .await
-    .unwrap();
+    let rebuilt = open_rebuilt(config()).await;
     assert_eq!(answers(&rebuilt, &queries).await, incremental);
 }
 
@@ -847,15 +835,7 @@ async fn a_new_key_scheme_or_bm25_setting_rebuilds_every_lexical_vector() {
     let k1_20 = lexical_scores(&resaturated.search(query()).await.unwrap());
     assert_ne!(k1_20, k1_12, "the scores follow the new k1");
     drop(resaturated);
-    let rebuilt = MemoryClient::open(
-        lexical_only(true, 2.0),
-        OpenOptions {
-            rebuild: true,
-            ..OpenOptions::default()
-        },
-    )
-    .await
-    .unwrap();
+    let rebuilt = open_rebuilt(lexical_only(true, 2.0)).await;
     assert_eq!(
         lexical_scores(&rebuilt.search(query()).await.unwrap()),
         k1_20

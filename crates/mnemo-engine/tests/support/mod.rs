@@ -35,6 +35,18 @@ pub fn config_without_reranker(memory_path: &Path) -> Config {
     config
 }
 
+/// A client on the store `config` names, its index thrown away and rebuilt from the files
+/// first, as `mnemo reindex --full` opens it.
+pub async fn open_rebuilt(config: Config) -> mnemo_engine::MemoryClient {
+    let rebuild = mnemo_engine::OpenOptions {
+        rebuild: true,
+        ..mnemo_engine::OpenOptions::default()
+    };
+    mnemo_engine::MemoryClient::open(config, rebuild)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
 /// The conversation `id`, which the tests write valid.
 pub fn conv(id: &str) -> ConversationId {
     ConversationId::new(id).expect("a valid conversation id")
