@@ -53,16 +53,17 @@ enum SessionsCommand {
         #[arg(short, long)]
         output: Option<std::path::PathBuf>,
     },
-    /// Create a session from an exported one, or from pydantic-deep's (a pydantic-ai
-    /// message list: its `messages.json`, or the session folder holding it)
+    /// Create a session from an exported one, from pydantic-deep's (a pydantic-ai message
+    /// list: its `messages.json`, or the session folder holding it) or from co-cli's (its
+    /// `<id>.jsonl` transcript)
     Import {
-        /// The exported JSON ('-' for standard input), a pydantic-ai `messages.json`, or a
-        /// folder holding one
+        /// The exported JSON ('-' for standard input), a pydantic-ai `messages.json` or a
+        /// folder holding one, or a co-cli transcript
         file: std::path::PathBuf,
-        /// The id to give it [default: its exported id; a new one for a pydantic-ai history]
+        /// The id to give it [default: its exported id; a new one for another system's]
         #[arg(long = "as")]
         new_id: Option<String>,
-        /// For a pydantic-ai history: the conversation whose memories feed it
+        /// For another system's session: the conversation whose memories feed it
         #[arg(short, long, default_value = "default")]
         conversation: String,
     },
@@ -219,11 +220,10 @@ pub async fn sessions(global: &GlobalArgs, args: SessionsArgs) -> CommandResult 
 /// The largest export read: a full log and its settings.
 const MAX_EXPORT_BYTES: u64 = mnemo_session::log::MAX_LOG_BYTES + (16 << 20);
 
-/// An exported session from `file` (`-`: standard input), read as untrusted: a regular file
-/// (no link, no device), bounded in size, JSON of the export's shape.
-/// The session document `file` holds: a mnemo export, or a pydantic-ai message list (read
-/// from `messages.json` when `file` is a folder) made into one, under `id` (else a new id)
-/// in `conversation`.
+/// The session document `file` (`-`: standard input) holds, read as untrusted (a regular
+/// file, no link, no device, bounded in size): a mnemo export, or a pydantic-ai message list
+/// (read from `messages.json` when `file` is a folder) or a co-cli transcript made into one,
+/// under `id` (else a new id) in `conversation`.
 fn read_export(
     file: &std::path::Path,
     id: Option<&SessionId>,
@@ -254,25 +254,10 @@ fn read_export(
         mnemo_store::untrusted::read_regular(file, MAX_EXPORT_BYTES)
             .map_err(|e| Failure::invalid(anyhow!("{}: {e}", file.display())))?
     };
-    let not_a_session = |e: &dyn std::fmt::Display| {
-        Failure::invalid(anyhow!(
-            "{} is not an exported session: {e}",
-            file.display()
-        ))
-    };
-    let document: serde_json::Value =
-        serde_json::from_slice(&bytes).map_err(|e| not_a_session(&e))?;
-    if mnemo_session::foreign::is_pydantic_ai(&document) {
-        let id = id.cloned().unwrap_or_else(SessionId::generate);
-        return mnemo_session::foreign::from_pydantic_ai(&document, id.as_str(), conversation)
-            .map_err(|e| {
-                Failure::invalid(anyhow!(
-                    "{} is not a pydantic-ai history mnemo reads: {e}",
-                    file.display()
-                ))
-            });
-    }
-    serde_json::from_value(document).map_err(|e| not_a_session(&e))
+    let id = id.cloned().unwrap_or_else(SessionId::generate);
+    mnemo_session::foreign::read_document(&bytes, id.as_str(), conversation)
+        .map(|(_, export)| export)
+        .map_err(|e| Failure::invalid(anyhow!("{} is {e}", file.display())))
 }
 
 async fn list(

@@ -248,4 +248,35 @@ fn a_pydantic_deep_session_folder_is_imported_as_a_mnemo_session() {
     let stderr = String::from_utf8_lossy(&refused.stderr);
     assert!(stderr.contains("message 0, part 0"), "{stderr}");
     assert!(!root.join("sessions/bad").exists());
+
+    // co-cli's transcript: JSON lines of the same messages, between control lines.
+    let lines: Vec<String> = std::iter::once(r#"{"type":"session_meta"}"#.to_owned())
+        .chain(
+            history
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|m| serde_json::json!([m]).to_string()),
+        )
+        .collect();
+    let transcript = dir.path().join("0f3e2c1a.jsonl");
+    std::fs::write(&transcript, lines.join("\n") + "\n").unwrap();
+    let transcript_arg = transcript.to_str().unwrap();
+    let imported = ok(&mnemo(
+        &root,
+        &["sessions", "import", transcript_arg, "-c", "work"],
+    ));
+    let id = imported.trim();
+    assert_eq!(
+        ok(&mnemo(&root, &["sessions", "show", id])).replace(id, "ID"),
+        shown.replace("from-deep", "ID")
+    );
+    std::fs::write(&transcript, lines.join("\n") + "\n{\"type\": \"event\"}\n").unwrap();
+    let refused = mnemo(&root, &["sessions", "import", transcript_arg]);
+    assert_eq!(refused.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("is not a co-cli transcript mnemo reads: line 6 is neither"),
+        "{stderr}"
+    );
 }

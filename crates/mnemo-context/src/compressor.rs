@@ -222,7 +222,15 @@ impl<'a> Compressor<'a> {
     /// Whether `buffer` is past the threshold, so that [`Compressor::compress`] would call
     /// the summariser: for an agent that decides when to compress, or says so first.
     pub fn should_compress(&self, buffer: &ConversationBuffer) -> bool {
-        let tokens = messages_tokens(self.counter, &buffer.to_messages());
+        self.should_compress_with(buffer, "")
+    }
+
+    /// [`Compressor::should_compress`] for a buffer sent with `system_context`: what goes
+    /// with every request but is not in the buffer (a system prompt the agent keeps apart,
+    /// tool definitions, injected memories). It takes room in the window, so it counts
+    /// towards the threshold; it is never summarised.
+    pub fn should_compress_with(&self, buffer: &ConversationBuffer, system_context: &str) -> bool {
+        let tokens = self.tokens(buffer, system_context);
         let (system, question) = cut(buffer.entries());
         (tokens as f64) > self.threshold * self.window().tokens as f64 && question > system
     }
@@ -233,8 +241,18 @@ impl<'a> Compressor<'a> {
         &self,
         buffer: &mut ConversationBuffer,
     ) -> Result<Option<ContextReport>, String> {
+        self.compress_with(buffer, "").await
+    }
+
+    /// [`Compressor::compress`] for a buffer sent with `system_context`
+    /// ([`Compressor::should_compress_with`]); the report's token counts include it.
+    pub async fn compress_with(
+        &self,
+        buffer: &mut ConversationBuffer,
+        system_context: &str,
+    ) -> Result<Option<ContextReport>, String> {
         let window = self.window();
-        let tokens = messages_tokens(self.counter, &buffer.to_messages());
+        let tokens = self.tokens(buffer, system_context);
         if let Some(callbacks) = self.callbacks {
             let used = tokens as f64 / window.tokens.max(1) as f64;
             callbacks.on_usage_update(used, tokens, window.tokens);
@@ -258,7 +276,7 @@ impl<'a> Compressor<'a> {
         let injected = self.inject_after_summary(buffer, system);
         let report = ContextReport {
             tokens_before: tokens,
-            tokens_after: messages_tokens(self.counter, &buffer.to_messages()),
+            tokens_after: self.tokens(buffer, system_context),
             window: window.tokens,
             window_source: Some(window.source),
             counter: self.counter.name(),
@@ -271,6 +289,15 @@ impl<'a> Compressor<'a> {
             callbacks.on_governed(&report);
         }
         Ok(Some(report))
+    }
+
+    /// The tokens of `buffer`'s messages and of `system_context` sent beside them.
+    fn tokens(&self, buffer: &ConversationBuffer, system_context: &str) -> usize {
+        let mut messages = buffer.to_messages();
+        if !system_context.is_empty() {
+            messages.push(json!({"role": "system", "content": system_context}));
+        }
+        messages_tokens(self.counter, &messages)
     }
 
     async fn summarise(
@@ -566,6 +593,30 @@ mod tests {
         );
         let roomy = Compressor::new("m", &ApproxCounter, &summariser).with_window(1_000_000);
         assert!(!roomy.should_compress(&gardening()));
+    }
+
+    #[tokio::test]
+    async fn the_system_context_sent_beside_the_buffer_counts_towards_the_threshold() {
+        let summariser = counting();
+        let tokens = messages_tokens(&ApproxCounter, &gardening().to_messages()) as u64;
+        // Half the window: not due by itself.
+        let compressor =
+            Compressor::new("m", &ApproxCounter, &summariser).with_window(tokens * 2);
+        let mut buffer = gardening();
+        assert!(!compressor.should_compress(&buffer));
+        assert_eq!(compressor.compress(&mut buffer).await.unwrap(), None);
+        // Tools and memories the size of the buffer again fill the window.
+        let context = "Tool: water(plant, litres). ".repeat(tokens as usize / 6);
+        assert!(compressor.should_compress_with(&buffer, &context));
+        let report = compressor
+            .compress_with(&mut buffer, &context)
+            .await
+            .unwrap()
+            .expect("compressed");
+        assert!(report.tokens_before as u64 > tokens * 8 / 5, "{report:?}");
+        assert!(!buffer.to_messages().iter().any(|m| m["content"]
+            .as_str()
+            .is_some_and(|c| c.contains("Tool: water"))));
     }
 
     #[test]

@@ -157,7 +157,11 @@ fn check_json(headers: &HeaderMap) -> Result<(), ApiError> {
         .unwrap_or("")
         .trim()
         .to_ascii_lowercase();
+    // JSON lines (a co-cli transcript to import) too: like JSON, no browser form can send
+    // them without asking first.
     let json = essence == "application/json"
+        || essence == "application/x-ndjson"
+        || essence == "application/jsonl"
         || (essence.starts_with("application/") && essence.ends_with("+json"));
     if json {
         return Ok(());
@@ -170,7 +174,9 @@ fn check_json(headers: &HeaderMap) -> Result<(), ApiError> {
     Err(ApiError::new(
         StatusCode::UNSUPPORTED_MEDIA_TYPE,
         "invalid_request_error",
-        format!("the body must be sent as Content-Type: application/json (got {got})"),
+        format!(
+            "the body must be sent as Content-Type: application/json (or application/x-ndjson for JSON lines; got {got})"
+        ),
     ))
 }
 

@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use crate::auth::Grant;
-use crate::body::{JsonBody, OptionalJsonBody, QueryParams};
+use crate::body::{read_bytes, OptionalJsonBody, QueryParams};
 use crate::error::shared_answers::{
     BodyTooLarge, InvalidRequest, MayNotReadConversation, MayNotReadSession,
     MayNotWriteConversation, MayNotWriteSession, NoSuchSession,
@@ -307,12 +307,18 @@ pub(crate) async fn export(
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
 pub struct ImportQuery {
-    /// The id to import it as; the exported id when unset.
+    /// The id to import it as; the exported id when unset (a new one for another system's
+    /// session).
     #[serde(rename = "as")]
     as_id: Option<String>,
+    /// For another system's session: the conversation whose memories feed it
+    /// (default `default`); a mnemo export names its own.
+    conversation: Option<String>,
 }
 
-/// Import an exported session (`GET /v1/sessions/{id}/export`) under its id or `?as=`. The
+/// Import a session: an exported one (`GET /v1/sessions/{id}/export`) under its id or
+/// `?as=`, or another system's under `?as=` or a new id, in `?conversation=`: a pydantic-ai
+/// message list (pydantic-deep's `messages.json`) or a co-cli transcript (JSON lines). The
 /// document is checked as any store file is: its format and version, a free session id, its
 /// conversation and agent names, chat messages in its records. A deleted session comes back
 /// live. Needs write on its conversation (and its agent, if it has one).
@@ -321,7 +327,7 @@ pub struct ImportQuery {
     path = "/v1/sessions",
     tag = "sessions",
     params(ImportQuery),
-    request_body(content = SessionExport, description = "An exported session"),
+    request_body(content = SessionExport, description = "An exported session, a pydantic-ai message list or a co-cli transcript"),
     responses(
         (status = 201, description = "The imported session", body = Forked),
         InvalidRequest,
@@ -334,9 +340,16 @@ pub(crate) async fn import(
     State(state): State<AppState>,
     grant: Grant,
     QueryParams(query): QueryParams<ImportQuery>,
-    JsonBody(export): JsonBody<SessionExport>,
+    body: axum::body::Body,
 ) -> Result<Response, ApiError> {
     let as_id = query.as_id.as_deref().map(session_id).transpose()?;
+    let requested = query.conversation.as_deref().unwrap_or("default");
+    ConversationId::new(requested)
+        .map_err(|e| ApiError::invalid(format!("the conversation: {e}")))?;
+    let bytes = read_bytes(body, state.options.max_body_bytes).await?;
+    let new_id = as_id.clone().unwrap_or_else(SessionId::generate);
+    let (_, export) = mnemo_session::foreign::read_document(&bytes, new_id.as_str(), requested)
+        .map_err(|e| ApiError::invalid(format!("the body is {e}")))?;
     let conversation = ConversationId::new(&export.meta.conversation)
         .map_err(|e| ApiError::invalid(format!("the export's conversation: {e}")))?;
     grant

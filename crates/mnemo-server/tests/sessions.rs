@@ -518,6 +518,82 @@ async fn a_session_exports_as_json_and_imports_under_a_new_id() {
     server.shutdown().await;
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn another_systems_session_is_imported_into_the_named_conversation() {
+    let llm = ScriptedLlm::with_handler(model).await;
+    let server = Server::start(Some(llm.base_url())).await;
+    let sessions = format!("{}/v1/sessions", server.url);
+    let question = json!({"kind": "request", "parts": [
+        {"part_kind": "user-prompt", "content": "Which port does the proxy use?", "timestamp": "2026-09-01T08:00:00Z"}
+    ]});
+    let answer =
+        json!({"kind": "response", "parts": [{"part_kind": "text", "content": "Port 8080."}]});
+
+    // pydantic-deep's messages.json, as JSON.
+    let (status, body) = post(
+        &format!("{sessions}?as=deep&conversation=work"),
+        json!([question, answer]),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(body["conversation"], "work", "{body}");
+    assert_eq!(
+        logged(&server, "deep", false).await,
+        [
+            (
+                "user".to_owned(),
+                "Which port does the proxy use?".to_owned()
+            ),
+            ("assistant".to_owned(), "Port 8080.".to_owned())
+        ]
+    );
+
+    // co-cli's transcript, as JSON lines, under a new id.
+    let transcript = format!(
+        "{}\n{}\n{}\n",
+        json!([question]),
+        r#"{"type":"compact_boundary"}"#,
+        json!([answer])
+    );
+    let posted = |url: String, body: String| async move {
+        let response = reqwest::Client::new()
+            .post(url)
+            .header("content-type", "application/x-ndjson")
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        let status = response.status().as_u16();
+        (
+            status,
+            response.json::<Value>().await.unwrap_or(Value::Null),
+        )
+    };
+    let (status, body) = posted(sessions.clone(), transcript.clone()).await;
+    assert_eq!(status, 201, "{body}");
+    let id = body["id"].as_str().unwrap().to_owned();
+    assert_eq!(body["conversation"], "default", "{body}");
+    assert_eq!(
+        logged(&server, &id, false).await,
+        logged(&server, "deep", false).await
+    );
+
+    // A broken line is named, and nothing is left of the refused import.
+    let broken = transcript.replace("\"response\"", "\"event\"");
+    let (status, body) = posted(format!("{sessions}?as=broken"), broken).await;
+    assert_eq!(status, 400, "{body}");
+    assert!(error_message(&body).contains("line 3, message 0"), "{body}");
+    let (status, _) = get(&format!("{sessions}/broken")).await;
+    assert_eq!(status, 404);
+    let (status, body) = post(
+        &format!("{sessions}?conversation=..%2Fx"),
+        json!([question]),
+    )
+    .await;
+    assert_eq!(status, 400, "{body}");
+    server.shutdown().await;
+}
+
 /// Answers a titling request with a quoted title, others like [`model`].
 fn titling_model(request: &ChatRequest) -> Reply {
     if request

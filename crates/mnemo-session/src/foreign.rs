@@ -7,9 +7,18 @@
 //! [`from_pydantic_ai`] turns it into the OpenAI chat messages a mnemo session logs, in
 //! order: one message per system prompt, user prompt and tool return, one assistant message
 //! per response (its text joined, its tool calls kept with their ids). Thinking is left out,
-//! as no upstream takes it back. The document is untrusted: anything that is not a message
-//! list of that shape is an error naming the message and part, and the result then goes
-//! through the same checks as any import ([`crate::SessionStore::import`]).
+//! as no upstream takes it back.
+//!
+//! co-cli keeps a session as a JSON-lines transcript (`<id>.jsonl`): each line a list of
+//! pydantic-ai messages (one, as co-cli writes them), between control lines
+//! (`{"type": "compact_boundary"}`, `{"type": "session_meta", ...}`) that [`from_co_cli`]
+//! passes over. Every message of the file is read, as co-cli itself resumes a transcript of
+//! ordinary size: a mnemo log keeps everything, and governance decides what is sent.
+//!
+//! [`read_document`] tells the three documents apart (mnemo's export, a message list, a
+//! transcript). Each is untrusted: anything that is not of its shape is an error naming the
+//! message and part (and line), and the result then goes through the same checks as any
+//! import ([`crate::SessionStore::import`]).
 
 use chrono::{DateTime, Utc};
 use serde_json::{json, Map, Value};
@@ -18,6 +27,126 @@ use crate::export::{SessionExport, EXPORT_FORMAT, EXPORT_VERSION, MAX_IMPORT_REC
 use crate::log::Record;
 use crate::store::SessionMeta;
 use crate::SessionError;
+
+/// The session documents [`read_document`] reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DocumentKind {
+    /// mnemo's own export (`mnemo sessions export`, `GET /v1/sessions/{id}/export`).
+    Mnemo,
+    /// A pydantic-ai message list: pydantic-deep's `messages.json`.
+    PydanticAi,
+    /// A co-cli transcript: JSON lines of pydantic-ai messages.
+    CoCli,
+}
+
+/// The session `bytes` hold, as a mnemo export: mnemo's own export as it is, a pydantic-ai
+/// message list or a co-cli transcript made into one under `new_id` in `conversation`.
+pub fn read_document(
+    bytes: &[u8],
+    new_id: &str,
+    conversation: &str,
+) -> Result<(DocumentKind, SessionExport), SessionError> {
+    let document: Value = match serde_json::from_slice(bytes) {
+        Ok(document) => document,
+        Err(_) if looks_like_json_lines(bytes) => {
+            return from_co_cli(bytes, new_id, conversation)
+                .map(|export| (DocumentKind::CoCli, export))
+                .map_err(|e| {
+                    SessionError::Invalid(format!("not a co-cli transcript mnemo reads: {e}"))
+                });
+        }
+        Err(e) => {
+            return Err(SessionError::Invalid(format!(
+                "not a session document (an export, a pydantic-ai message list or a co-cli transcript): {e}"
+            )))
+        }
+    };
+    if is_pydantic_ai(&document) {
+        return from_pydantic_ai(&document, new_id, conversation)
+            .map(|export| (DocumentKind::PydanticAi, export))
+            .map_err(|e| {
+                SessionError::Invalid(format!("not a pydantic-ai history mnemo reads: {e}"))
+            });
+    }
+    serde_json::from_value(document)
+        .map(|export| (DocumentKind::Mnemo, export))
+        .map_err(|e| SessionError::Invalid(format!("not an exported session: {e}")))
+}
+
+/// Whether `bytes` are JSON lines rather than one JSON document: more than one line, the
+/// first of them JSON by itself.
+fn looks_like_json_lines(bytes: &[u8]) -> bool {
+    let mut lines = bytes
+        .split(|&b| b == b'\n')
+        .filter(|line| !line.trim_ascii().is_empty());
+    let first = lines.next();
+    lines.next().is_some()
+        && first.is_some_and(|line| serde_json::from_slice::<Value>(line).is_ok())
+}
+
+/// A mnemo export of the co-cli transcript `bytes`, to be imported under `id` in
+/// `conversation`. A last line cut short (a crash while co-cli wrote it) is left out and
+/// counted in `skipped_lines`; any other line that is neither a message list nor a control
+/// line is an error naming it.
+pub fn from_co_cli(
+    bytes: &[u8],
+    id: &str,
+    conversation: &str,
+) -> Result<SessionExport, SessionError> {
+    let text = std::str::from_utf8(bytes)
+        .map_err(|e| SessionError::Invalid(format!("the transcript is not UTF-8: {e}")))?;
+    let lines: Vec<&str> = text.split('\n').collect();
+    let torn_tail = !text.ends_with('\n');
+    let mut records = Vec::new();
+    let mut skipped = 0;
+    for (n, line) in lines.iter().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let number = n + 1;
+        let value: Value = match serde_json::from_str(line) {
+            Ok(value) => value,
+            Err(_) if torn_tail && n + 1 == lines.len() => {
+                skipped += 1;
+                continue;
+            }
+            Err(e) => return Err(SessionError::Invalid(format!("line {number}: {e}"))),
+        };
+        match value {
+            Value::Array(items) => {
+                for (k, item) in items.iter().enumerate() {
+                    if records.len() >= MAX_IMPORT_RECORDS {
+                        return Err(SessionError::Invalid(format!(
+                            "line {number}: the transcript has more than {MAX_IMPORT_RECORDS} messages, the most an import takes"
+                        )));
+                    }
+                    let found = message_records(item, k, last_time(&records))
+                        .map_err(|e| SessionError::Invalid(format!("line {number}, {e}")))?;
+                    records.extend(found);
+                }
+            }
+            Value::Object(control)
+                if matches!(
+                    control.get("type").and_then(Value::as_str),
+                    Some("compact_boundary" | "session_meta")
+                ) => {}
+            _ => {
+                return Err(SessionError::Invalid(format!(
+                    "line {number} is neither a list of messages nor a control line"
+                )))
+            }
+        }
+    }
+    if records.is_empty() {
+        return Err(SessionError::Invalid(
+            "the transcript holds no message".into(),
+        ));
+    }
+    let mut export = export_of(records, id, conversation);
+    export.skipped_lines = skipped;
+    Ok(export)
+}
 
 /// Whether `document` looks like a pydantic-ai message list (a list whose first item has a
 /// `kind` and `parts`), rather than a mnemo export.
@@ -36,34 +165,52 @@ pub fn from_pydantic_ai(
     id: &str,
     conversation: &str,
 ) -> Result<SessionExport, SessionError> {
-    let invalid = |m: String| SessionError::Invalid(m);
-    let items = document
-        .as_array()
-        .ok_or_else(|| invalid("a pydantic-ai history is a list of messages".into()))?;
+    let items = document.as_array().ok_or_else(|| {
+        SessionError::Invalid("a pydantic-ai history is a list of messages".into())
+    })?;
     if items.len() > MAX_IMPORT_RECORDS {
-        return Err(invalid(format!(
+        return Err(SessionError::Invalid(format!(
             "the history has {} messages; an import takes at most {MAX_IMPORT_RECORDS}",
             items.len()
         )));
     }
     let mut records = Vec::new();
     for (n, item) in items.iter().enumerate() {
-        let at = timestamp(item);
-        let messages = match item["kind"].as_str() {
-            Some("request") => request_messages(item, n)?,
-            Some("response") => response_message(item, n)?.into_iter().collect(),
-            other => {
-                return Err(invalid(format!(
-                    "message {n}: kind {other:?} is neither \"request\" nor \"response\""
-                )))
-            }
-        };
-        records.extend(messages.into_iter().map(|message| Record::Message {
+        records.extend(message_records(item, n, last_time(&records))?);
+    }
+    Ok(export_of(records, id, conversation))
+}
+
+/// The records of pydantic-ai message `item`, the `n`th of its document, dated by its own
+/// timestamp, else as the message before it (`previous`), else now.
+fn message_records(
+    item: &Value,
+    n: usize,
+    previous: Option<DateTime<Utc>>,
+) -> Result<Vec<Record>, SessionError> {
+    let at = timestamp(item).or(previous).unwrap_or_else(Utc::now);
+    let messages = match item["kind"].as_str() {
+        Some("request") => request_messages(item, n)?,
+        Some("response") => response_message(item, n)?.into_iter().collect(),
+        other => {
+            return Err(SessionError::Invalid(format!(
+                "message {n}: kind {other:?} is neither \"request\" nor \"response\""
+            )))
+        }
+    };
+    Ok(messages
+        .into_iter()
+        .map(|message| Record::Message {
             at,
             message,
             incomplete: false,
-        }));
-    }
+        })
+        .collect())
+}
+
+/// `records` as an export under `id` in `conversation`: titled by the first user message,
+/// created and updated when its first and last messages were.
+fn export_of(records: Vec<Record>, id: &str, conversation: &str) -> SessionExport {
     let first_prompt = records
         .iter()
         .find_map(|r| match r {
@@ -80,14 +227,14 @@ pub fn from_pydantic_ai(
     if let Some(Record::Message { at, .. }) = records.last() {
         meta.updated_at = *at;
     }
-    Ok(SessionExport {
+    SessionExport {
         format: EXPORT_FORMAT.to_owned(),
         version: EXPORT_VERSION,
         id: id.to_owned(),
         meta,
         records,
         skipped_lines: 0,
-    })
+    }
 }
 
 fn parts(item: &Value, n: usize) -> Result<&Vec<Value>, SessionError> {
@@ -187,18 +334,23 @@ fn text(content: &Value) -> String {
     }
 }
 
-/// When a message was made: its own `timestamp`, else the first one among its parts, else
-/// now.
-fn timestamp(item: &Value) -> DateTime<Utc> {
+/// When the last of `records` was written.
+fn last_time(records: &[Record]) -> Option<DateTime<Utc>> {
+    records.iter().rev().find_map(|r| match r {
+        Record::Message { at, .. } => Some(*at),
+        _ => None,
+    })
+}
+
+/// When a message was made: its own `timestamp`, else the first one among its parts.
+fn timestamp(item: &Value) -> Option<DateTime<Utc>> {
     let parse = |v: &Value| {
         v.as_str()
             .and_then(|s| DateTime::parse_from_rfc3339(s).ok())
             .map(|t| t.with_timezone(&Utc))
     };
     let parts = item["parts"].as_array().map(Vec::as_slice).unwrap_or(&[]);
-    parse(&item["timestamp"])
-        .or_else(|| parts.iter().find_map(|p| parse(&p["timestamp"])))
-        .unwrap_or_else(Utc::now)
+    parse(&item["timestamp"]).or_else(|| parts.iter().find_map(|p| parse(&p["timestamp"])))
 }
 
 #[cfg(test)]
@@ -266,5 +418,80 @@ mod tests {
         assert!(from_pydantic_ai(&nameless, "s1", "default").is_err());
         assert!(!is_pydantic_ai(&json!({"format": "mnemo-session"})));
         assert!(from_pydantic_ai(&json!({"kind": "request"}), "s1", "default").is_err());
+    }
+
+    /// A co-cli transcript of `history()`: one message a line, between control lines.
+    fn transcript() -> String {
+        let mut lines = vec![
+            r#"{"type":"session_meta","parent_session":"a.jsonl","reason":"compaction"}"#
+                .to_owned(),
+        ];
+        for (n, message) in history().as_array().unwrap().iter().enumerate() {
+            lines.push(json!([message]).to_string());
+            if n == 1 {
+                lines.push(r#"{"type":"compact_boundary"}"#.to_owned());
+            }
+        }
+        lines.join("\n") + "\n"
+    }
+
+    #[test]
+    fn a_co_cli_transcript_reads_as_the_same_messages_as_its_message_list() {
+        let (kind, export) = read_document(transcript().as_bytes(), "s2", "work").unwrap();
+        assert_eq!(kind, DocumentKind::CoCli);
+        let listed = from_pydantic_ai(&history(), "s2", "work").unwrap();
+        assert_eq!(export.records, listed.records);
+        assert_eq!(export.meta.conversation, "work");
+        assert_eq!(export.skipped_lines, 0);
+
+        // A last line cut short by a crash is left out and counted.
+        let torn = transcript() + r#"[{"kind": "request", "parts": [{"part_k"#;
+        let (_, export) = read_document(torn.as_bytes(), "s2", "work").unwrap();
+        assert_eq!(export.records, listed.records);
+        assert_eq!(export.skipped_lines, 1);
+    }
+
+    #[test]
+    fn a_broken_co_cli_line_is_refused_naming_it() {
+        let broken = transcript().replacen("\"kind\":\"response\"", "\"kind\":\"event\"", 1);
+        let err = read_document(broken.as_bytes(), "s2", "work")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("not a co-cli transcript mnemo reads: line 3, message 0"),
+            "{err}"
+        );
+        let not_json = transcript().replacen("{\"type\":\"compact_boundary\"}", "{oops", 1);
+        let err = read_document(not_json.as_bytes(), "s2", "work")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("line 4: "), "{err}");
+        let stray = transcript() + "42\n";
+        let err = read_document(stray.as_bytes(), "s2", "work")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("line 7 is neither a list of messages nor a control line"),
+            "{err}"
+        );
+        let empty = "{\"type\":\"compact_boundary\"}\n{\"type\":\"compact_boundary\"}\n";
+        let err = read_document(empty.as_bytes(), "s2", "work")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("holds no message"), "{err}");
+    }
+
+    #[test]
+    fn each_document_is_told_apart_and_a_stranger_is_named() {
+        let (kind, _) = read_document(history().to_string().as_bytes(), "s3", "w").unwrap();
+        assert_eq!(kind, DocumentKind::PydanticAi);
+        let err = read_document(br#"{"format": "x"}"#, "s3", "w")
+            .unwrap_err()
+            .to_string();
+        assert!(err.starts_with("not an exported session: "), "{err}");
+        let err = read_document(b"hello\nworld\n", "s3", "w")
+            .unwrap_err()
+            .to_string();
+        assert!(err.starts_with("not a session document"), "{err}");
     }
 }
