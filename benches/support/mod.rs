@@ -1,7 +1,7 @@
 //! What several benchmarks share: the memories they fill a store with, where the models are.
 
 // Each bench is its own crate and uses part of this module.
-#![allow(dead_code)]
+#![allow(dead_code, unused_imports)]
 
 /// The `i`th memory of a synthetic store: 125 distinct sentences (a subject, a verb, an
 /// object), each numbered, so searches have near-duplicates to rank and MMR to thin out.
@@ -58,10 +58,7 @@ pub fn locomo_session_number(key: &str) -> u32 {
         .unwrap_or(0)
 }
 
-/// The models set-up installs, under the repository.
-pub fn models_dir() -> std::path::PathBuf {
-    std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("models")
-}
+pub use mnemo_test_support::{models_dir, percentile};
 
 /// Starts the local LLM set-up installed (`scripts/setup llm`); returns it and a config
 /// with the models' folder set, for the bench to complete.
@@ -79,14 +76,6 @@ pub async fn local_llm() -> (mnemo_llm::LocalLlm, mnemo_core::Config) {
     .await
     .expect("the local LLM starts (scripts/setup llm)");
     (llm, base)
-}
-
-/// The `p` quantile (0..=1) of `values` (durations, or milliseconds as `f64`), which it
-/// sorts: the nearest rank.
-pub fn percentile<T: Copy + PartialOrd>(values: &mut [T], p: f64) -> T {
-    values.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
-    let i = ((values.len() as f64 - 1.0) * p).round() as usize;
-    values[i]
 }
 
 /// Milliseconds, to the microsecond.

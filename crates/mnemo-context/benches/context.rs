@@ -21,6 +21,7 @@ use mnemo_context::{
     ApproxCounter, CachedCounter, ContextWindows, Governor, InflationGuard, MemoryOutputStore,
     MemorySummaryStore, Strategy, Summariser, TiktokenCounter, TokenCounter,
 };
+use mnemo_test_support::percentile;
 use serde_json::{json, Value};
 
 const TURNS: usize = 200;
@@ -181,11 +182,6 @@ async fn replay(mode: &'static str, trace: &[[Value; 4]], counter: &dyn TokenCou
     run
 }
 
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i.min(sorted.len() - 1)]
-}
-
 fn millis(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
@@ -232,8 +228,6 @@ async fn timing(trace: &[[Value; 4]], counter: &dyn TokenCounter, rounds: usize)
         std::hint::black_box(messages_tokens(counter, &messages));
         count_only.push(millis(started.elapsed()));
     }
-    govern.sort_by(f64::total_cmp);
-    count_only.sort_by(f64::total_cmp);
     let chars: usize = messages.iter().map(|m| m.to_string().len()).sum();
     json!({
         "messages": messages.len(),
@@ -242,10 +236,10 @@ async fn timing(trace: &[[Value; 4]], counter: &dyn TokenCounter, rounds: usize)
         "tokens_after": first.report.tokens_after,
         "stages": first.report.stages,
         "first_request_ms": millis(cold),
-        "govern_ms_p50": percentile(&govern, 0.5),
-        "govern_ms_p99": percentile(&govern, 0.99),
-        "baseline_count_only_ms_p50": percentile(&count_only, 0.5),
-        "baseline_count_only_ms_p99": percentile(&count_only, 0.99),
+        "govern_ms_p50": percentile(&mut govern, 0.5),
+        "govern_ms_p99": percentile(&mut govern, 0.99),
+        "baseline_count_only_ms_p50": percentile(&mut count_only, 0.5),
+        "baseline_count_only_ms_p99": percentile(&mut count_only, 0.99),
         "rounds": rounds,
     })
 }
@@ -264,11 +258,10 @@ fn counter_error(trace: &[[Value; 4]], exact: &dyn TokenCounter) -> Value {
         }
     }
     let mut abs: Vec<f64> = errors.iter().map(|e| e.abs()).collect();
-    abs.sort_by(f64::total_cmp);
     json!({
         "messages": errors.len(),
-        "relative_error_abs_p50": percentile(&abs, 0.5),
-        "relative_error_abs_p99": percentile(&abs, 0.99),
+        "relative_error_abs_p50": percentile(&mut abs, 0.5),
+        "relative_error_abs_p99": percentile(&mut abs, 0.99),
         "mean_signed_relative_error": errors.iter().sum::<f64>() / errors.len() as f64,
         "total_ratio_approx_over_exact": approx_total as f64 / exact_total as f64,
     })

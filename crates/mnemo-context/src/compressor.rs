@@ -600,8 +600,7 @@ mod tests {
         let summariser = counting();
         let tokens = messages_tokens(&ApproxCounter, &gardening().to_messages()) as u64;
         // Half the window: not due by itself.
-        let compressor =
-            Compressor::new("m", &ApproxCounter, &summariser).with_window(tokens * 2);
+        let compressor = Compressor::new("m", &ApproxCounter, &summariser).with_window(tokens * 2);
         let mut buffer = gardening();
         assert!(!compressor.should_compress(&buffer));
         assert_eq!(compressor.compress(&mut buffer).await.unwrap(), None);

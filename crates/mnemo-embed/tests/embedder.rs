@@ -1,13 +1,8 @@
 //! The real all-MiniLM-L6-v2 model on the real ONNX Runtime library, as `scripts/setup`
 //! installs them under `models/`.
 
-use std::path::{Path, PathBuf};
-
 use mnemo_embed::{cosine, EmbedError, Embedder, EmbedderConfig};
-
-fn models_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../models")
-}
+use mnemo_test_support::models_dir;
 
 fn config() -> EmbedderConfig {
     let models = models_dir();
@@ -73,7 +68,7 @@ fn related_text_is_closer_than_unrelated_text() {
 #[test]
 fn a_missing_model_names_the_path_and_the_setup_command() {
     let mut cfg = config();
-    cfg.model_dir = PathBuf::from("/nonexistent/model-dir");
+    cfg.model_dir = std::path::PathBuf::from("/nonexistent/model-dir");
     let err = Embedder::load(&cfg).unwrap_err();
     assert!(matches!(err, EmbedError::Missing { .. }), "{err:?}");
     let msg = err.to_string();

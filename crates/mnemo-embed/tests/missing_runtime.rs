@@ -1,13 +1,11 @@
 //! Runs in its own process: ONNX Runtime can be loaded only once per process, so the
 //! "library missing" case must come before any successful load.
 
-use std::path::PathBuf;
-
 use mnemo_embed::{EmbedError, Embedder, EmbedderConfig};
 
 #[test]
 fn a_missing_runtime_library_names_the_path_and_the_setup_command() {
-    let models = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../models");
+    let models = mnemo_test_support::models_dir();
     let cfg = EmbedderConfig::new(
         "/nonexistent/libonnxruntime.so",
         models.join("all-MiniLM-L6-v2"),

@@ -3,13 +3,8 @@
 //! document's tokens score apple 3, banana 2, cherry 1, rotten -4, anything else 0, and the
 //! query's tokens never count.
 
-use std::path::PathBuf;
-
 use mnemo_embed::{EmbedError, Reranker, RerankerConfig};
-
-fn models() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../models")
-}
+use mnemo_test_support::models_dir as models;
 
 fn config() -> RerankerConfig {
     let dir = models().join("tiny-cross-encoder");
@@ -66,7 +61,7 @@ fn long_pairs_are_truncated_at_max_length() {
 #[test]
 fn a_missing_model_names_the_path_and_the_setup_command() {
     let mut cfg = config();
-    cfg.model_dir = PathBuf::from("/nonexistent/cross-encoder");
+    cfg.model_dir = std::path::PathBuf::from("/nonexistent/cross-encoder");
     let err = Reranker::load(&cfg).unwrap_err();
     assert!(matches!(err, EmbedError::Missing { .. }), "{err:?}");
     let msg = err.to_string();

@@ -476,7 +476,7 @@ impl ScopedClient {
     /// The conversations that have a rolling summary and that this caller may read, sorted.
     pub fn summarised_conversations(&self) -> Vec<ConversationId> {
         let mut conversations: Vec<ConversationId> = {
-            let snapshot = self.client.inner.snapshot.lock();
+            let snapshot = self.client.engine.snapshot.lock();
             snapshot
                 .files
                 .values()
@@ -494,9 +494,9 @@ impl ScopedClient {
     /// none yet.
     pub async fn summary(&self, conversation: &ConversationId) -> Result<String, EngineError> {
         self.access.check_read(conversation.as_str())?;
-        let inner = self.client.inner.clone();
+        let engine = self.client.engine.clone();
         let conv = conversation.clone();
-        crate::blocking::blocking(move || Ok(inner.summary(&conv)))
+        crate::blocking::blocking(move || Ok(engine.summary(&conv)))
             .await?
             .ok_or_else(|| {
                 EngineError::NotFound(format!(

@@ -70,14 +70,14 @@ impl MemoryClient {
         request.validate()?;
         let commit = self.commit_of(rev).await?;
         request.now = request.now.or(Some(commit.time));
-        let settings = request.resolve(&self.inner.config)?;
+        let settings = request.resolve(&self.engine.config)?;
         let engine = self.revision_engine(commit).await?;
         let expansion = self.expand_query(&request, &settings).await;
         let revision = engine.clone();
         let hits = blocking(move || {
             let hits = revision
                 .client
-                .inner
+                .engine
                 .read(&request, &settings, expansion.as_deref())?
                 .hits;
             let store = revision.client.store();
@@ -100,16 +100,16 @@ impl MemoryClient {
     /// (once searches still running on them finish); the next such search opens one again.
     /// A server calls it on shutdown.
     pub fn close_revisions(&self) {
-        self.inner.as_of.clear();
+        self.engine.as_of.clear();
     }
 
     /// The commit `rev` resolves to.
     async fn commit_of(&self, rev: &str) -> Result<CommitInfo, EngineError> {
         check_rev(rev)?;
-        let inner = self.inner.clone();
+        let engine = self.engine.clone();
         let rev = rev.to_owned();
         blocking(move || {
-            let git = versioned(&inner, &rev)?;
+            let git = versioned(&engine, &rev)?;
             git.commit_of(&rev).map_err(revision_error)
         })
         .await
@@ -121,14 +121,14 @@ impl MemoryClient {
         commit: CommitInfo,
     ) -> Result<Arc<RevisionEngine>, EngineError> {
         let id = commit.id.clone();
-        let slot = self.inner.as_of.slot(&id, KEPT, RevisionSlot::default);
+        let slot = self.engine.as_of.slot(&id, KEPT, RevisionSlot::default);
         let opened = slot
             .get_or_try_init(|| self.open_revision(commit))
             .await
             .cloned();
         if opened.is_err() {
             // Unless another search replaced it meanwhile.
-            self.inner
+            self.engine
                 .as_of
                 .remove_if(&id, |kept| Arc::ptr_eq(kept, &slot));
         }
@@ -137,8 +137,8 @@ impl MemoryClient {
 
     /// Exports `commit`'s memories and opens an engine on them, its vocabulary built.
     async fn open_revision(&self, commit: CommitInfo) -> Result<Arc<RevisionEngine>, EngineError> {
-        let inner = self.inner.clone();
-        let engine = blocking(move || RevisionEngine::open(&inner, commit)).await?;
+        let engine = self.engine.clone();
+        let engine = blocking(move || RevisionEngine::open(&engine, commit)).await?;
         // Searches then expand with every word of the revision, not with what a build in
         // progress has reached: an answer must not depend on how soon it was asked.
         engine.client.vocabulary_built().await;

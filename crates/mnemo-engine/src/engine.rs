@@ -93,7 +93,7 @@ pub struct Consistency {
 /// The memory engine as a library: cheap to clone, safe to share between tasks.
 #[derive(Clone)]
 pub struct MemoryClient {
-    pub(crate) inner: Arc<Engine>,
+    pub(crate) engine: Arc<Engine>,
 }
 
 /// How lexical keys are built, and its description for the snapshot.
@@ -399,7 +399,7 @@ impl MemoryClient {
             None
         };
         let client = Self {
-            inner: Arc::new(Engine {
+            engine: Arc::new(Engine {
                 context: crate::governance_state::ContextState::new(&config.context),
                 usage: crate::usage::UsageLedger::default(),
                 sessions: crate::session_cache::SessionState::new(store.root().to_path_buf()),
@@ -433,23 +433,23 @@ impl MemoryClient {
         let runtime = tokio::runtime::Handle::try_current().ok();
         if let Some(recovery) = watched.zip(runtime).and_then(|(watched, runtime)| {
             Recovery::spawn(
-                resync_callback(Arc::downgrade(&client.inner), runtime),
+                resync_callback(Arc::downgrade(&client.engine), runtime),
                 watched,
             )
         }) {
-            let _ = client.inner.recovery.set(recovery);
+            let _ = client.engine.recovery.set(recovery);
         }
         Ok(client)
     }
 
     /// The configuration the client was opened with.
     pub fn config(&self) -> &Config {
-        &self.inner.config
+        &self.engine.config
     }
 
     /// The Markdown store.
     pub fn store(&self) -> &FileStore {
-        &self.inner.store
+        &self.engine.store
     }
 
     /// Waits until the vocabulary of what the index held at opening is built (vocabulary
@@ -457,7 +457,7 @@ impl MemoryClient {
     /// is off or the build failed. Searches meanwhile expand with fewer words: for one-off
     /// searches and measurements that must not depend on how soon they start.
     pub async fn vocabulary_built(&self) -> Option<BuildReport> {
-        let build = self.inner.vocabulary_build.as_ref()?;
+        let build = self.engine.vocabulary_build.as_ref()?;
         while !build.is_finished() {
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
@@ -466,7 +466,7 @@ impl MemoryClient {
 
     /// What the start-up sync found and did.
     pub fn startup_sync(&self) -> &SyncReport {
-        &self.inner.startup_sync
+        &self.engine.startup_sync
     }
 
     /// The memories of the request's conversation and of `global` that best answer its
@@ -482,10 +482,10 @@ impl MemoryClient {
         &self,
         request: SearchRequest,
     ) -> Result<Searched, EngineError> {
-        let settings = request.resolve(&self.inner.config)?;
+        let settings = request.resolve(&self.engine.config)?;
         let expansion = self.expand_query(&request, &settings).await;
-        let inner = self.inner.clone();
-        blocking(move || inner.read(&request, &settings, expansion.as_deref())).await
+        let engine = self.engine.clone();
+        blocking(move || engine.read(&request, &settings, expansion.as_deref())).await
     }
 
     /// Words an answer to the query would use, from the upstream LLM, when
@@ -496,8 +496,12 @@ impl MemoryClient {
         request: &SearchRequest,
         settings: &ResolvedSearch,
     ) -> Option<String> {
-        let tuning = &self.inner.config.retrieval;
-        let llm = self.inner.llm.as_ref().filter(|_| tuning.query_expansion)?;
+        let tuning = &self.engine.config.retrieval;
+        let llm = self
+            .engine
+            .llm
+            .as_ref()
+            .filter(|_| tuning.query_expansion)?;
         if settings.top_k == 0 || request.query.trim().is_empty() {
             return None;
         }
@@ -511,8 +515,8 @@ impl MemoryClient {
         &self,
         records: Vec<MemoryRecord>,
     ) -> Result<Vec<StoredMemory>, EngineError> {
-        let inner = self.inner.clone();
-        blocking(move || inner.add_records(records)).await
+        let engine = self.engine.clone();
+        blocking(move || engine.add_records(records)).await
     }
 
     /// Writes one record to disk now and indexes it in the background: a chat request waits
@@ -522,13 +526,13 @@ impl MemoryClient {
         &self,
         record: MemoryRecord,
     ) -> Result<StoredMemory, EngineError> {
-        let inner = self.inner.clone();
-        let memory = blocking(move || inner.write_unindexed(record)).await?;
-        let inner = self.inner.clone();
+        let engine = self.engine.clone();
+        let memory = blocking(move || engine.write_unindexed(record)).await?;
+        let engine = self.engine.clone();
         let paths = BTreeSet::from([memory.path.clone()]);
-        self.inner.background.spawn(async move {
+        self.engine.background.spawn(async move {
             let _ = blocking(move || {
-                inner.index_later(paths);
+                engine.index_later(paths);
                 Ok(())
             })
             .await;
@@ -541,11 +545,11 @@ impl MemoryClient {
         &self,
         conversation: Option<ConversationId>,
     ) -> Result<Vec<StoredMemory>, EngineError> {
-        let inner = self.inner.clone();
+        let engine = self.engine.clone();
         blocking(move || {
             let scan = match &conversation {
-                Some(c) => inner.store.scan_conversation(c),
-                None => inner.store.scan(),
+                Some(c) => engine.store.scan_conversation(c),
+                None => engine.store.scan(),
             };
             Ok(scan.memories)
         })
@@ -554,12 +558,12 @@ impl MemoryClient {
 
     /// The live memory with this id, if there is one.
     pub async fn get(&self, id: MemoryId) -> Result<Option<StoredMemory>, EngineError> {
-        let inner = self.inner.clone();
+        let engine = self.engine.clone();
         blocking(move || {
-            let Some(path) = inner.path_of(id) else {
+            let Some(path) = engine.path_of(id) else {
                 return Ok(None);
             };
-            match inner.store.read(&path) {
+            match engine.store.read(&path) {
                 Ok(memory) => Ok(Some(memory)),
                 // Gone since the snapshot was written: the watcher will catch up.
                 Err(mnemo_store::StoreError::Io { source, .. })
@@ -588,11 +592,11 @@ impl MemoryClient {
         let Some((memory, _turn)) = self.lock_live(id, check).await? else {
             return Ok(None);
         };
-        let inner = self.inner.clone();
+        let engine = self.engine.clone();
         blocking(move || {
             let conversation = memory.record.conversation_id.clone();
-            let tombstone = inner.tombstone(&[(memory.path, None)])?.pop();
-            inner.commit(&format!("{conversation}: 1 deleted on request"));
+            let tombstone = engine.tombstone(&[(memory.path, None)])?.pop();
+            engine.commit(&format!("{conversation}: 1 deleted on request"));
             Ok(tombstone)
         })
         .await
@@ -628,15 +632,15 @@ impl MemoryClient {
         if memory.record.content == content {
             return Ok(Some(memory));
         }
-        let inner = self.inner.clone();
+        let engine = self.engine.clone();
         blocking(move || {
             let conversation = memory.record.conversation_id.clone();
             let record = MemoryRecord {
                 content,
                 ..memory.record
             };
-            let edited = inner.rewrite_record(&memory.path, record)?;
-            inner.commit(&format!("{conversation}: 1 edited on request"));
+            let edited = engine.rewrite_record(&memory.path, record)?;
+            engine.commit(&format!("{conversation}: 1 edited on request"));
             Ok(Some(edited))
         })
         .await
@@ -655,7 +659,7 @@ impl MemoryClient {
         };
         let conversation = seen.record.conversation_id;
         let turn = self
-            .inner
+            .engine
             .conversation_lock(&conversation)
             .lock_owned()
             .await;
@@ -672,12 +676,12 @@ impl MemoryClient {
     /// Compares the index with the files: every live memory has its point, and no point
     /// lacks a file.
     pub async fn verify(&self) -> Result<Consistency, EngineError> {
-        let inner = self.inner.clone();
+        let engine = self.engine.clone();
         blocking(move || {
-            let _writes = inner.snapshot.lock();
-            let scan = inner.store.scan();
+            let _writes = engine.snapshot.lock();
+            let scan = engine.store.scan();
             let files: HashSet<MemoryId> = scan.memories.iter().map(|m| m.record.id).collect();
-            let points: HashSet<MemoryId> = inner.index.ids()?.into_iter().collect();
+            let points: HashSet<MemoryId> = engine.index.ids()?.into_iter().collect();
             let mut missing: Vec<_> = files.difference(&points).copied().collect();
             let mut orphans: Vec<_> = points.difference(&files).copied().collect();
             missing.sort();
@@ -696,9 +700,9 @@ impl MemoryClient {
     /// Starts following hand edits of the files (see `crate::index::watcher`). The watch lasts as
     /// long as the returned handle.
     pub fn start_watcher(&self) -> Result<WatcherHandle, EngineError> {
-        let inner = self.inner.clone();
-        watcher::start(&self.inner.store.entries_dir(), move |changes| {
-            if let Err(e) = inner.apply_file_changes(&changes) {
+        let engine = self.engine.clone();
+        watcher::start(&self.engine.store.entries_dir(), move |changes| {
+            if let Err(e) = engine.apply_file_changes(&changes) {
                 warn!("could not apply file changes to the index: {e}");
             }
         })
@@ -710,8 +714,8 @@ impl MemoryClient {
         id: MemoryId,
         limit: usize,
     ) -> Result<Vec<mnemo_git::FileVersion>, EngineError> {
-        let inner = self.inner.clone();
-        blocking(move || match &inner.git {
+        let engine = self.engine.clone();
+        blocking(move || match &engine.git {
             Some(git) => Ok(git.history(|path| layout::is_file_of(path, id), limit)?),
             None => Ok(Vec::new()),
         })
@@ -720,7 +724,7 @@ impl MemoryClient {
 
     /// Why a memory shows no versions: the words every front end answers with.
     pub fn no_history(&self, id: MemoryId) -> String {
-        let why = match (&self.inner.git, self.inner.config.enable_git_versioning) {
+        let why = match (&self.engine.git, self.engine.config.enable_git_versioning) {
             (Some(_), _) => "",
             (None, true) => {
                 ": git versioning is off for this run (the repository could not be opened)"
@@ -738,9 +742,9 @@ impl MemoryClient {
         conversation: Option<ConversationId>,
         limit: usize,
     ) -> Result<Vec<mnemo_git::CommitInfo>, EngineError> {
-        let inner = self.inner.clone();
+        let engine = self.engine.clone();
         blocking(move || {
-            let git = inner.git.as_ref().ok_or_else(no_git)?;
+            let git = engine.git.as_ref().ok_or_else(no_git)?;
             let prefix = conversation.map(|c| layout::conversation_dir(Path::new(""), &c));
             Ok(git.log(prefix.as_deref(), limit)?)
         })
@@ -753,9 +757,9 @@ impl MemoryClient {
         rev: String,
         path: Option<PathBuf>,
     ) -> Result<mnemo_git::Shown, EngineError> {
-        let inner = self.inner.clone();
+        let engine = self.engine.clone();
         blocking(move || {
-            let git = inner.git.as_ref().ok_or_else(no_git)?;
+            let git = engine.git.as_ref().ok_or_else(no_git)?;
             Ok(git.show(&rev, path.as_deref())?)
         })
         .await
@@ -763,36 +767,36 @@ impl MemoryClient {
 
     /// Where the index lives.
     pub fn index_backend(&self) -> &IndexBackend {
-        &self.inner.index_backend
+        &self.engine.index_backend
     }
 
     /// Points in the index.
     pub async fn index_size(&self) -> Result<usize, EngineError> {
-        let inner = self.inner.clone();
-        blocking(move || Ok(inner.index.count(&mnemo_index::Filter::all())?)).await
+        let engine = self.engine.clone();
+        blocking(move || Ok(engine.index.count(&mnemo_index::Filter::all())?)).await
     }
 
     /// Whether the store is versioned in git, and the last error doing so (an unopenable
     /// repository, or the last commit's failure while no later one has succeeded).
     pub fn versioning(&self) -> (bool, Option<String>) {
-        let error = match &self.inner.git {
+        let error = match &self.engine.git {
             Some(git) => git.last_error(),
-            None => self.inner.git_error.clone(),
+            None => self.engine.git_error.clone(),
         };
         // Answers name no server paths: the store is "the store".
-        let root = self.inner.store.root().display().to_string();
+        let root = self.engine.store.root().display().to_string();
         let error = error.map(|e| e.replace(&root, "the store"));
-        (self.inner.git.is_some(), error)
+        (self.engine.git.is_some(), error)
     }
 
     /// Whether a cross-encoder is loaded.
     pub fn has_reranker(&self) -> bool {
-        self.inner.reranker.is_some()
+        self.engine.reranker.is_some()
     }
 
     /// The upstream LLM, when one is configured.
     pub fn upstream(&self) -> Option<&LlmClient> {
-        self.inner.llm.as_ref()
+        self.engine.llm.as_ref()
     }
 }
 
@@ -1047,13 +1051,13 @@ fn lock_file(store: &FileStore, path: PathBuf) -> Result<File, EngineError> {
 /// again on `runtime`. The engine is held weakly: the thread must not keep it open.
 fn resync_callback(engine: std::sync::Weak<Engine>, runtime: tokio::runtime::Handle) -> Resync {
     Box::new(move || {
-        let Some(inner) = engine.upgrade() else {
+        let Some(engine) = engine.upgrade() else {
             return Attempt::EngineGone;
         };
-        match inner.resync_index() {
+        match engine.resync_index() {
             Ok(report) => {
                 let _in_runtime = runtime.enter();
-                let passes = MemoryClient { inner }.rerun_failed_passes();
+                let passes = MemoryClient { engine }.rerun_failed_passes();
                 info!(
                     "the index answers again: {} files re-indexed, {} stale points removed, \
                      {passes} failed write-path passes run again",

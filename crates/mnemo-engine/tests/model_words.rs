@@ -2,7 +2,7 @@
 //! and kept beside the model, and the kept file treated as untrusted input. Each test uses a
 //! folder of its own holding a small `tokenizer.json`, so that embedding its words is quick.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use mnemo_core::Config;
 use mnemo_embed::{Embedder, EmbedderConfig};
@@ -14,7 +14,7 @@ const MODEL: &str = "all-MiniLM-L6-v2 (384 dimensions)";
 
 fn embedder() -> Embedder {
     let config = Config {
-        models_dir: PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../models"),
+        models_dir: mnemo_test_support::models_dir(),
         ..Config::default()
     };
     let paths = config.model_paths();

@@ -15,7 +15,8 @@ use utoipa::ToSchema;
 use crate::auth::Grant;
 use crate::body::JsonBody;
 use crate::error::shared_answers::{BodyTooLarge, InvalidRequest, MayNotUseAgent};
-use crate::{ApiError, AppState, ErrorBody};
+use crate::error::{ApiError, ErrorBody};
+use crate::state::AppState;
 
 /// Text to append.
 #[derive(Debug, Deserialize, ToSchema)]

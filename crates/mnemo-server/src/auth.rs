@@ -33,7 +33,7 @@ use mnemo_engine::Access;
 use sha2::{Digest, Sha256};
 use tracing::debug;
 
-use crate::{ApiError, AppState};
+use crate::error::ApiError;
 
 /// The environment variable holding one token with full access: every conversation,
 /// `global` included, and every agent's notes.
@@ -448,11 +448,10 @@ pub(crate) struct AuthenticatedElsewhere;
 /// Finds the request's token and puts its [`Grant`] in the request; a missing or unknown
 /// token is a 401, except on the open routes, which are then served without a grant.
 pub(crate) async fn authenticate(
-    State(state): State<AppState>,
+    State(auth): State<Auth>,
     mut request: Request,
     next: Next,
 ) -> Response {
-    let auth = &state.options.auth;
     if !auth.is_required() {
         request.extensions_mut().insert(Grant::everything());
         return next.run(request).await;

@@ -5,13 +5,17 @@
 //! sends it, and neither answer tells anything of a memory.
 
 use axum::body::{Body, Bytes};
-use axum::extract::{FromRequest, FromRequestParts, Query, Request};
+use axum::extract::{FromRef, FromRequest, FromRequestParts, Query, Request};
 use axum::http::request::Parts;
 use axum::http::StatusCode;
 use serde::de::DeserializeOwned;
 use serde_json::error::Category;
 
-use crate::{ApiError, AppState};
+use crate::error::ApiError;
+
+/// The largest body read, in bytes (the server's `max_body_bytes`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct BodyLimit(pub usize);
 
 /// Reads a body of at most `limit` bytes (413 past it).
 pub(crate) async fn read_bytes(body: Body, limit: usize) -> Result<Bytes, ApiError> {
@@ -44,11 +48,15 @@ fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
 /// takes any JSON); a field that does not fit says so.
 pub(crate) struct JsonBody<T>(pub T);
 
-impl<T: DeserializeOwned> FromRequest<AppState> for JsonBody<T> {
+impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for JsonBody<T>
+where
+    BodyLimit: FromRef<S>,
+{
     type Rejection = ApiError;
 
-    async fn from_request(request: Request, state: &AppState) -> Result<Self, ApiError> {
-        let bytes = read_bytes(request.into_body(), state.options.max_body_bytes).await?;
+    async fn from_request(request: Request, state: &S) -> Result<Self, ApiError> {
+        let BodyLimit(limit) = BodyLimit::from_ref(state);
+        let bytes = read_bytes(request.into_body(), limit).await?;
         parse(&bytes).map(JsonBody)
     }
 }
@@ -56,11 +64,15 @@ impl<T: DeserializeOwned> FromRequest<AppState> for JsonBody<T> {
 /// Like [`JsonBody`], but an empty body is `T::default()`.
 pub(crate) struct OptionalJsonBody<T>(pub T);
 
-impl<T: DeserializeOwned + Default> FromRequest<AppState> for OptionalJsonBody<T> {
+impl<T: DeserializeOwned + Default, S: Send + Sync> FromRequest<S> for OptionalJsonBody<T>
+where
+    BodyLimit: FromRef<S>,
+{
     type Rejection = ApiError;
 
-    async fn from_request(request: Request, state: &AppState) -> Result<Self, ApiError> {
-        let bytes = read_bytes(request.into_body(), state.options.max_body_bytes).await?;
+    async fn from_request(request: Request, state: &S) -> Result<Self, ApiError> {
+        let BodyLimit(limit) = BodyLimit::from_ref(state);
+        let bytes = read_bytes(request.into_body(), limit).await?;
         if bytes.iter().all(u8::is_ascii_whitespace) {
             return Ok(OptionalJsonBody(T::default()));
         }

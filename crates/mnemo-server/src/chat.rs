@@ -13,8 +13,9 @@ use serde_json::Value;
 use crate::auth::Grant;
 use crate::body::JsonBody;
 use crate::error::shared_answers::BodyTooLarge;
+use crate::error::{ApiError, ErrorBody};
 use crate::openapi::ChatRequest;
-use crate::{ApiError, AppState, ErrorBody};
+use crate::state::AppState;
 
 /// Chat completion through memory.
 ///

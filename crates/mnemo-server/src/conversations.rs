@@ -27,8 +27,9 @@ use crate::body::{JsonBody, OptionalJsonBody, QueryParams};
 use crate::error::shared_answers::{
     BodyTooLarge, InvalidRequest, MayNotReadConversation, MayNotWriteConversation,
 };
+use crate::error::{ApiError, ErrorBody};
 use crate::sessions::{CompactRequested, OutputQuery};
-use crate::{ApiError, AppState, ErrorBody};
+use crate::state::AppState;
 
 /// A conversation's stored strategy.
 #[derive(Debug, Serialize, ToSchema)]

@@ -17,23 +17,26 @@ use axum::http::{header, HeaderMap, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use crate::{ApiError, AppState};
+use std::sync::Arc;
+
+use crate::error::ApiError;
+use crate::options::ServerOptions;
 
 /// Names that always mean this machine.
 const LOOPBACK_HOSTS: [&str; 4] = ["localhost", "127.0.0.1", "::1", "[::1]"];
 
 /// Refuses requests for foreign hosts, from foreign origins, and bodies not declared JSON.
 pub(crate) async fn check_request(
-    State(state): State<AppState>,
+    State(options): State<Arc<ServerOptions>>,
     request: Request,
     next: Next,
 ) -> Response {
     let headers = request.headers();
     let host = request_host(&request);
-    if let Err(e) = check_host(host.as_deref(), &state.options) {
+    if let Err(e) = check_host(host.as_deref(), &options) {
         return e.into_response();
     }
-    if let Err(e) = check_origin(headers, host.as_deref(), &state.options) {
+    if let Err(e) = check_origin(headers, host.as_deref(), &options) {
         return e.into_response();
     }
     // The web view's forms are not JSON; each carries a form token instead (`web`).
@@ -72,7 +75,7 @@ fn host_name(authority: &str) -> String {
     }
 }
 
-fn host_allowed(name: &str, options: &crate::ServerOptions) -> bool {
+fn host_allowed(name: &str, options: &ServerOptions) -> bool {
     LOOPBACK_HOSTS.contains(&name)
         || name.ends_with(".localhost")
         || options
@@ -81,7 +84,7 @@ fn host_allowed(name: &str, options: &crate::ServerOptions) -> bool {
             .any(|allowed| host_name(allowed) == name)
 }
 
-fn check_host(host: Option<&str>, options: &crate::ServerOptions) -> Result<(), ApiError> {
+fn check_host(host: Option<&str>, options: &ServerOptions) -> Result<(), ApiError> {
     // HTTP/1.0 clients may send none; only a browser's forged request carries a foreign one.
     let Some(host) = host else { return Ok(()) };
     let name = host_name(host);
@@ -100,7 +103,7 @@ fn check_host(host: Option<&str>, options: &crate::ServerOptions) -> Result<(), 
 fn check_origin(
     headers: &HeaderMap,
     host: Option<&str>,
-    options: &crate::ServerOptions,
+    options: &ServerOptions,
 ) -> Result<(), ApiError> {
     let Some(origin) = headers.get(header::ORIGIN) else {
         return Ok(());
@@ -190,7 +193,7 @@ mod tests {
         assert_eq!(host_name("LocalHost"), "localhost");
         assert_eq!(host_name("[::1]:8100"), "[::1]");
         assert_eq!(host_name("evil.example:80"), "evil.example");
-        let options = crate::ServerOptions {
+        let options = ServerOptions {
             allowed_hosts: vec!["mnemo.lan:8100".into()],
             ..Default::default()
         };

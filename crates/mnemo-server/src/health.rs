@@ -12,7 +12,18 @@ use utoipa::ToSchema;
 use mnemo_engine::IndexBackend;
 
 use crate::auth::Grant;
-use crate::{ApiError, AppState, ErrorBody};
+use crate::error::{ApiError, ErrorBody};
+use crate::options::ServerOptions;
+
+/// What `/health` reads: the client, the options (the upstream's label) and when the server
+/// started, and the last probe of the upstream.
+#[derive(Clone)]
+pub(crate) struct HealthState {
+    pub client: mnemo_engine::MemoryClient,
+    pub options: std::sync::Arc<ServerOptions>,
+    pub started: std::time::Instant,
+    pub probe: ProbeCache,
+}
 
 /// What `/health` answers.
 #[derive(Debug, Serialize, ToSchema)]
@@ -126,7 +137,7 @@ pub struct UpstreamHealth {
     )
 )]
 pub(crate) async fn health(
-    State(state): State<AppState>,
+    State(state): State<HealthState>,
     grant: Option<Grant>,
 ) -> Result<Json<Health>, ApiError> {
     // Without auth every request has a grant; with it, only those with a known token.
@@ -135,7 +146,7 @@ pub(crate) async fn health(
     let index = IndexHealth::of(client, detailed).await?;
     let upstream = match client.upstream() {
         Some(llm) => {
-            let reachable = state.upstream_probe.probe(llm).await;
+            let reachable = state.probe.probe(llm).await;
             Some(UpstreamHealth {
                 url: detailed.then(|| llm.config().base_url.clone()),
                 label: detailed.then(|| state.options.upstream_label.clone()),

@@ -25,6 +25,12 @@
 //! when tokens are configured, [`auth`] asks for a bearer token and hands the handlers its
 //! scope, which each checks against the conversations and agents it touches.
 //!
+//! Handlers take the router's state (`state`: the memory client, the [`ServerOptions`], the
+//! metrics, the web view's sign-ins) or only the part they need: the layers and the service
+//! routes (`/health`, `/metrics`, `/openapi.json`, the web view's sign-in, the pass-through)
+//! each take their own, so none of them reaches for the whole. Each module imports what it
+//! uses from the module that defines it, never from this root.
+//!
 //! Errors are OpenAI-shaped JSON (`{"error": {"message", "type", "code"}}`, [`ApiError`]):
 //! 400 for bad input, 401 without a known token, 403 out of its scope, 404, 409 for a deleted
 //! session, 413 for oversized bodies, 502/504 when the upstream fails.
@@ -43,8 +49,10 @@ pub mod mcp;
 pub mod memories;
 mod metrics;
 pub mod openapi;
+mod options;
 mod passthrough;
 pub mod sessions;
+mod state;
 mod web;
 
 use std::net::SocketAddr;
@@ -61,52 +69,10 @@ use utoipa_axum::routes;
 
 pub use auth::Auth;
 pub use error::{ApiError, ErrorBody, ErrorCode};
+pub use options::ServerOptions;
 
-/// Limits and facts the server needs beyond the memory client.
-#[derive(Debug, Clone)]
-pub struct ServerOptions {
-    /// Largest JSON body accepted, in bytes (chat requests, memory calls).
-    pub max_body_bytes: usize,
-    /// What the upstream is, for `/health` ("local LLM", or its URL).
-    pub upstream_label: String,
-    /// Host names served besides loopback ones (`Host` header, DNS-rebinding guard).
-    pub allowed_hosts: Vec<String>,
-    /// Browser origins allowed besides mnemo's own (`http://host:port`).
-    pub allowed_origins: Vec<String>,
-    /// How long a shutdown waits for queued write-path passes; those left are journaled and
-    /// resumed by the next start.
-    pub shutdown_grace: std::time::Duration,
-    /// The bearer tokens accepted; [`Auth::open`] (no tokens) serves everyone.
-    pub auth: Auth,
-}
-
-impl Default for ServerOptions {
-    fn default() -> Self {
-        Self {
-            max_body_bytes: 8 << 20,
-            upstream_label: String::new(),
-            allowed_hosts: Vec::new(),
-            allowed_origins: Vec::new(),
-            shutdown_grace: std::time::Duration::from_secs(30),
-            auth: Auth::open(),
-        }
-    }
-}
-
-#[derive(Clone)]
-pub(crate) struct AppState {
-    pub client: MemoryClient,
-    pub options: Arc<ServerOptions>,
-    pub started: Instant,
-    /// The document `/openapi.json` serves, built with the router.
-    pub openapi: Arc<utoipa::openapi::OpenApi>,
-    /// What `/metrics` exposes.
-    pub metrics: metrics::Metrics,
-    /// The upstream's last health probe, reused for a few seconds.
-    pub upstream_probe: health::ProbeCache,
-    /// Browsers signed in to the web view.
-    pub web_sessions: Arc<web::WebSessions>,
-}
+use body::BodyLimit;
+use state::AppState;
 
 /// The routes mnemo serves itself, each with its description.
 fn documented_routes() -> OpenApiRouter<AppState> {
@@ -159,22 +125,27 @@ pub fn router(client: MemoryClient, options: ServerOptions) -> Router {
     };
     // The last layer added runs first: the web view's headers, metrics, then the guard,
     // the web view's sign-in sessions, then authentication.
-    web::mount(mcp::mount(routes, &state), &state)
+    let routes = mcp::mount(
+        routes,
+        state.client.clone(),
+        BodyLimit(state.options.max_body_bytes),
+    );
+    web::mount(routes, state.client.clone())
         .fallback(passthrough::forward)
         .layer(axum::middleware::from_fn_with_state(
-            state.clone(),
+            state.options.auth.clone(),
             auth::authenticate,
         ))
         .layer(axum::middleware::from_fn_with_state(
-            state.clone(),
+            <web::WebSignIn as axum::extract::FromRef<AppState>>::from_ref(&state),
             web::sign_in_by_session,
         ))
         .layer(axum::middleware::from_fn_with_state(
-            state.clone(),
+            state.options.clone(),
             guard::check_request,
         ))
         .layer(axum::middleware::from_fn_with_state(
-            state.clone(),
+            state.metrics.clone(),
             metrics::time_requests,
         ))
         .layer(axum::middleware::from_fn(web::secure_web_answers))

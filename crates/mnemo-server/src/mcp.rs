@@ -13,29 +13,39 @@ use axum::response::{IntoResponse, Response};
 use axum::Router;
 use mnemo_mcp::Caller;
 
+use mnemo_engine::MemoryClient;
+
 use crate::auth::Grant;
-use crate::body::read_bytes;
-use crate::{ApiError, AppState};
+use crate::body::{read_bytes, BodyLimit};
+use crate::error::ApiError;
 
 /// Where the MCP endpoint is served.
 pub const MCP_PATH: &str = "/mcp";
 
 /// `router` with the MCP endpoint mounted at [`MCP_PATH`].
-pub(crate) fn mount(router: Router<AppState>, state: &AppState) -> Router<AppState> {
+pub(crate) fn mount<S: Clone + Send + Sync + 'static>(
+    router: Router<S>,
+    client: MemoryClient,
+    limit: BodyLimit,
+) -> Router<S> {
     let service = tower::ServiceBuilder::new()
-        .layer(axum::middleware::from_fn_with_state(state.clone(), admit))
-        .service(mnemo_mcp::http_service(state.client.clone()));
+        .layer(axum::middleware::from_fn_with_state(limit, admit))
+        .service(mnemo_mcp::http_service(client));
     router.route_service(MCP_PATH, service)
 }
 
 /// Bounds the body and passes the request's scope on as its [`Caller`].
-async fn admit(State(state): State<AppState>, request: Request, next: Next) -> Response {
+async fn admit(
+    State(BodyLimit(limit)): State<BodyLimit>,
+    request: Request,
+    next: Next,
+) -> Response {
     let Some(grant) = request.extensions().get::<Grant>().cloned() else {
         // Authentication ran first and found no token on a route that needs one.
         return ApiError::unauthorized("this mnemo requires a bearer token").into_response();
     };
     let (mut parts, body) = request.into_parts();
-    let bytes = match read_bytes(body, state.options.max_body_bytes).await {
+    let bytes = match read_bytes(body, limit).await {
         Ok(bytes) => bytes,
         Err(e) => return e.into_response(),
     };

@@ -19,7 +19,8 @@ use crate::error::shared_answers::{
     BodyTooLarge, InvalidRequest, MayNotReadConversation, MayNotReadMemory,
     MayNotWriteConversation, NoSuchMemory, NotAMemoryId,
 };
-use crate::{ApiError, AppState, ErrorBody};
+use crate::error::{ApiError, ErrorBody};
+use crate::state::AppState;
 
 fn memory_id(raw: &str) -> Result<MemoryId, ApiError> {
     raw.parse::<MemoryId>()

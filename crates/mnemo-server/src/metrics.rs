@@ -22,7 +22,14 @@ use prometheus::{
     Registry, TextEncoder,
 };
 
-use crate::AppState;
+use crate::error::ApiError;
+
+/// What `GET /metrics` reads: the metrics, and the client for its queue and usage.
+#[derive(Clone)]
+pub(crate) struct MetricsState {
+    pub client: mnemo_engine::MemoryClient,
+    pub metrics: Metrics,
+}
 
 /// The server's metrics and the registry that exposes them.
 #[derive(Clone)]
@@ -170,7 +177,7 @@ impl Metrics {
 
 /// Times every request, by the route it matched (`other` for the pass-through).
 pub(crate) async fn time_requests(
-    State(state): State<AppState>,
+    State(metrics): State<Metrics>,
     request: Request,
     next: Next,
 ) -> Response {
@@ -180,8 +187,7 @@ pub(crate) async fn time_requests(
         .map(|p| p.as_str().to_owned())
         .unwrap_or_else(|| "other".to_owned());
     let method = request.method().as_str().to_owned();
-    let timer = state
-        .metrics
+    let timer = metrics
         .latency
         .with_label_values(&[route.as_str(), method.as_str()])
         .start_timer();
@@ -197,7 +203,7 @@ pub(crate) async fn time_requests(
     tag = "service",
     responses((status = 200, description = "Prometheus text exposition (version 0.0.4)", content_type = "text/plain"))
 )]
-pub(crate) async fn metrics(State(state): State<AppState>) -> Response {
+pub(crate) async fn metrics(State(state): State<MetricsState>) -> Response {
     let metrics = &state.metrics;
     metrics
         .queue_depth
@@ -206,7 +212,7 @@ pub(crate) async fn metrics(State(state): State<AppState>) -> Response {
     let encoder = TextEncoder::new();
     let mut text = Vec::new();
     if let Err(e) = encoder.encode(&metrics.registry.gather(), &mut text) {
-        return crate::ApiError::new(
+        return ApiError::new(
             axum::http::StatusCode::INTERNAL_SERVER_ERROR,
             "server_error",
             format!("cannot encode the metrics: {e}"),

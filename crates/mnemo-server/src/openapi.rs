@@ -12,8 +12,6 @@ use serde_json::Value;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, ToSchema};
 
-use crate::AppState;
-
 /// The document's frame: title, version and description; the paths come from the router.
 #[derive(utoipa::OpenApi)]
 #[openapi(
@@ -81,6 +79,8 @@ pub struct ChatRequest {
     security(()),
     responses((status = 200, description = "The OpenAPI document", body = Object))
 )]
-pub(crate) async fn document(State(state): State<AppState>) -> Json<utoipa::openapi::OpenApi> {
-    Json(state.openapi.as_ref().clone())
+pub(crate) async fn document(
+    State(document): State<std::sync::Arc<utoipa::openapi::OpenApi>>,
+) -> Json<utoipa::openapi::OpenApi> {
+    Json(document.as_ref().clone())
 }

@@ -12,7 +12,9 @@ use axum::response::Response;
 use futures_util::TryStreamExt;
 use mnemo_llm::end_to_end_headers;
 
-use crate::{ApiError, AppState};
+use mnemo_engine::MemoryClient;
+
+use crate::error::ApiError;
 
 /// The upstream API's resources passed through, under `/v1/`.
 pub const PASSED_THROUGH: [&str; 9] = [
@@ -58,10 +60,10 @@ fn upstream_path(path: &str) -> Result<&str, ApiError> {
 }
 
 pub(crate) async fn forward(
-    State(state): State<AppState>,
+    State(client): State<MemoryClient>,
     request: Request,
 ) -> Result<Response, ApiError> {
-    let Some(llm) = state.client.upstream() else {
+    let Some(llm) = client.upstream() else {
         return Err(ApiError::not_found(format!(
             "no route for {} {} and no upstream LLM to pass it to",
             request.method(),

@@ -28,7 +28,8 @@ use crate::error::shared_answers::{
     BodyTooLarge, InvalidRequest, MayNotReadConversation, MayNotReadSession,
     MayNotWriteConversation, MayNotWriteSession, NoSuchSession,
 };
-use crate::{ApiError, AppState, ErrorBody};
+use crate::error::{ApiError, ErrorBody};
+use crate::state::AppState;
 
 fn session_id(raw: &str) -> Result<SessionId, ApiError> {
     SessionId::new(raw).map_err(ApiError::invalid)

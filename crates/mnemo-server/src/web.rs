@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axum::extract::rejection::FormRejection;
-use axum::extract::{Request, State};
+use axum::extract::{FromRef, Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Redirect, Response};
@@ -23,8 +23,9 @@ use axum::routing::get;
 use axum::{Form, Router};
 use serde::Deserialize;
 
-use crate::auth::{AuthenticatedElsewhere, Grant, Scope};
-use crate::AppState;
+use mnemo_engine::MemoryClient;
+
+use crate::auth::{Auth, AuthenticatedElsewhere, Grant, Scope};
 
 /// The sign-in page.
 pub const LOGIN_PATH: &str = "/ui/login";
@@ -36,6 +37,13 @@ pub const SESSION_LIFETIME: Duration = Duration::from_secs(12 * 3600);
 const MAX_SESSIONS: usize = 1024;
 /// The longest token the sign-in form takes (longer ones are no token of ours).
 const MAX_TOKEN_BYTES: usize = 4096;
+
+/// What signing in to the web view reads: the tokens, and the browsers signed in.
+#[derive(Clone)]
+pub(crate) struct WebSignIn {
+    pub auth: Auth,
+    pub sessions: Arc<WebSessions>,
+}
 
 /// The web view's signed-in browsers: random keys, each with the scope of the token it
 /// signed in with and when it ends. Kept in memory only.
@@ -84,8 +92,12 @@ impl WebSessions {
 }
 
 /// `router` with the web view nested at `/ui`, its sign-in page, and `GET /`.
-pub(crate) fn mount(router: Router<AppState>, state: &AppState) -> Router<AppState> {
-    let view = mnemo_web::router(mnemo_web::WebState::new(state.client.clone()));
+pub(crate) fn mount<S>(router: Router<S>, client: MemoryClient) -> Router<S>
+where
+    S: Clone + Send + Sync + 'static,
+    WebSignIn: FromRef<S>,
+{
+    let view = mnemo_web::router(mnemo_web::WebState::new(client));
     let service = tower::ServiceBuilder::new()
         .layer(axum::middleware::from_fn(admit))
         .service(view);
@@ -127,20 +139,17 @@ fn is_open(method: &Method, path: &str) -> bool {
 /// the sign-in page. A request with a header is left to authentication, as is every other
 /// path: the cookie opens the web view and nothing else.
 pub(crate) async fn sign_in_by_session(
-    State(state): State<AppState>,
+    State(state): State<WebSignIn>,
     mut request: Request,
     next: Next,
 ) -> Response {
     let (method, path) = (request.method(), request.uri().path());
     let open = is_open(method, path);
     let ours = is_web_path(path) || open;
-    if !state.options.auth.is_required()
-        || !ours
-        || request.headers().contains_key(header::AUTHORIZATION)
-    {
+    if !state.auth.is_required() || !ours || request.headers().contains_key(header::AUTHORIZATION) {
         return next.run(request).await;
     }
-    match state.web_sessions.find(request.headers()) {
+    match state.sessions.find(request.headers()) {
         Some(scope) => {
             request.extensions_mut().insert(Grant::of(scope));
         }
@@ -175,8 +184,8 @@ async fn admit(mut request: Request, next: Next) -> Response {
     next.run(request).await
 }
 
-async fn login_page(State(state): State<AppState>) -> Response {
-    if !state.options.auth.is_required() {
+async fn login_page(State(state): State<WebSignIn>) -> Response {
+    if !state.auth.is_required() {
         return mnemo_web::home().into_response();
     }
     mnemo_web::page::sign_in(StatusCode::OK, None)
@@ -189,10 +198,10 @@ struct LoginForm {
 }
 
 async fn login(
-    State(state): State<AppState>,
+    State(state): State<WebSignIn>,
     form: Result<Form<LoginForm>, FormRejection>,
 ) -> Response {
-    if !state.options.auth.is_required() {
+    if !state.auth.is_required() {
         return Redirect::to("/ui/").into_response();
     }
     let token = match form {
@@ -200,7 +209,7 @@ async fn login(
         Err(e) => return mnemo_web::page::sign_in(StatusCode::BAD_REQUEST, Some(&e.body_text())),
     };
     let scope = match token.len() <= MAX_TOKEN_BYTES {
-        true => state.options.auth.scope_of(&token),
+        true => state.auth.scope_of(&token),
         false => None,
     };
     let Some(scope) = scope else {
@@ -209,7 +218,7 @@ async fn login(
             Some("that is not a token this mnemo knows"),
         );
     };
-    let key = state.web_sessions.start(scope);
+    let key = state.sessions.start(scope);
     let cookie = format!(
         "{SESSION_COOKIE}={key}; Path=/ui; HttpOnly; SameSite=Strict; Max-Age={}",
         SESSION_LIFETIME.as_secs()

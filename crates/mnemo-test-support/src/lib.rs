@@ -8,8 +8,36 @@
 //!   it: `true`, `1`, `True`) it fails, naming what is missing, so a CI run can never report
 //!   `ok` for a test that did not run.
 //! - [`qdrant`]: the Qdrant server binary started on loopback, one node or a cluster.
+//! - [`models_dir`] and [`store_config`]: the checkout's models, as `scripts/setup`
+//!   installs them, and a store that uses them with every other setting at its default.
+//! - [`percentile`]: the one nearest-rank percentile of every test and benchmark report.
 
 pub mod qdrant;
+
+use std::path::{Path, PathBuf};
+
+/// The checkout's `models/` folder, which `scripts/setup` fills.
+pub fn models_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../models")
+}
+
+/// A store at `memory_path` with the checkout's models and every other setting at its
+/// default, as a user gets it.
+pub fn store_config(memory_path: &Path) -> mnemo_core::Config {
+    mnemo_core::Config {
+        memory_path: memory_path.to_owned(),
+        models_dir: models_dir(),
+        ..mnemo_core::Config::default()
+    }
+}
+
+/// The `p` quantile (0..=1) of `values` (durations, or milliseconds as `f64`), which it
+/// sorts: the nearest rank. Panics on no values, as a report of nothing is a bug.
+pub fn percentile<T: Copy + PartialOrd>(values: &mut [T], p: f64) -> T {
+    values.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
+    let i = ((values.len() as f64 - 1.0) * p).round() as usize;
+    values[i.min(values.len() - 1)]
+}
 
 /// The environment variable that makes a missing dependency fail a test instead of skipping
 /// it, when it says CI ([`is_ci`]).

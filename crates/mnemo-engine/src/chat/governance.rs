@@ -179,7 +179,7 @@ impl MemoryClient {
                 .map_err(|e| EngineError::InvalidInput(e.to_string()))?;
         }
         if let CompactTarget::Session(id) = &target {
-            let meta = self.inner.sessions.store.existing_meta(id)?;
+            let meta = self.engine.sessions.store.existing_meta(id)?;
             if let Some(at) = meta.deleted_at {
                 return Err(mnemo_session::SessionError::Deleted {
                     id: id.to_string(),
@@ -188,7 +188,7 @@ impl MemoryClient {
                 .into());
             }
         }
-        self.inner
+        self.engine
             .context
             .request_compact(target.key(), focus.clone());
         Ok(focus)
@@ -196,7 +196,7 @@ impl MemoryClient {
 
     /// Whether a compaction was asked for `target`'s next request.
     pub fn compact_requested(&self, target: &CompactTarget) -> bool {
-        self.inner.context.compact_requested(&target.key())
+        self.engine.context.compact_requested(&target.key())
     }
 
     /// The strategy stored for `conversation` (empty when none is).
@@ -218,10 +218,10 @@ impl MemoryClient {
     ) -> Result<Strategy, EngineError> {
         let dir = self.settings_dir(conversation);
         let relative = self.relative(&dir.file(layout::STRATEGY_FILE));
-        let inner = self.inner.clone();
+        let engine = self.engine.clone();
         let conversation = conversation.clone();
         // One writer at a time per conversation, like its write path.
-        let lock = self.inner.conversation_lock(&conversation);
+        let lock = self.engine.conversation_lock(&conversation);
         let _held = lock.lock().await;
         crate::blocking::blocking(move || {
             let current = read_strategy(&dir, &relative)?;
@@ -238,10 +238,10 @@ impl MemoryClient {
                     source,
                 }
             })?;
-            if let Some(git) = &inner.git {
+            if let Some(git) = &engine.git {
                 git.note_changed([&path]);
             }
-            inner.commit(&format!("strategy of conversation {conversation}"));
+            engine.commit(&format!("strategy of conversation {conversation}"));
             Ok(patched)
         })
         .await
@@ -258,7 +258,7 @@ impl MemoryClient {
         choice: &StrategyChoice,
         body: &Value,
     ) -> Result<GovernPlan, EngineError> {
-        let config = &self.inner.config.context;
+        let config = &self.engine.config.context;
         let (field, reserve) = reserved_output(body, config.reserve_output_tokens)?;
         let stored = self.conversation_strategy(conversation).await?;
         let agent = config.agent_strategy(choice.agent.as_deref());
@@ -274,10 +274,10 @@ impl MemoryClient {
         .resolve();
         let model = body["model"]
             .as_str()
-            .unwrap_or(&self.inner.config.llm_model)
+            .unwrap_or(&self.engine.config.llm_model)
             .to_owned();
         let window = self
-            .inner
+            .engine
             .context
             .window(&model, strategy.context_window_tokens);
         let fits = reserve
@@ -289,7 +289,7 @@ impl MemoryClient {
                 config.margin_tokens, window.tokens
             )));
         }
-        let counter = self.inner.context.counter(&model);
+        let counter = self.engine.context.counter(&model);
         Ok(GovernPlan {
             strategy,
             model,
@@ -332,7 +332,7 @@ impl MemoryClient {
             .iter()
             .map(|m| message_tokens(counter, m) as u64)
             .fold(3u64, u64::saturating_add);
-        let margin = self.inner.config.context.margin_tokens;
+        let margin = self.engine.config.context.margin_tokens;
         let needed = prompt
             .checked_add(plan.reserve)
             .and_then(|n| n.checked_add(margin));
@@ -367,7 +367,7 @@ impl MemoryClient {
         plan: &GovernPlan,
         body: &mut Value,
     ) -> Result<ContextReport, EngineError> {
-        let config = &self.inner.config.context;
+        let config = &self.engine.config.context;
         let GovernPlan {
             strategy,
             model,
@@ -384,7 +384,7 @@ impl MemoryClient {
         self.count_locally(model, &messages).await;
         let (outputs, summaries, guard_key) = match session {
             Some(id) => {
-                let sessions = &self.inner.sessions.store;
+                let sessions = &self.engine.sessions.store;
                 (
                     DirOutputStore::new(sessions.tool_outputs_dir(id)),
                     DirSummaryStore::new(sessions.summaries_dir(id)),
@@ -401,11 +401,11 @@ impl MemoryClient {
             }
         };
         let summariser = self
-            .inner
+            .engine
             .llm
             .as_ref()
             .map(|llm| UpstreamSummariser { llm });
-        let guard = self.inner.context.guard(guard_key);
+        let guard = self.engine.context.guard(guard_key);
         let governor = Governor {
             counter: counter.as_ref(),
             window: *window,
@@ -435,8 +435,8 @@ impl MemoryClient {
     /// Counts `messages` by the local LLM's own tokenizer when `model` is the local model
     /// (and an upstream serves it); other models' counters need no server.
     pub(crate) async fn count_locally(&self, model: &str, messages: &[Value]) {
-        if let (LOCAL_LLM_ALIAS, Some(llm)) = (model, self.inner.llm.as_ref()) {
-            self.inner.context.count_on_the_server(llm, messages).await;
+        if let (LOCAL_LLM_ALIAS, Some(llm)) = (model, self.engine.llm.as_ref()) {
+            self.engine.context.count_on_the_server(llm, messages).await;
         }
     }
 

@@ -412,7 +412,7 @@ impl ScopedClient {
         let (client, access) = (self.client.clone(), self.access.clone());
         let answer = self
             .client
-            .inner
+            .engine
             .detached_chats
             .spawn(async move { client.answer_whole(body, &*access).await })
             .await
@@ -511,7 +511,7 @@ impl MemoryClient {
             .await?;
         if fields.session.is_none() {
             let target = governance::CompactTarget::Conversation(fields.conversation.clone());
-            if let Some(focus) = self.inner.context.take_compact_request(&target.key()) {
+            if let Some(focus) = self.engine.context.take_compact_request(&target.key()) {
                 plan.summarise_now(focus);
             }
         }
@@ -529,7 +529,7 @@ impl MemoryClient {
                     relevance_floor: fields
                         .search
                         .relevance_floor
-                        .or(Some(self.inner.config.relevance_floor)),
+                        .or(Some(self.engine.config.relevance_floor)),
                     ..fields.search.clone()
                 };
                 match self.search_judged(search).await {
@@ -548,9 +548,9 @@ impl MemoryClient {
         let nothing_relevant = searched.below_floor > 0;
         let hits = self.with_what_holds_now(searched.hits).await;
         let summary = {
-            let inner = self.inner.clone();
+            let engine = self.engine.clone();
             let conversation = fields.conversation.clone();
-            crate::blocking::blocking(move || Ok(inner.summary(&conversation))).await?
+            crate::blocking::blocking(move || Ok(engine.summary(&conversation))).await?
         };
         let found = inject::Found {
             memories: &hits,
@@ -578,7 +578,7 @@ impl MemoryClient {
             Some(pending) => {
                 let model = body["model"]
                     .as_str()
-                    .unwrap_or(&self.inner.config.llm_model)
+                    .unwrap_or(&self.engine.config.llm_model)
                     .to_owned();
                 let agent = fields.strategy.agent.as_deref();
                 Some(
@@ -626,7 +626,7 @@ impl MemoryClient {
         access: &dyn Access,
     ) -> Result<ChatAnswer, EngineError> {
         let prepared = self.prepare_chat(body, access).await?;
-        let llm = self.inner.llm.as_ref().ok_or(EngineError::NoUpstream)?;
+        let llm = self.engine.llm.as_ref().ok_or(EngineError::NoUpstream)?;
         let asked = std::time::Instant::now();
         let mut answer = llm.chat(&prepared.body).await?;
         let timings = ChatTimings {
@@ -667,11 +667,11 @@ impl MemoryClient {
         access: &dyn Access,
     ) -> Result<ChatStreamReply, EngineError> {
         let prepared = self.prepare_chat(body, access).await?;
-        let llm = self.inner.llm.as_ref().ok_or(EngineError::NoUpstream)?;
+        let llm = self.engine.llm.as_ref().ok_or(EngineError::NoUpstream)?;
         let upstream = llm.chat_stream(&prepared.body).await?;
         let spent = UsageOfAnswer::of(&prepared);
         let recorder = RecordingStream {
-            inner: upstream.body,
+            upstream: upstream.body,
             words: DeltaAccumulator::new(),
             spent,
             session: prepared.session,
@@ -700,11 +700,11 @@ impl MemoryClient {
         turn: TurnUsage,
     ) {
         let mut folders = vec![self.settings_dir(conversation)];
-        folders.extend(session.map(|id| self.inner.sessions.store.dir(id)));
-        let inner = self.inner.clone();
-        self.inner.background.spawn(async move {
+        folders.extend(session.map(|id| self.engine.sessions.store.dir(id)));
+        let engine = self.engine.clone();
+        self.engine.background.spawn(async move {
             let recorded = crate::blocking::blocking(move || {
-                inner.usage.record(&folders, &turn);
+                engine.usage.record(&folders, &turn);
                 Ok(())
             });
             if let Err(e) = recorded.await {
@@ -725,20 +725,20 @@ impl MemoryClient {
     /// The context window of `model`, as governance knows it (the configuration's
     /// overrides, the local LLM's own context size, the bundled data).
     pub fn context_window(&self, model: &str) -> u64 {
-        self.inner.context.window(model, None).tokens
+        self.engine.context.window(model, None).tokens
     }
 
     /// The tokens of `messages` as governance counts them for `model` (the local LLM's own
     /// tokenizer for the local model).
     pub async fn count_message_tokens(&self, model: &str, messages: &[Value]) -> usize {
         self.count_locally(model, messages).await;
-        let counter = self.inner.context.counter(model);
+        let counter = self.engine.context.counter(model);
         mnemo_context::tokens::messages_tokens(counter.as_ref(), messages)
     }
 
     /// The upstream tokens and cost of every answer since the engine opened.
     pub fn usage_since_start(&self) -> UsageTotals {
-        self.inner.usage.overall()
+        self.engine.usage.overall()
     }
 
     /// Step 5, in the background: the assistant's turn, then the write path, queued and
@@ -838,7 +838,7 @@ impl UsageOfAnswer {
     /// The answer's usage: `reported`, or the prompt's count and `answer`'s.
     fn turn(&self, client: &MemoryClient, reported: Option<&Value>, answer: &Value) -> TurnUsage {
         TurnUsage::new(&self.model, reported, || {
-            let counter = client.inner.context.counter(&self.model);
+            let counter = client.engine.context.counter(&self.model);
             let completion = mnemo_context::tokens::message_tokens(counter.as_ref(), answer);
             (self.prompt_tokens, completion as u64)
         })
@@ -856,7 +856,7 @@ struct TurnEnd {
 
 /// The upstream's stream, passed through while the assistant's words are collected.
 struct RecordingStream {
-    inner: ByteStream,
+    upstream: ByteStream,
     words: DeltaAccumulator,
     /// What the answer's usage counts against.
     spent: UsageOfAnswer,
@@ -899,7 +899,7 @@ impl Stream for RecordingStream {
     type Item = Result<Bytes, LlmError>;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        let polled = self.inner.as_mut().poll_next(cx);
+        let polled = self.upstream.as_mut().poll_next(cx);
         match &polled {
             Poll::Ready(Some(Ok(bytes))) => {
                 self.words.feed(bytes);

@@ -258,7 +258,7 @@ pub enum HistoryScope {
 
 impl MemoryClient {
     fn sessions(&self) -> &SessionStore {
-        &self.inner.sessions.store
+        &self.engine.sessions.store
     }
 
     /// Takes session `id`'s lock and makes sure its cached log is current.
@@ -266,7 +266,7 @@ impl MemoryClient {
         &self,
         id: &SessionId,
     ) -> Result<(Slot, OwnedMutexGuard<Option<LoadedSession>>), EngineError> {
-        let slot = self.inner.sessions.slot(id);
+        let slot = self.engine.sessions.slot(id);
         let mut guard = slot.clone().lock_owned().await;
         self.refresh(id, &mut guard).await?;
         Ok((slot, guard))
@@ -290,7 +290,7 @@ impl MemoryClient {
         if let Some(loaded) = reloaded {
             **guard = loaded;
             // What was read stays cached: idle sessions give way past the budget.
-            self.inner.sessions.trim_cache(CACHED_LOG_BYTES);
+            self.engine.sessions.trim_cache(CACHED_LOG_BYTES);
         }
         Ok(())
     }
@@ -464,7 +464,7 @@ impl MemoryClient {
         incomplete: bool,
     ) -> tokio::task::JoinHandle<()> {
         let client = self.clone();
-        self.inner.background.spawn(async move {
+        self.engine.background.spawn(async move {
             let id = turn.id.clone();
             let titled_from = turn.titled_from.clone();
             let answer = message["content"].as_str().unwrap_or_default().to_owned();
@@ -475,7 +475,7 @@ impl MemoryClient {
                 warn!(session = %id, "cannot log the answer: {e}");
                 return;
             }
-            let by_llm = client.inner.config.session_titles == SessionTitles::Llm;
+            let by_llm = client.engine.config.session_titles == SessionTitles::Llm;
             if let (true, Some(prompt)) = (by_llm, titled_from) {
                 client.title_by_llm(&id, &prompt, &answer).await;
             }
@@ -486,11 +486,11 @@ impl MemoryClient {
     /// and sets it if the title is still the one the prompt gave (an edit or a rename since
     /// wins). A failure leaves the prompt's title, with a warning.
     async fn title_by_llm(&self, id: &SessionId, prompt: &str, answer: &str) {
-        let Some(llm) = self.inner.llm.as_ref() else {
+        let Some(llm) = self.engine.llm.as_ref() else {
             return;
         };
         let body = json!({
-            "model": self.inner.config.llm_model,
+            "model": self.engine.config.llm_model,
             "messages": titling_prompt(prompt, answer),
             "temperature": 0,
             "max_tokens": 32,
@@ -764,9 +764,9 @@ impl MemoryClient {
         }
         let (strategy, model) = self.session_strategy(id, &meta).await?;
         let model = strategy.summarization_model.clone().unwrap_or(model);
-        let counter = self.inner.context.counter(&model);
+        let counter = self.engine.context.counter(&model);
         let window = self
-            .inner
+            .engine
             .context
             .window(&model, strategy.context_window_tokens);
         let messages = &history.messages;
@@ -789,7 +789,7 @@ impl MemoryClient {
             .map(|f| f.trim().to_owned())
             .filter(|f| !f.is_empty())
             .or_else(|| strategy.focus.clone());
-        let summarised = match self.inner.llm.as_ref() {
+        let summarised = match self.engine.llm.as_ref() {
             Some(llm) => {
                 let summaries = DirSummaryStore::new(self.sessions().summaries_dir(id));
                 let summariser = crate::chat::governance::UpstreamSummariser { llm };
@@ -916,7 +916,7 @@ impl MemoryClient {
         id: &SessionId,
     ) -> Result<Option<(ConversationId, Option<String>)>, EngineError> {
         let key = crate::chat::governance::CompactTarget::Session(id.clone()).key();
-        if !self.inner.context.compact_requested(&key) {
+        if !self.engine.context.compact_requested(&key) {
             return Ok(None);
         }
         let Ok(meta) = self.sessions().existing_meta(id) else {
@@ -929,7 +929,7 @@ impl MemoryClient {
     /// the request goes on: it asked for an answer.
     pub(crate) async fn run_asked_compaction(&self, id: &SessionId) {
         let key = crate::chat::governance::CompactTarget::Session(id.clone()).key();
-        let Some(focus) = self.inner.context.take_compact_request(&key) else {
+        let Some(focus) = self.engine.context.take_compact_request(&key) else {
             return;
         };
         match self.compact_session(id, focus).await {
@@ -947,11 +947,11 @@ impl MemoryClient {
         let (_slot, guard) = self.lock_session(id).await?;
         let loaded = loaded(&guard, id)?;
         let (strategy, model) = self.session_strategy(id, &loaded.meta).await?;
-        let counter = self.inner.context.counter(&model);
+        let counter = self.engine.context.counter(&model);
         let window = match loaded.meta.window {
             Some(tokens) if strategy.context_window_tokens.is_none() => tokens,
             _ => {
-                self.inner
+                self.engine
                     .context
                     .window(&model, strategy.context_window_tokens)
                     .tokens
@@ -1110,14 +1110,14 @@ impl MemoryClient {
         let conversation = stored_conversation(id, meta)?;
         let stored = self.conversation_strategy(&conversation).await?;
         let agent = self
-            .inner
+            .engine
             .config
             .context
             .agent_strategy(meta.agent.as_deref());
         let model = meta
             .model
             .clone()
-            .unwrap_or_else(|| self.inner.config.llm_model.clone());
+            .unwrap_or_else(|| self.engine.config.llm_model.clone());
         let strategy = crate::chat::governance::owned_history_default(stored.over(&agent));
         Ok((strategy.resolve(), model))
     }
@@ -1159,16 +1159,16 @@ impl MemoryClient {
         change: impl FnOnce(&AgentNotes) -> Result<String, SessionError> + Send + 'static,
     ) -> Result<String, EngineError> {
         let notes = AgentNotes::new(self.store().root(), agent)?;
-        let lock = self.inner.agent_lock.clone();
+        let lock = self.engine.agent_lock.clone();
         let _held = lock.lock().await;
-        let inner = self.inner.clone();
+        let engine = self.engine.clone();
         let agent = agent.to_owned();
         blocking(move || {
             let text = change(&notes)?;
-            if let Some(git) = &inner.git {
+            if let Some(git) = &engine.git {
                 git.note_changed([notes.path()]);
             }
-            inner.commit(&format!("{verb} the notes of agent {agent}"));
+            engine.commit(&format!("{verb} the notes of agent {agent}"));
             Ok(text)
         })
         .await

@@ -134,9 +134,9 @@ impl WritePath<'_> {
         if new.is_empty() {
             return Ok(());
         }
-        let inner = self.engine.clone();
+        let engine = self.engine.clone();
         let conv = conversation.clone();
-        let marked = blocking(move || inner.mark_conflicts(&conv, &new)).await?;
+        let marked = blocking(move || engine.mark_conflicts(&conv, &new)).await?;
         for contested in marked {
             info!(conversation = %conversation, earlier = %contested.earlier_text, later = %contested.later, similarity = contested.similarity, "marked: a later fact may say otherwise");
             report.contested.push(contested);
@@ -220,11 +220,11 @@ impl MemoryClient {
         &self,
         conversation: &ConversationId,
     ) -> Result<Conflicts, EngineError> {
-        let inner = self.inner.clone();
+        let engine = self.engine.clone();
         let conversation_id = conversation.clone();
         blocking(move || {
             Ok(Conflicts {
-                conflicts: inner.conflicts(&conversation_id),
+                conflicts: engine.conflicts(&conversation_id),
                 conversation_id,
             })
         })
@@ -242,7 +242,7 @@ impl MemoryClient {
         resolution: Resolution,
     ) -> Result<Resolved, EngineError> {
         let _turn = self
-            .inner
+            .engine
             .conversation_lock(conversation)
             .lock_owned()
             .await;
@@ -264,9 +264,9 @@ impl MemoryClient {
         if !open {
             return Err(no_such());
         }
-        let inner = self.inner.clone();
+        let engine = self.engine.clone();
         let conversation = conversation.clone();
-        blocking(move || inner.resolve(&conversation, first, second, resolution)).await
+        blocking(move || engine.resolve(&conversation, first, second, resolution)).await
     }
 }
 

@@ -227,7 +227,7 @@ impl MemoryClient {
     /// The write path, borrowed for one pass.
     pub(crate) fn write_path(&self) -> WritePath<'_> {
         WritePath {
-            engine: &self.inner,
+            engine: &self.engine,
         }
     }
 
@@ -283,7 +283,7 @@ impl MemoryClient {
 
     /// Write-path passes and turn writes queued or running in the background.
     pub fn background_tasks(&self) -> usize {
-        self.inner.background.len()
+        self.engine.background.len()
     }
 
     /// Waits until every write the client has queued in the background is done.
@@ -298,7 +298,7 @@ impl MemoryClient {
         let deadline = tokio::time::Instant::now().checked_add(grace);
         let mut finished = true;
         // Chats first: a finishing chat queues its write-path pass.
-        for tracker in [&self.inner.detached_chats, &self.inner.background] {
+        for tracker in [&self.engine.detached_chats, &self.engine.background] {
             tracker.close();
             let wait = tracker.wait();
             finished &= match deadline {
@@ -310,7 +310,7 @@ impl MemoryClient {
             };
             tracker.reopen();
         }
-        let snapshot = self.inner.snapshot.clone();
+        let snapshot = self.engine.snapshot.clone();
         if let Err(e) = blocking(move || snapshot.flush()).await {
             warn!("cannot write the index snapshot: {e}; trying again later");
         }
@@ -439,10 +439,10 @@ impl WritePath<'_> {
             .iter()
             .filter(|m| !replacing.contains(&m.record.id))
         {
-            let inner = self.engine.clone();
+            let engine = self.engine.clone();
             let (conv, text) = (conversation.clone(), vec![new.record.content.clone()]);
             let near =
-                blocking(move || inner.nearest_facts(&conv, &text, CHANGE_CANDIDATE)).await?;
+                blocking(move || engine.nearest_facts(&conv, &text, CHANGE_CANDIDATE)).await?;
             let person = subject_of(&new.record.content);
             let closest = near
                 .into_iter()
@@ -464,9 +464,9 @@ impl WritePath<'_> {
             match answer {
                 Ok(prompts::Replaces { replaces: true }) => {
                     info!(conversation = %conversation, old = %old.content, new = %new_text, "replaced: the user's change");
-                    let inner = self.engine.clone();
+                    let engine = self.engine.clone();
                     let tombstone = vec![(old.path.clone(), Some(new_id))];
-                    blocking(move || inner.tombstone(&tombstone)).await?;
+                    blocking(move || engine.tombstone(&tombstone)).await?;
                     report.updated.push((old.id, new_id));
                     report.retracted.push(old.content);
                 }
@@ -503,17 +503,17 @@ impl WritePath<'_> {
     /// it ("It's green."). Turns written in the same millisecond as `turn` (its own answer,
     /// stored with it) are not before it.
     async fn earlier_exchange(&self, turn: &StoredMemory) -> Result<Earlier, EngineError> {
-        let inner = self.engine.clone();
+        let engine = self.engine.clone();
         let (id, at) = (turn.record.id, turn.record.created_at);
         blocking(move || {
-            let timeline = inner.timeline();
+            let timeline = engine.timeline();
             let mut before = Vec::new();
             let mut cursor = timeline.neighbours(id).previous;
             while let Some(previous) = cursor.filter(|_| before.len() < EARLIER_TURNS) {
                 before.push(previous);
                 cursor = timeline.neighbours(previous).previous;
             }
-            let mut hits = inner.index.retrieve(&before, false)?;
+            let mut hits = engine.index.retrieve(&before, false)?;
             hits.sort_by_key(|h| before.iter().position(|id| *id == h.id));
             let mut earlier = Earlier::default();
             for hit in hits.into_iter().filter(|h| h.payload.created_at < at) {
@@ -625,9 +625,9 @@ impl WritePath<'_> {
             return Ok(());
         }
         let existing = {
-            let inner = self.engine.clone();
+            let engine = self.engine.clone();
             let (conversation, facts) = (conversation.clone(), facts.clone());
-            blocking(move || inner.nearest_facts(&conversation, &facts, RELATED)).await?
+            blocking(move || engine.nearest_facts(&conversation, &facts, RELATED)).await?
         };
         let config = &self.engine.config;
         let rules = config.fact_grounding && config.applies(WriteRule::SamePerson);
@@ -721,11 +721,11 @@ impl WritePath<'_> {
         if operations.is_empty() {
             return Ok(());
         }
-        let inner = self.engine.clone();
+        let engine = self.engine.clone();
         let conversation = conversation.clone();
         let origin = origin.clone();
         let applied =
-            blocking(move || inner.apply(&conversation, &existing, operations, &origin)).await?;
+            blocking(move || engine.apply(&conversation, &existing, operations, &origin)).await?;
         report.added.extend(applied.added);
         report.updated.extend(applied.updated);
         report.deleted.extend(applied.deleted);
@@ -745,15 +745,15 @@ impl WritePath<'_> {
         if report.changed_facts() && self.engine.config.enable_summarization {
             self.update_summary(conversation, report).await?;
         }
-        let inner = self.engine.clone();
+        let engine = self.engine.clone();
         let conv = conversation.clone();
         // What this pass just acknowledged is never what it evicts.
         let keep: std::collections::HashSet<MemoryId> =
             report.added.iter().map(|m| m.record.id).collect();
-        report.evicted = blocking(move || inner.evict(&conv, &keep)).await?;
-        let inner = self.engine.clone();
+        report.evicted = blocking(move || engine.evict(&conv, &keep)).await?;
+        let engine = self.engine.clone();
         let message = report.commit_message(turns_written);
-        report.commit = blocking(move || Ok(inner.commit(&message))).await?;
+        report.commit = blocking(move || Ok(engine.commit(&message))).await?;
         report.engine_time = started.elapsed().saturating_sub(report.llm_time);
         info!(
             conversation = %conversation,
@@ -777,9 +777,9 @@ impl WritePath<'_> {
             return Ok(());
         };
         let previous = {
-            let inner = self.engine.clone();
+            let engine = self.engine.clone();
             let conv = conversation.clone();
-            blocking(move || Ok(inner.summary(&conv))).await?
+            blocking(move || Ok(engine.summary(&conv))).await?
         };
         let added: Vec<String> = report
             .added
@@ -823,9 +823,9 @@ impl WritePath<'_> {
         if text.is_empty() && !report.summary_cuts.is_empty() && previous.is_some() {
             // All it would say was retracted: no summary beats a false one (the old one is
             // kept as a tombstone, and the next pass with news writes a new one).
-            let inner = self.engine.clone();
-            let path = inner.store.summary_path(conversation);
-            blocking(move || inner.tombstone(&[(path, None)])).await?;
+            let engine = self.engine.clone();
+            let path = engine.store.summary_path(conversation);
+            blocking(move || engine.tombstone(&[(path, None)])).await?;
             report.summary_updated = true;
             return Ok(());
         }

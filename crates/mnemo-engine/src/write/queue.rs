@@ -31,7 +31,7 @@ impl MemoryClient {
     /// a crash right after must not lose its answer); the pass runs in the background, after
     /// the conversation's passes queued before it.
     pub(crate) fn queue_pass(&self, pass: PendingPass) {
-        let entry = match self.inner.queue.journal(&pass) {
+        let entry = match self.engine.queue.journal(&pass) {
             Ok(path) => Some(path),
             Err(e) => {
                 warn!(conversation = %pass.conversation, "cannot journal a write-path pass ({e}); running it unjournaled");
@@ -44,7 +44,7 @@ impl MemoryClient {
     /// Resumes the passes an earlier process left queued (at most once per start; `serve`
     /// calls it). Returns how many were found.
     pub fn resume_pending_passes(&self) -> usize {
-        let left = self.inner.queue.left_over();
+        let left = self.engine.queue.left_over();
         if !left.is_empty() {
             info!(
                 passes = left.len(),
@@ -58,7 +58,7 @@ impl MemoryClient {
     /// [`resume_pending_passes`](Self::resume_pending_passes) does at start. Called once
     /// a lost index server answers again. Returns how many there were.
     pub(crate) fn rerun_failed_passes(&self) -> usize {
-        let mut failed = match self.inner.queue.failed.lock() {
+        let mut failed = match self.engine.queue.failed.lock() {
             Ok(mut failed) => std::mem::take(&mut *failed),
             Err(poisoned) => std::mem::take(&mut *poisoned.into_inner()),
         };
@@ -74,7 +74,7 @@ impl MemoryClient {
             return 0;
         }
         let client = self.clone();
-        self.inner.background.spawn(async move {
+        self.engine.background.spawn(async move {
             for path in paths {
                 if let Some(pass) = client.read_journaled(&path).await {
                     client.enqueue(QueuedPass {
@@ -112,7 +112,7 @@ impl MemoryClient {
     fn enqueue(&self, queued: QueuedPass) {
         let conversation = queued.pass.conversation.clone();
         {
-            let mut waiting = self.inner.queue.waiting();
+            let mut waiting = self.engine.queue.waiting();
             if let Some(passes) = waiting.get_mut(&conversation) {
                 passes.push_back(queued);
                 return;
@@ -120,7 +120,7 @@ impl MemoryClient {
             waiting.insert(conversation.clone(), VecDeque::from([queued]));
         }
         let client = self.clone();
-        self.inner
+        self.engine
             .background
             .spawn(async move { client.drain(conversation).await });
     }
@@ -130,15 +130,15 @@ impl MemoryClient {
     async fn drain(&self, conversation: ConversationId) {
         loop {
             let next = {
-                let mut waiting = self.inner.queue.waiting();
+                let mut waiting = self.engine.queue.waiting();
                 let next = waiting.get_mut(&conversation).and_then(VecDeque::pop_front);
-                if next.is_none() || self.inner.queue.cancel.is_cancelled() {
+                if next.is_none() || self.engine.queue.cancel.is_cancelled() {
                     waiting.remove(&conversation);
                 }
                 next
             };
             match next {
-                Some(queued) if !self.inner.queue.cancel.is_cancelled() => {
+                Some(queued) if !self.engine.queue.cancel.is_cancelled() => {
                     self.run_pass(queued).await;
                 }
                 _ => return,
@@ -148,20 +148,20 @@ impl MemoryClient {
 
     /// Write-path passes journaled and not yet done.
     pub fn pending_passes(&self) -> usize {
-        self.inner.queue.left_over().len()
+        self.engine.queue.left_over().len()
     }
 
     /// Stops the passes still running or waiting, leaving their entries journaled for the
     /// next start: what a shutdown does once its grace period is over, before it stops the
     /// LLM they would otherwise run on.
     pub fn stop_background_passes(&self) {
-        self.inner.queue.cancel.cancel();
+        self.engine.queue.cancel.cancel();
     }
 
     /// Runs a queued pass, then removes its entry; a pass stopped at shutdown or failed
     /// keeps it.
     async fn run_pass(&self, QueuedPass { entry, pass }: QueuedPass) {
-        let cancelled = self.inner.queue.cancel.clone();
+        let cancelled = self.engine.queue.cancel.clone();
         let done = tokio::select! {
             _ = cancelled.cancelled() => false,
             done = self.apply_pass(pass, entry.as_deref()) => done,
@@ -171,9 +171,9 @@ impl MemoryClient {
             if let Err(e) = std::fs::remove_file(&path) {
                 warn!(entry = %path.display(), "cannot remove a finished pass from the queue: {e}");
             }
-        } else if !cancelled.is_cancelled() && self.inner.recovery.get().is_some() {
+        } else if !cancelled.is_cancelled() && self.engine.recovery.get().is_some() {
             // Only a recovery ever runs them again before the next start.
-            if let Ok(mut failed) = self.inner.queue.failed.lock() {
+            if let Ok(mut failed) = self.engine.queue.failed.lock() {
                 failed.push(path);
             }
         }

@@ -2,10 +2,10 @@
 //! conversation ids, and an index that counts what it is asked to write.
 
 // Each test file uses a part of this module.
-#![allow(dead_code)]
+#![allow(dead_code, unused_imports)]
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use mnemo_core::{Config, ConversationId, MemoryId};
@@ -13,20 +13,7 @@ use mnemo_index::{
     EdgeIndex, EdgeIndexOptions, Filter, Hit, IndexError, Point, Query, SparseVector, VectorIndex,
 };
 
-/// The checkout's `models/` folder, which `scripts/setup` fills.
-pub fn models() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../models")
-}
-
-/// A store at `memory_path` with the checkout's models and every other setting at its
-/// default, as a user gets it.
-pub fn store_config(memory_path: &Path) -> Config {
-    Config {
-        memory_path: memory_path.to_owned(),
-        models_dir: models(),
-        ..Config::default()
-    }
-}
+pub use mnemo_test_support::{models_dir as models, store_config};
 
 /// [`store_config`] with the cross-encoder off, for tests of the other stages.
 pub fn config_without_reranker(memory_path: &Path) -> Config {

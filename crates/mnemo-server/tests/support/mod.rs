@@ -34,7 +34,7 @@ impl Server {
         let dir = tempfile::tempdir().unwrap();
         let mut config = Config {
             memory_path: dir.path().to_owned(),
-            models_dir: PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../models"),
+            models_dir: mnemo_test_support::models_dir(),
             openai_base_url: upstream,
             llm_timeout_secs: 1,
             start_watcher: false,
