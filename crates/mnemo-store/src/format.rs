@@ -502,6 +502,20 @@ mod tests {
     }
 
     #[test]
+    fn metadata_is_bounded_by_what_its_aliases_expand_to_not_by_its_text() {
+        // 250 bytes of header whose aliases would expand to 10^5 metadata leaves.
+        let header = "---\nmetadata:\n  a: &a [x, x, x, x, x, x, x, x, x, x]\n  b: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\n  c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]\n  d: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c, *c]\n  e: [*d, *d, *d, *d, *d, *d, *d, *d, *d, *d]\n---\n";
+        assert!(header.len() <= 250, "{}", header.len());
+        let err = parse_at("entries/c1/facts/x.md", &format!("{header}body\n")).unwrap_err();
+        let message = err.to_string();
+        assert!(message.contains("alias") || message.contains("replay"), "{message}");
+        // Two levels of the same expand to 100 leaves: a hand-written anchor still reads.
+        let small = "---\nmetadata:\n  a: &a [x, x, x, x, x, x, x, x, x, x]\n  b: [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\n---\nbody\n";
+        let parsed = parse_at("entries/c1/facts/x.md", small).unwrap();
+        assert_eq!(parsed.record.metadata["b"][9][9], "x");
+    }
+
+    #[test]
     fn a_file_without_front_matter_is_a_memory() {
         let id = MemoryId::random();
         let rel = format!("entries/c1/facts/20260102T030405000Z__{id}.md");
