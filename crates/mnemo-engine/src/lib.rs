@@ -6,7 +6,9 @@
 //! vector index under `<memory_path>/index/` and runs a sync pass that brings the index in
 //! step with the Markdown files, which are the source of truth; a watcher keeps it in step
 //! with hand edits afterwards. A front end serving several callers works through
-//! `client.as_caller(access)` (`access`), which checks each call.
+//! `client.as_caller(access)` (`access`), which checks each call; its sessions and a
+//! conversation's settings are reached through that handle's `sessions()` and
+//! `conversation(&id)` (`scoped_doors`), so no front end checks one thing and calls another.
 //!
 //! The engine is four wings over one floor of rules:
 //! - `chat`: a chat request with memories injected (`chat::inject`), its outgoing copy
@@ -58,6 +60,7 @@ mod locks;
 mod pass_queue;
 mod retrieval;
 mod revision_cache;
+mod scoped_doors;
 mod session_cache;
 mod text;
 mod usage;
@@ -88,6 +91,7 @@ pub use index::watcher::WatcherHandle;
 pub use mnemo_context::{ContextReport, Strategy, EVERY_MODEL};
 pub use mnemo_session::{Excerpt, HistoryStyle, SessionExport, SessionId, SessionMeta};
 pub use retrieval::{SearchHit, SearchRequest, Searched, StageScores};
+pub use scoped_doors::{ScopedConversation, ScopedSessions};
 pub use usage::UsageTotals;
 pub use write::conflicts::{Conflict, Conflicts, Resolution, Resolved};
 pub use write::GROUNDED_ON;

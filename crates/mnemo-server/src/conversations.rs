@@ -14,10 +14,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use mnemo_core::ConversationId;
 use mnemo_core::MemoryId;
-use mnemo_engine::{
-    Access as _, CompactTarget, Conflicts, HistoryScope, Resolution, Resolved, Strategy,
-    UsageTotals,
-};
+use mnemo_engine::{Conflicts, HistoryScope, Resolution, Resolved, Strategy, UsageTotals};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;
@@ -64,8 +61,12 @@ pub(crate) async fn get_strategy(
     Path(id): Path<String>,
 ) -> Result<Json<ConversationMemory>, ApiError> {
     let conversation_id = conversation(&id)?;
-    grant.check_read(conversation_id.as_str())?;
-    let strategy = state.client.conversation_strategy(&conversation_id).await?;
+    let strategy = state
+        .client
+        .as_caller(grant.access())
+        .conversation(&conversation_id)
+        .strategy()
+        .await?;
     Ok(Json(ConversationMemory {
         conversation_id,
         strategy,
@@ -98,10 +99,11 @@ pub(crate) async fn patch_strategy(
     JsonBody(patch): JsonBody<Value>,
 ) -> Result<Json<ConversationMemory>, ApiError> {
     let conversation_id = conversation(&id)?;
-    grant.check_write(conversation_id.as_str())?;
     let strategy = state
         .client
-        .patch_conversation_strategy(&conversation_id, patch)
+        .as_caller(grant.access())
+        .conversation(&conversation_id)
+        .patch_strategy(patch)
         .await?;
     Ok(Json(ConversationMemory {
         conversation_id,
@@ -133,9 +135,12 @@ pub(crate) async fn compact(
     OptionalJsonBody(request): OptionalJsonBody<ConversationCompactRequest>,
 ) -> Result<Response, ApiError> {
     let conversation_id = conversation(&id)?;
-    grant.check_write(conversation_id.as_str())?;
-    let target = CompactTarget::Conversation(conversation_id.clone());
-    let focus = state.client.request_compact(target, request.focus).await?;
+    let focus = state
+        .client
+        .as_caller(grant.access())
+        .conversation(&conversation_id)
+        .request_compact(request.focus)
+        .await?;
     let requested = CompactRequested {
         target: "conversation",
         id: conversation_id.to_string(),
@@ -174,8 +179,12 @@ pub(crate) async fn usage(
     Path(id): Path<String>,
 ) -> Result<Json<ConversationUsage>, ApiError> {
     let conversation_id = conversation(&id)?;
-    grant.check_read(conversation_id.as_str())?;
-    let usage = state.client.conversation_usage(&conversation_id).await?;
+    let usage = state
+        .client
+        .as_caller(grant.access())
+        .conversation(&conversation_id)
+        .usage()
+        .await?;
     Ok(Json(ConversationUsage {
         conversation_id,
         usage,

@@ -14,7 +14,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use chrono::{DateTime, Utc};
 use mnemo_core::ConversationId;
-use mnemo_engine::{Access as _, CompactTarget, HistoryScope, SessionId, SessionMeta, SessionUse};
+use mnemo_engine::{Access as _, HistoryScope, ScopedClient, SessionId, SessionMeta};
 use mnemo_engine::{
     CompactReport, HistoryResults, MessagePage, SessionContext, SessionExport, SessionInfo,
     ToolOutputSlice,
@@ -35,18 +35,9 @@ fn session_id(raw: &str) -> Result<SessionId, ApiError> {
     SessionId::new(raw).map_err(ApiError::invalid)
 }
 
-/// Checks `grant` against the conversation session `id` belongs to.
-async fn check_session(
-    state: &AppState,
-    grant: &Grant,
-    id: &SessionId,
-    how: SessionUse,
-) -> Result<(), ApiError> {
-    Ok(state
-        .client
-        .as_caller(grant.access())
-        .check_session(id, how)
-        .await?)
+/// The engine as the request's caller may use it: every session call checked.
+fn caller(state: &AppState, grant: &Grant) -> ScopedClient {
+    state.client.as_caller(grant.access())
 }
 
 /// A session in a listing.
@@ -140,9 +131,8 @@ pub(crate) async fn get_one(
     grant: Grant,
     Path(id): Path<String>,
 ) -> Result<Json<SessionInfo>, ApiError> {
-    let info = state.client.session(&session_id(&id)?).await?;
-    grant.check_read(&info.meta.conversation)?;
-    Ok(Json(info))
+    let id = session_id(&id)?;
+    Ok(Json(caller(&state, &grant).sessions().get(&id).await?))
 }
 
 /// What deleting a session did.
@@ -174,8 +164,7 @@ pub(crate) async fn delete(
     Path(id): Path<String>,
 ) -> Result<Json<Deleted>, ApiError> {
     let id = session_id(&id)?;
-    check_session(&state, &grant, &id, SessionUse::Write).await?;
-    let meta = state.client.delete_session(&id).await?;
+    let meta = caller(&state, &grant).sessions().delete(&id).await?;
     Ok(Json(Deleted {
         id: id.to_string(),
         deleted_at: meta.deleted_at,
@@ -218,11 +207,10 @@ pub(crate) async fn messages(
     QueryParams(q): QueryParams<MessagesQuery>,
 ) -> Result<Json<MessagePage>, ApiError> {
     let id = session_id(&id)?;
-    check_session(&state, &grant, &id, SessionUse::Read).await?;
     let limit = mnemo_core::page_size(q.limit, 100, "limit").map_err(ApiError::invalid)?;
-    let page = state
-        .client
-        .session_messages(&id, q.offset, limit, q.all)
+    let page = caller(&state, &grant)
+        .sessions()
+        .messages(&id, q.offset, limit, q.all)
         .await?;
     Ok(Json(page))
 }
@@ -268,10 +256,9 @@ pub(crate) async fn fork(
     OptionalJsonBody(request): OptionalJsonBody<ForkRequest>,
 ) -> Result<Response, ApiError> {
     let id = session_id(&id)?;
-    // The fork is a new session of the same conversation: writing it.
-    check_session(&state, &grant, &id, SessionUse::Write).await?;
     let new_id = request.id.as_deref().map(session_id).transpose()?;
-    let (new_id, meta) = state.client.fork_session(&id, new_id).await?;
+    // The fork is a new session of the same conversation: writing it.
+    let (new_id, meta) = caller(&state, &grant).sessions().fork(&id, new_id).await?;
     let forked = Forked {
         id: new_id.to_string(),
         meta,
@@ -299,8 +286,7 @@ pub(crate) async fn export(
     Path(id): Path<String>,
 ) -> Result<Json<SessionExport>, ApiError> {
     let id = session_id(&id)?;
-    check_session(&state, &grant, &id, SessionUse::Read).await?;
-    Ok(Json(state.client.export_session(&id).await?))
+    Ok(Json(caller(&state, &grant).sessions().export(&id).await?))
 }
 
 /// Where an imported session goes.
@@ -351,12 +337,10 @@ pub(crate) async fn import(
     let new_id = as_id.clone().unwrap_or_else(SessionId::generate);
     let (_, export) = mnemo_session::foreign::read_document(&bytes, new_id.as_str(), requested)
         .map_err(|e| ApiError::invalid(format!("the body is {e}")))?;
-    let conversation = ConversationId::new(&export.meta.conversation)
-        .map_err(|e| ApiError::invalid(format!("the export's conversation: {e}")))?;
-    grant
-        .access()
-        .check_chat(&conversation, export.meta.agent.as_deref())?;
-    let (id, meta) = state.client.import_session(export, as_id).await?;
+    let (id, meta) = caller(&state, &grant)
+        .sessions()
+        .import(export, as_id)
+        .await?;
     let imported = Forked {
         id: id.to_string(),
         meta,
@@ -412,10 +396,12 @@ pub(crate) async fn compact(
     OptionalJsonBody(request): OptionalJsonBody<CompactRequest>,
 ) -> Result<Response, ApiError> {
     let id = session_id(&id)?;
-    check_session(&state, &grant, &id, SessionUse::Write).await?;
+    let caller = caller(&state, &grant);
     if request.deferred {
-        let target = CompactTarget::Session(id.clone());
-        let focus = state.client.request_compact(target, request.focus).await?;
+        let focus = caller
+            .sessions()
+            .request_compact(&id, request.focus)
+            .await?;
         let requested = CompactRequested {
             target: "session",
             id: id.to_string(),
@@ -423,7 +409,7 @@ pub(crate) async fn compact(
         };
         return Ok((StatusCode::ACCEPTED, Json(requested)).into_response());
     }
-    let report = state.client.compact_session(&id, request.focus).await?;
+    let report = caller.sessions().compact(&id, request.focus).await?;
     Ok(Json(report).into_response())
 }
 
@@ -446,8 +432,7 @@ pub(crate) async fn context(
     Path(id): Path<String>,
 ) -> Result<Json<SessionContext>, ApiError> {
     let id = session_id(&id)?;
-    check_session(&state, &grant, &id, SessionUse::Read).await?;
-    Ok(Json(state.client.session_context(&id).await?))
+    Ok(Json(caller(&state, &grant).sessions().context(&id).await?))
 }
 
 /// Which part of an output to read.

@@ -508,7 +508,10 @@ mod tests {
         assert!(header.len() <= 250, "{}", header.len());
         let err = parse_at("entries/c1/facts/x.md", &format!("{header}body\n")).unwrap_err();
         let message = err.to_string();
-        assert!(message.contains("alias") || message.contains("replay"), "{message}");
+        assert!(
+            message.contains("alias") || message.contains("replay"),
+            "{message}"
+        );
         // Two levels of the same expand to 100 leaves: a hand-written anchor still reads.
         let small = "---\nmetadata:\n  a: &a [x, x, x, x, x, x, x, x, x, x]\n  b: [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\n---\nbody\n";
         let parsed = parse_at("entries/c1/facts/x.md", small).unwrap();

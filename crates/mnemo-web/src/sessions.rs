@@ -5,7 +5,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use maud::{html, Markup};
-use mnemo_engine::{SessionId, SessionUse};
+use mnemo_engine::SessionId;
 use mnemo_session::history::message_text;
 use serde::Deserialize;
 use serde_json::Value;
@@ -66,15 +66,13 @@ pub async fn one(
 ) -> Result<Response, WebError> {
     let id = SessionId::new(&id).map_err(|e| WebError::bad_request(format!("session: {e}")))?;
     let client = &state.client;
-    client
-        .as_caller(viewer.0.clone())
-        .check_session(&id, SessionUse::Read)
-        .await?;
-    let info = client.session(&id).await?;
-    let context = client.session_context(&id).await?;
+    let caller = client.as_caller(viewer.0.clone());
+    let sessions = caller.sessions();
+    let info = sessions.get(&id).await?;
+    let context = sessions.context(&id).await?;
     let page = query.page.unwrap_or(1).max(1);
-    let messages = client
-        .session_messages(&id, (page - 1).saturating_mul(PER_PAGE), PER_PAGE, false)
+    let messages = sessions
+        .messages(&id, (page - 1).saturating_mul(PER_PAGE), PER_PAGE, false)
         .await?;
     let calls = messages
         .messages

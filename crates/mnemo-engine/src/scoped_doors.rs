@@ -1,0 +1,162 @@
+//! One checked door per caller for sessions and conversation settings:
+//! [`ScopedClient::sessions`] and [`ScopedClient::conversation`]. Each call checks the
+//! caller's [`Access`](crate::Access) against the conversation it touches (a session's
+//! conversation is looked up first) and only then calls the engine, so a front end cannot
+//! check one thing and call another.
+
+use serde_json::Value;
+
+use mnemo_context::Strategy;
+use mnemo_core::ConversationId;
+use mnemo_session::{SessionExport, SessionId, SessionMeta};
+
+use crate::access::{ScopedClient, SessionUse};
+use crate::chat::governance::CompactTarget;
+use crate::chat::sessions::{CompactReport, MessagePage, SessionContext, SessionInfo};
+use crate::error::EngineError;
+use crate::usage::UsageTotals;
+
+/// The chat sessions as one caller may use them ([`ScopedClient::sessions`]).
+pub struct ScopedSessions<'a> {
+    scoped: &'a ScopedClient,
+}
+
+/// One conversation's settings as one caller may use them ([`ScopedClient::conversation`]).
+pub struct ScopedConversation<'a> {
+    scoped: &'a ScopedClient,
+    id: &'a ConversationId,
+}
+
+impl ScopedClient {
+    /// The chat sessions, each call checked against this caller.
+    pub fn sessions(&self) -> ScopedSessions<'_> {
+        ScopedSessions { scoped: self }
+    }
+
+    /// Conversation `id`'s settings, each call checked against this caller.
+    pub fn conversation<'a>(&'a self, id: &'a ConversationId) -> ScopedConversation<'a> {
+        ScopedConversation { scoped: self, id }
+    }
+}
+
+impl ScopedSessions<'_> {
+    /// Session `id` with its settings; needs read on its conversation.
+    pub async fn get(&self, id: &SessionId) -> Result<SessionInfo, EngineError> {
+        let info = self.scoped.client.session(id).await?;
+        self.scoped.access.check_read(&info.meta.conversation)?;
+        Ok(info)
+    }
+
+    /// Marks session `id` deleted; needs write.
+    pub async fn delete(&self, id: &SessionId) -> Result<SessionMeta, EngineError> {
+        self.scoped.check_session(id, SessionUse::Write).await?;
+        self.scoped.client.delete_session(id).await
+    }
+
+    /// A page of session `id`'s messages; needs read.
+    pub async fn messages(
+        &self,
+        id: &SessionId,
+        offset: usize,
+        limit: usize,
+        all: bool,
+    ) -> Result<MessagePage, EngineError> {
+        self.scoped.check_session(id, SessionUse::Read).await?;
+        self.scoped
+            .client
+            .session_messages(id, offset, limit, all)
+            .await
+    }
+
+    /// A copy of session `id` under `new_id` (else a new id); needs write.
+    pub async fn fork(
+        &self,
+        id: &SessionId,
+        new_id: Option<SessionId>,
+    ) -> Result<(SessionId, SessionMeta), EngineError> {
+        self.scoped.check_session(id, SessionUse::Write).await?;
+        self.scoped.client.fork_session(id, new_id).await
+    }
+
+    /// Session `id` as one document; needs read.
+    pub async fn export(&self, id: &SessionId) -> Result<SessionExport, EngineError> {
+        self.scoped.check_session(id, SessionUse::Read).await?;
+        self.scoped.client.export_session(id).await
+    }
+
+    /// Imports `export` under `as_id` (else its own id); needs write on its conversation and
+    /// its agent, if it names one.
+    pub async fn import(
+        &self,
+        export: SessionExport,
+        as_id: Option<SessionId>,
+    ) -> Result<(SessionId, SessionMeta), EngineError> {
+        let conversation = ConversationId::new(&export.meta.conversation)
+            .map_err(|e| EngineError::InvalidInput(format!("the export's conversation: {e}")))?;
+        self.scoped
+            .access
+            .check_chat(&conversation, export.meta.agent.as_deref())?;
+        self.scoped.client.import_session(export, as_id).await
+    }
+
+    /// Compacts session `id` now; needs write.
+    pub async fn compact(
+        &self,
+        id: &SessionId,
+        focus: Option<String>,
+    ) -> Result<CompactReport, EngineError> {
+        self.scoped.check_session(id, SessionUse::Write).await?;
+        self.scoped.client.compact_session(id, focus).await
+    }
+
+    /// Asks session `id`'s next chat request to compact first; the focus kept. Needs write.
+    pub async fn request_compact(
+        &self,
+        id: &SessionId,
+        focus: Option<String>,
+    ) -> Result<Option<String>, EngineError> {
+        self.scoped.check_session(id, SessionUse::Write).await?;
+        let target = CompactTarget::Session(id.clone());
+        self.scoped.client.request_compact(target, focus).await
+    }
+
+    /// How full session `id`'s context is; needs read.
+    pub async fn context(&self, id: &SessionId) -> Result<SessionContext, EngineError> {
+        self.scoped.check_session(id, SessionUse::Read).await?;
+        self.scoped.client.session_context(id).await
+    }
+}
+
+impl ScopedConversation<'_> {
+    /// The conversation's stored context strategy; needs read.
+    pub async fn strategy(&self) -> Result<Strategy, EngineError> {
+        self.scoped.access.check_read(self.id.as_str())?;
+        self.scoped.client.conversation_strategy(self.id).await
+    }
+
+    /// Merges `patch` into the stored strategy (a `null` field goes back to its default);
+    /// needs write.
+    pub async fn patch_strategy(&self, patch: Value) -> Result<Strategy, EngineError> {
+        self.scoped.access.check_write(self.id.as_str())?;
+        self.scoped
+            .client
+            .patch_conversation_strategy(self.id, patch)
+            .await
+    }
+
+    /// Asks the conversation's next chat request to compact first; needs write.
+    pub async fn request_compact(
+        &self,
+        focus: Option<String>,
+    ) -> Result<Option<String>, EngineError> {
+        self.scoped.access.check_write(self.id.as_str())?;
+        let target = CompactTarget::Conversation(self.id.clone());
+        self.scoped.client.request_compact(target, focus).await
+    }
+
+    /// What the conversation's answers took and cost; needs read.
+    pub async fn usage(&self) -> Result<UsageTotals, EngineError> {
+        self.scoped.access.check_read(self.id.as_str())?;
+        self.scoped.client.conversation_usage(self.id).await
+    }
+}
