@@ -54,13 +54,7 @@ pub(crate) async fn read(
     grant: Grant,
     Path(agent): Path<String>,
 ) -> Result<Json<AgentMemory>, ApiError> {
-    Ok(Json(
-        state
-            .client
-            .as_caller(grant.access())
-            .agent_memory(&agent)
-            .await?,
-    ))
+    Ok(Json(state.caller(&grant).agent_memory(&agent).await?))
 }
 
 /// Append to an agent's notes.
@@ -86,8 +80,7 @@ pub(crate) async fn append(
     grant.check_agent(&agent)?;
     Ok(Json(
         state
-            .client
-            .as_caller(grant.access())
+            .caller(&grant)
             .append_agent_memory(&agent, &request.text)
             .await?,
     ))
@@ -117,8 +110,7 @@ pub(crate) async fn update(
     grant.check_agent(&agent)?;
     Ok(Json(
         state
-            .client
-            .as_caller(grant.access())
+            .caller(&grant)
             .update_agent_memory(&agent, &request.old_text, &request.new_text)
             .await?,
     ))

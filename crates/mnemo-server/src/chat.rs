@@ -56,8 +56,7 @@ pub(crate) async fn chat_completions(
     // them, under its lock, so no check made here could be sure of them. A whole answer is
     // finished even if the client leaves: the answer and the turn's facts are kept.
     let reply = state
-        .client
-        .as_caller(grant.access())
+        .caller(&grant)
         .chat(request)
         .await
         .map_err(|e| count_upstream_error(&state, e))?;

@@ -62,8 +62,7 @@ pub(crate) async fn get_strategy(
 ) -> Result<Json<ConversationMemory>, ApiError> {
     let conversation_id = conversation(&id)?;
     let strategy = state
-        .client
-        .as_caller(grant.access())
+        .caller(&grant)
         .conversation(&conversation_id)
         .strategy()
         .await?;
@@ -100,8 +99,7 @@ pub(crate) async fn patch_strategy(
 ) -> Result<Json<ConversationMemory>, ApiError> {
     let conversation_id = conversation(&id)?;
     let strategy = state
-        .client
-        .as_caller(grant.access())
+        .caller(&grant)
         .conversation(&conversation_id)
         .patch_strategy(patch)
         .await?;
@@ -136,8 +134,7 @@ pub(crate) async fn compact(
 ) -> Result<Response, ApiError> {
     let conversation_id = conversation(&id)?;
     let focus = state
-        .client
-        .as_caller(grant.access())
+        .caller(&grant)
         .conversation(&conversation_id)
         .request_compact(request.focus)
         .await?;
@@ -180,8 +177,7 @@ pub(crate) async fn usage(
 ) -> Result<Json<ConversationUsage>, ApiError> {
     let conversation_id = conversation(&id)?;
     let usage = state
-        .client
-        .as_caller(grant.access())
+        .caller(&grant)
         .conversation(&conversation_id)
         .usage()
         .await?;
@@ -225,8 +221,7 @@ pub(crate) async fn tool_output(
 ) -> Result<Json<mnemo_engine::ToolOutputSlice>, ApiError> {
     let conversation_id = conversation(&id)?;
     let slice = state
-        .client
-        .as_caller(grant.access())
+        .caller(&grant)
         .tool_output(
             &HistoryScope::Conversation(conversation_id),
             &call_id,
@@ -258,11 +253,7 @@ pub(crate) async fn conflicts(
 ) -> Result<Json<Conflicts>, ApiError> {
     let conversation_id = conversation(&id)?;
     Ok(Json(
-        state
-            .client
-            .as_caller(grant.access())
-            .conflicts(&conversation_id)
-            .await?,
+        state.caller(&grant).conflicts(&conversation_id).await?,
     ))
 }
 
@@ -305,8 +296,7 @@ pub(crate) async fn resolve_conflict(
 ) -> Result<Json<Resolved>, ApiError> {
     let conversation_id = conversation(&id)?;
     let resolved = state
-        .client
-        .as_caller(grant.access())
+        .caller(&grant)
         .resolve_conflict(
             &conversation_id,
             request.earlier,

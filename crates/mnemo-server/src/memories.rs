@@ -72,8 +72,7 @@ pub(crate) async fn add(
     let mut texts = request.texts;
     texts.extend(request.content);
     let result = state
-        .client
-        .as_caller(grant.access())
+        .caller(&grant)
         .add(texts, &conversation, request.metadata)
         .await?;
     Ok((StatusCode::CREATED, Json(result)).into_response())
@@ -114,7 +113,7 @@ pub(crate) async fn search(
     QueryParams(query): QueryParams<SearchQuery>,
     JsonBody(request): JsonBody<SearchRequest>,
 ) -> Result<Json<SearchResult>, ApiError> {
-    let caller = state.client.as_caller(grant.access());
+    let caller = state.caller(&grant);
     let result = match query.as_of {
         Some(rev) => caller.search_as_of(&rev, request).await?,
         None => caller.search(request).await?,
@@ -171,9 +170,7 @@ pub(crate) async fn list(
         offset: query.offset,
         limit: query.limit,
     };
-    Ok(Json(
-        state.client.as_caller(grant.access()).list(listing).await?,
-    ))
+    Ok(Json(state.caller(&grant).list(listing).await?))
 }
 
 /// One live memory.
@@ -195,7 +192,7 @@ pub(crate) async fn get_one(
     Path(id): Path<String>,
 ) -> Result<Json<Memory>, ApiError> {
     let id = memory_id(&id)?;
-    Ok(Json(state.client.as_caller(grant.access()).get(id).await?))
+    Ok(Json(state.caller(&grant).get(id).await?))
 }
 
 /// Soft-delete a memory: its file moves under `deleted/`, and a commit records it.
@@ -217,9 +214,7 @@ pub(crate) async fn delete(
     Path(id): Path<String>,
 ) -> Result<Json<Deleted>, ApiError> {
     let id = memory_id(&id)?;
-    Ok(Json(
-        state.client.as_caller(grant.access()).delete(id).await?,
-    ))
+    Ok(Json(state.caller(&grant).delete(id).await?))
 }
 
 /// How much history to show.
@@ -255,11 +250,5 @@ pub(crate) async fn history(
     QueryParams(query): QueryParams<HistoryQuery>,
 ) -> Result<Json<History>, ApiError> {
     let id = memory_id(&id)?;
-    Ok(Json(
-        state
-            .client
-            .as_caller(grant.access())
-            .history(id, query.limit)
-            .await?,
-    ))
+    Ok(Json(state.caller(&grant).history(id, query.limit).await?))
 }

@@ -14,7 +14,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use chrono::{DateTime, Utc};
 use mnemo_core::ConversationId;
-use mnemo_engine::{Access as _, HistoryScope, ScopedClient, SessionId, SessionMeta};
+use mnemo_engine::{Access as _, HistoryScope, SessionId, SessionMeta};
 use mnemo_engine::{
     CompactReport, HistoryResults, MessagePage, SessionContext, SessionExport, SessionInfo,
     ToolOutputSlice,
@@ -33,11 +33,6 @@ use crate::state::AppState;
 
 fn session_id(raw: &str) -> Result<SessionId, ApiError> {
     SessionId::new(raw).map_err(ApiError::invalid)
-}
-
-/// The engine as the request's caller may use it: every session call checked.
-fn caller(state: &AppState, grant: &Grant) -> ScopedClient {
-    state.client.as_caller(grant.access())
 }
 
 /// A session in a listing.
@@ -132,7 +127,7 @@ pub(crate) async fn get_one(
     Path(id): Path<String>,
 ) -> Result<Json<SessionInfo>, ApiError> {
     let id = session_id(&id)?;
-    Ok(Json(caller(&state, &grant).sessions().get(&id).await?))
+    Ok(Json(state.caller(&grant).sessions().get(&id).await?))
 }
 
 /// What deleting a session did.
@@ -164,7 +159,7 @@ pub(crate) async fn delete(
     Path(id): Path<String>,
 ) -> Result<Json<Deleted>, ApiError> {
     let id = session_id(&id)?;
-    let meta = caller(&state, &grant).sessions().delete(&id).await?;
+    let meta = state.caller(&grant).sessions().delete(&id).await?;
     Ok(Json(Deleted {
         id: id.to_string(),
         deleted_at: meta.deleted_at,
@@ -208,7 +203,8 @@ pub(crate) async fn messages(
 ) -> Result<Json<MessagePage>, ApiError> {
     let id = session_id(&id)?;
     let limit = mnemo_core::page_size(q.limit, 100, "limit").map_err(ApiError::invalid)?;
-    let page = caller(&state, &grant)
+    let page = state
+        .caller(&grant)
         .sessions()
         .messages(&id, q.offset, limit, q.all)
         .await?;
@@ -258,7 +254,7 @@ pub(crate) async fn fork(
     let id = session_id(&id)?;
     let new_id = request.id.as_deref().map(session_id).transpose()?;
     // The fork is a new session of the same conversation: writing it.
-    let (new_id, meta) = caller(&state, &grant).sessions().fork(&id, new_id).await?;
+    let (new_id, meta) = state.caller(&grant).sessions().fork(&id, new_id).await?;
     let forked = Forked {
         id: new_id.to_string(),
         meta,
@@ -286,7 +282,7 @@ pub(crate) async fn export(
     Path(id): Path<String>,
 ) -> Result<Json<SessionExport>, ApiError> {
     let id = session_id(&id)?;
-    Ok(Json(caller(&state, &grant).sessions().export(&id).await?))
+    Ok(Json(state.caller(&grant).sessions().export(&id).await?))
 }
 
 /// Where an imported session goes.
@@ -337,7 +333,8 @@ pub(crate) async fn import(
     let new_id = as_id.clone().unwrap_or_else(SessionId::generate);
     let (_, export) = mnemo_session::foreign::read_document(&bytes, new_id.as_str(), requested)
         .map_err(|e| ApiError::invalid(format!("the body is {e}")))?;
-    let (id, meta) = caller(&state, &grant)
+    let (id, meta) = state
+        .caller(&grant)
         .sessions()
         .import(export, as_id)
         .await?;
@@ -396,7 +393,7 @@ pub(crate) async fn compact(
     OptionalJsonBody(request): OptionalJsonBody<CompactRequest>,
 ) -> Result<Response, ApiError> {
     let id = session_id(&id)?;
-    let caller = caller(&state, &grant);
+    let caller = state.caller(&grant);
     if request.deferred {
         let focus = caller
             .sessions()
@@ -432,7 +429,7 @@ pub(crate) async fn context(
     Path(id): Path<String>,
 ) -> Result<Json<SessionContext>, ApiError> {
     let id = session_id(&id)?;
-    Ok(Json(caller(&state, &grant).sessions().context(&id).await?))
+    Ok(Json(state.caller(&grant).sessions().context(&id).await?))
 }
 
 /// Which part of an output to read.
@@ -471,8 +468,7 @@ pub(crate) async fn tool_output(
 ) -> Result<Json<ToolOutputSlice>, ApiError> {
     let scope = HistoryScope::Session(session_id(&id)?);
     let slice = state
-        .client
-        .as_caller(grant.access())
+        .caller(&grant)
         .tool_output(&scope, &call_id, q.offset, q.limit)
         .await?;
     Ok(Json(slice))
@@ -516,8 +512,7 @@ pub(crate) async fn search_history(
     let scope = HistoryScope::named(q.session.as_deref(), q.conversation.as_deref())?;
     Ok(Json(
         state
-            .client
-            .as_caller(grant.access())
+            .caller(&grant)
             .search_history(scope, &q.q, q.limit)
             .await?,
     ))

@@ -8,9 +8,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use axum::extract::FromRef;
-use mnemo_engine::MemoryClient;
+use mnemo_engine::{MemoryClient, ScopedClient};
 
-use crate::auth::Auth;
+use crate::auth::{Auth, Grant};
 use crate::body::BodyLimit;
 use crate::health::{HealthState, ProbeCache};
 use crate::metrics::{Metrics, MetricsState};
@@ -31,6 +31,13 @@ pub(crate) struct AppState {
     pub upstream_probe: ProbeCache,
     /// Browsers signed in to the web view.
     pub web_sessions: Arc<WebSessions>,
+}
+
+impl AppState {
+    /// The engine as the request's caller may use it: every call checked against its grant.
+    pub fn caller(&self, grant: &Grant) -> ScopedClient {
+        self.client.as_caller(grant.access())
+    }
 }
 
 impl FromRef<AppState> for MemoryClient {

@@ -29,8 +29,7 @@ use crate::store::SessionMeta;
 use crate::SessionError;
 
 /// The session documents [`read_document`] reads.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DocumentKind {
     /// mnemo's own export (`mnemo sessions export`, `GET /v1/sessions/{id}/export`).
     Mnemo,
