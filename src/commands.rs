@@ -524,15 +524,6 @@ fn plural<'a>(n: usize, one: &'a str, many: &'a str) -> &'a str {
     }
 }
 
-/// The value at share `q` (0..1) of `sorted`, rounded to two decimals; 0 for none.
-pub fn percentile(sorted: &[f64], q: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let i = ((sorted.len() as f64 - 1.0) * q).round() as usize;
-    (sorted[i] * 100.0).round() / 100.0
-}
-
 /// A progress bar on stderr, hidden when stderr is not a terminal.
 pub fn progress_bar(len: u64, unit: &str) -> ProgressBar {
     if !std::io::stderr().is_terminal() {

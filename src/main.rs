@@ -4,15 +4,12 @@
 //! `scripts/setup`), 4 the store is in use by another mnemo process, 5 the index server
 //! (`index_url`) does not answer.
 
-mod answer_eval;
-mod answer_scoring;
 mod chat;
 mod commands;
 mod conflicts;
 mod eval;
 mod history;
 mod input;
-mod locomo;
 mod mcp;
 mod models;
 mod serve;

@@ -17,7 +17,6 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use crate::retrieval::SearchHit;
-use crate::write::WriteReport;
 
 /// A memory as mnemo shows it; `path` is relative to the store.
 #[derive(Debug, Clone, Serialize, ToSchema, JsonSchema)]
@@ -138,24 +137,6 @@ pub struct AddResult {
     pub not_stored: Vec<String>,
     /// The git commit recording it, when versioning is on.
     pub commit: Option<String>,
-}
-
-impl AddResult {
-    /// What `report` (an add's pass) changed, as mnemo shows it.
-    pub fn of(report: WriteReport, store: &FileStore) -> Self {
-        Self {
-            added: report.added.iter().map(|m| Memory::of(m, store)).collect(),
-            updated: report
-                .updated
-                .iter()
-                .map(|&(old, new)| Updated { old, new })
-                .collect(),
-            conversation_id: report.conversation,
-            deleted: report.deleted,
-            not_stored: report.not_stored,
-            commit: report.commit,
-        }
-    }
 }
 
 /// A page of memories.

@@ -20,7 +20,7 @@
 //! engines of the last `KEPT` revisions asked about stay open, by commit id (so `HEAD~1`
 //! and its hash share one), and later questions about them cost a search. An engine falls
 //! out of the cache when newer revisions push it out, on
-//! [`MemoryClient::close_revisions`], or when the client closes; its folder goes with it.
+//! [`crate::MemoryClient::close_revisions`], or when the client closes; its folder goes with it.
 //! A revision is a commit, so it never changes: a cached engine never goes stale.
 
 use std::path::Path;
@@ -34,7 +34,7 @@ use tracing::{info, warn};
 
 use crate::api_types::{AsOfCommit, AsOfSearch};
 use crate::blocking::blocking;
-use crate::engine::{Engine, MemoryClient, OpenOptions, RevisionEngine, RevisionSlot};
+use crate::engine::{Engine, OpenOptions, RevisionEngine, RevisionSlot};
 use crate::error::EngineError;
 use crate::index::vocabulary_file::VocabularyFile;
 use crate::retrieval::{SearchHit, SearchRequest};
@@ -53,16 +53,23 @@ pub(crate) const EXPORT_LIMITS: ExportLimits = ExportLimits {
 /// The longest revision accepted (git names are short; this is no place for a document).
 const MAX_REV_BYTES: usize = 256;
 
-impl MemoryClient {
-    /// [`search`](Self::search) over the memories as they were at git revision `rev`
-    /// (anything git resolves to a commit: a hash or a prefix of one, `HEAD~3`, a branch).
-    /// The first question about a revision indexes its memories in an engine of its own
-    /// (see `crate::as_of`); the last two revisions' engines are kept. Recency is
-    /// measured from the commit's time unless the request sets `now`.
-    ///
-    /// A store without git versioning is [`EngineError::InvalidInput`]; a revision that
-    /// names no commit is [`EngineError::NotFound`].
-    pub async fn search_as_of(
+/// The handle on the engine of searches as of a revision ([`Engine::as_of`]).
+#[derive(Clone)]
+pub(crate) struct AsOfWing {
+    pub(crate) engine: Arc<Engine>,
+}
+
+impl Engine {
+    /// Lends the searches as of a revision.
+    pub(crate) fn as_of(self: &Arc<Self>) -> AsOfWing {
+        AsOfWing {
+            engine: self.clone(),
+        }
+    }
+}
+
+impl AsOfWing {
+    pub(crate) async fn search_as_of(
         &self,
         rev: &str,
         mut request: SearchRequest,
@@ -72,15 +79,18 @@ impl MemoryClient {
         request.now = request.now.or(Some(commit.time));
         let settings = request.resolve(&self.engine.config)?;
         let engine = self.revision_engine(commit).await?;
-        let expansion = self.expand_query(&request, &settings).await;
+        let expansion = self
+            .engine
+            .memories()
+            .expand_query(&request, &settings)
+            .await;
         let revision = engine.clone();
         let hits = blocking(move || {
             let hits = revision
-                .client
                 .engine
                 .read(&request, &settings, expansion.as_deref())?
                 .hits;
-            let store = revision.client.store();
+            let store = &revision.engine.store;
             Ok(hits
                 .into_iter()
                 .map(|hit| SearchHit {
@@ -96,10 +106,7 @@ impl MemoryClient {
         })
     }
 
-    /// Closes the engines kept for searches as of a revision and removes their folders
-    /// (once searches still running on them finish); the next such search opens one again.
-    /// A server calls it on shutdown.
-    pub fn close_revisions(&self) {
+    pub(crate) fn close_revisions(&self) {
         self.engine.as_of.clear();
     }
 
@@ -141,7 +148,7 @@ impl MemoryClient {
         let engine = blocking(move || RevisionEngine::open(&engine, commit)).await?;
         // Searches then expand with every word of the revision, not with what a build in
         // progress has reached: an answer must not depend on how soon it was asked.
-        engine.client.vocabulary_built().await;
+        engine.engine.vocabulary_built().await;
         Ok(Arc::new(engine))
     }
 }
@@ -168,11 +175,7 @@ impl RevisionEngine {
         }
         copy_vocabulary(live, dir.path());
         let config = revision_config(&live.config, dir.path());
-        let client = MemoryClient::open_blocking(
-            config,
-            OpenOptions::default(),
-            Some(live.shared_models()),
-        )?;
+        let engine = Engine::open(config, OpenOptions::default(), Some(live.shared_models()))?;
         info!(
             commit = %commit.short_id,
             files = export.files,
@@ -180,7 +183,7 @@ impl RevisionEngine {
             "opened the store as of a revision"
         );
         Ok(Self {
-            client,
+            engine,
             commit,
             _dir: dir,
         })

@@ -9,12 +9,11 @@
 //!
 //! `Engine` is the engine's shared state: one per open store, behind an `Arc`.
 
-use std::collections::{BTreeSet, HashSet};
 use std::fs::File;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 
-use mnemo_core::{Config, ConversationId, MemoryId, MemoryRecord, RerankerMode};
+use mnemo_core::{Config, ConversationId, MemoryId, RerankerMode};
 use mnemo_embed::{Embedder, Reranker, RerankerConfig};
 use mnemo_git::{GitConfig, Versioning};
 use mnemo_index::{EdgeIndex, EdgeIndexOptions, LexicalEncoder, LexicalOptions, VectorIndex};
@@ -25,7 +24,6 @@ use serde::Serialize;
 use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
 
-use crate::blocking::blocking;
 use crate::error::EngineError;
 use crate::index::keys::KeyScheme;
 use crate::index::model_words::{embedder_description, load_embedder, ModelWords};
@@ -35,8 +33,7 @@ use crate::index::sync::{Indexer, SyncProgress, SyncReport};
 use crate::index::timeline::Timeline;
 use crate::index::vocabulary::{BackgroundBuild, BuildReport, Vocabulary};
 use crate::index::vocabulary_file::VocabularyFile;
-use crate::index::watcher::{self, WatcherHandle};
-use crate::retrieval::{ReadPath, ResolvedSearch, SearchHit, SearchRequest, Searched};
+use crate::retrieval::{ReadPath, ResolvedSearch, SearchRequest, Searched};
 
 /// A caller's check of the memory a delete or an edit is about to change.
 pub(crate) type MemoryCheck<'a> = &'a (dyn Fn(&StoredMemory) -> Result<(), EngineError> + Sync);
@@ -90,12 +87,6 @@ pub struct Consistency {
     pub skipped: Vec<String>,
 }
 
-/// The memory engine as a library: cheap to clone, safe to share between tasks.
-#[derive(Clone)]
-pub struct MemoryClient {
-    pub(crate) engine: Arc<Engine>,
-}
-
 /// How lexical keys are built, and its description for the snapshot.
 pub(crate) struct KeySchemeInUse {
     pub scheme: KeyScheme,
@@ -134,11 +125,11 @@ pub(crate) struct Engine {
     /// The store's words, embedded, when vocabulary expansion is on.
     pub vocabulary: Option<Arc<RwLock<Vocabulary>>>,
     /// One lock per conversation: its write path runs one pass at a time.
-    pub conversation_locks: crate::locks::LockMap<ConversationId>,
+    pub conversation_locks: crate::state::locks::LockMap<ConversationId>,
     /// Write-path passes running in the background (waited for on shutdown).
     pub background: TaskTracker,
     /// The journal of queued write-path passes, and how many may run at once.
-    pub queue: crate::pass_queue::PassQueue,
+    pub queue: crate::state::pass_queue::PassQueue,
     /// Chats finishing for callers that stopped waiting (waited for on shutdown).
     pub detached_chats: TaskTracker,
     startup_sync: SyncReport,
@@ -146,22 +137,22 @@ pub(crate) struct Engine {
     /// Re-syncs an index server that was lost, once it answers again.
     pub(crate) recovery: std::sync::OnceLock<Recovery>,
     /// Context governance's windows, token counters and inflation guards.
-    pub context: crate::governance_state::ContextState,
+    pub context: crate::state::governance::ContextState,
     /// Upstream tokens and cost: the process's totals, and the lock for the files.
-    pub usage: crate::usage::UsageLedger,
+    pub usage: crate::state::usage::UsageLedger,
     /// Chat sessions: their store, locks and cached logs.
-    pub sessions: crate::session_cache::SessionState,
+    pub sessions: crate::state::sessions::SessionState,
     /// Serialises changes to agents' notes.
     pub agent_lock: Arc<tokio::sync::Mutex<()>>,
     /// Engines over the store as it was at recent revisions (`crate::as_of`).
-    pub as_of: crate::revision_cache::Revisions<RevisionSlot>,
+    pub as_of: crate::state::revisions::Revisions<RevisionSlot>,
 }
 
 /// An engine over the store as it was at one commit (`crate::as_of`), and the folder it
 /// lives in.
 pub(crate) struct RevisionEngine {
     /// Declared first, so it closes before its folder goes.
-    pub client: MemoryClient,
+    pub engine: Arc<Engine>,
     pub commit: mnemo_git::CommitInfo,
     pub _dir: tempfile::TempDir,
 }
@@ -185,98 +176,49 @@ const COMMIT_RETRIES: [std::time::Duration; 2] = [
 /// What the write path, the chat path and the admin calls share: a conversation's lock, its
 /// summary, the commit; and the read path over this engine's index.
 impl Engine {
-    /// Runs the read path ([`ReadPath::search`]) over this engine's index, with the words
-    /// of query expansion when there are some. Blocks.
-    pub(crate) fn read(
-        &self,
-        request: &SearchRequest,
-        settings: &ResolvedSearch,
-        expansion: Option<&str>,
-    ) -> Result<Searched, EngineError> {
-        let timeline = self.timeline();
-        ReadPath {
-            config: &self.config,
-            embedder: &self.embedder,
-            lexical: &self.lexical,
-            index: self.index.as_ref(),
-            reranker: self.reranker.as_deref(),
-            timeline: &timeline,
-            vocabulary: self.vocabulary.as_deref(),
-            store_root: self.store.root(),
+    /// Waits until the vocabulary of what the index held at opening is built, and says what
+    /// the build did; `None` when expansion is off or the build failed.
+    pub(crate) async fn vocabulary_built(&self) -> Option<BuildReport> {
+        let build = self.vocabulary_build.as_ref()?;
+        while !build.is_finished() {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
-        .search(request, settings, expansion)
+        build.report()
     }
 
-    /// The models this engine loaded, to lend another.
-    pub(crate) fn shared_models(&self) -> SharedModels {
-        SharedModels {
-            embedder: self.embedder.clone(),
-            reranker: self.reranker.clone(),
-        }
+    /// What the start-up sync found and did.
+    pub(crate) fn startup_sync(&self) -> &SyncReport {
+        &self.startup_sync
     }
 
-    /// The lock that serialises the write path of one conversation.
-    pub(crate) fn conversation_lock(
-        &self,
-        conversation: &ConversationId,
-    ) -> Arc<tokio::sync::Mutex<()>> {
-        self.conversation_locks.get(conversation)
+    /// Where the index lives.
+    pub(crate) fn index_backend(&self) -> &IndexBackend {
+        &self.index_backend
     }
 
-    /// The conversation's rolling summary, if it has one.
-    pub(crate) fn summary(&self, conversation: &ConversationId) -> Option<String> {
-        let path = self.store.summary_path(conversation);
-        if !path.is_file() {
-            return None;
-        }
-        match self.store.read(&path) {
-            Ok(memory) => Some(memory.record.content),
-            Err(e) => {
-                warn!("cannot read the summary: {e}");
-                None
-            }
-        }
+    /// Whether the store is versioned in git, and the last error doing so, naming no
+    /// server path.
+    pub(crate) fn versioning(&self) -> (bool, Option<String>) {
+        let error = match &self.git {
+            Some(git) => git.last_error(),
+            None => self.git_error.clone(),
+        };
+        // Answers name no server paths: the store is "the store".
+        let root = self.store.root().display().to_string();
+        let error = error.map(|e| e.replace(&root, "the store"));
+        (self.git.is_some(), error)
     }
 
-    /// Commits the store to git, when versioning is on, trying again after a short wait
-    /// (another git process may hold the index lock). A failure is logged, not returned: the
-    /// files are safe, and the next commit stages them again.
-    pub(crate) fn commit(&self, message: &str) -> Option<String> {
-        let git = self.git.as_ref()?;
-        let message = format!("mnemo: {message}");
-        let mut attempt = 0;
-        loop {
-            match git.commit_noted(&message) {
-                Ok(commit) => return commit.map(|c| c.short_id),
-                Err(e) if attempt < COMMIT_RETRIES.len() => {
-                    warn!("git commit failed ({e}); trying again");
-                    std::thread::sleep(COMMIT_RETRIES[attempt]);
-                    attempt += 1;
-                }
-                Err(e) => {
-                    warn!("git commit failed ({e}); the next commit will include these changes");
-                    return None;
-                }
-            }
-        }
-    }
-}
-
-impl MemoryClient {
-    /// Opens the store, model and index named by `config`, and syncs the index with the files.
-    pub async fn open(config: Config, options: OpenOptions) -> Result<Self, EngineError> {
-        blocking(move || Self::open_blocking(config, options, None)).await
-    }
-
-    /// Opens like [`open`](Self::open), on the calling thread; with `models`, borrows them
-    /// instead of loading its own (they must be the ones `config` names).
-    pub(crate) fn open_blocking(
+    /// Opens the store, model and index named by `config`, and syncs the index with the
+    /// files; on the calling thread. With `models`, borrows them instead of loading its own
+    /// (they must be the ones `config` names).
+    pub(crate) fn open(
         config: Config,
         mut options: OpenOptions,
         models: Option<SharedModels>,
-    ) -> Result<Self, EngineError> {
+    ) -> Result<Arc<Self>, EngineError> {
         let store = FileStore::open(&config.memory_path)?;
-        let queue = crate::pass_queue::PassQueue::new(store.root());
+        let queue = crate::state::pass_queue::PassQueue::new(store.root());
         let paths = config.model_paths();
         let SharedModels { embedder, reranker } = match models {
             Some(models) => models,
@@ -398,405 +340,119 @@ impl MemoryClient {
         } else {
             None
         };
-        let client = Self {
-            engine: Arc::new(Engine {
-                context: crate::governance_state::ContextState::new(&config.context),
-                usage: crate::usage::UsageLedger::default(),
-                sessions: crate::session_cache::SessionState::new(store.root().to_path_buf()),
-                agent_lock: Arc::default(),
-                config,
-                store,
-                embedder,
-                lexical,
-                key_scheme,
-                reranker,
-                index,
-                llm,
-                git,
-                git_error,
-                flusher,
-                snapshot,
-                _lock: lock,
-                timeline: RwLock::new(Arc::new(timeline)),
-                vocabulary,
-                vocabulary_build,
-                conversation_locks: crate::locks::LockMap::new(),
-                background: TaskTracker::new(),
-                queue,
-                detached_chats: TaskTracker::new(),
-                startup_sync,
-                index_backend,
-                recovery: std::sync::OnceLock::new(),
-                as_of: crate::revision_cache::Revisions::default(),
-            }),
-        };
+        let engine = Arc::new(Engine {
+            context: crate::state::governance::ContextState::new(&config.context),
+            usage: crate::state::usage::UsageLedger::default(),
+            sessions: crate::state::sessions::SessionState::new(store.root().to_path_buf()),
+            agent_lock: Arc::default(),
+            config,
+            store,
+            embedder,
+            lexical,
+            key_scheme,
+            reranker,
+            index,
+            llm,
+            git,
+            git_error,
+            flusher,
+            snapshot,
+            _lock: lock,
+            timeline: RwLock::new(Arc::new(timeline)),
+            vocabulary,
+            vocabulary_build,
+            conversation_locks: crate::state::locks::LockMap::new(),
+            background: TaskTracker::new(),
+            queue,
+            detached_chats: TaskTracker::new(),
+            startup_sync,
+            index_backend,
+            recovery: std::sync::OnceLock::new(),
+            as_of: crate::state::revisions::Revisions::default(),
+        });
         let runtime = tokio::runtime::Handle::try_current().ok();
         if let Some(recovery) = watched.zip(runtime).and_then(|(watched, runtime)| {
-            Recovery::spawn(
-                resync_callback(Arc::downgrade(&client.engine), runtime),
-                watched,
-            )
+            Recovery::spawn(resync_callback(Arc::downgrade(&engine), runtime), watched)
         }) {
-            let _ = client.engine.recovery.set(recovery);
+            let _ = engine.recovery.set(recovery);
         }
-        Ok(client)
+        Ok(engine)
     }
 
-    /// The configuration the client was opened with.
-    pub fn config(&self) -> &Config {
-        &self.engine.config
-    }
-
-    /// The Markdown store.
-    pub fn store(&self) -> &FileStore {
-        &self.engine.store
-    }
-
-    /// Waits until the vocabulary of what the index held at opening is built (vocabulary
-    /// expansion, `crate::index::vocabulary`), and says what the build did; `None` when expansion
-    /// is off or the build failed. Searches meanwhile expand with fewer words: for one-off
-    /// searches and measurements that must not depend on how soon they start.
-    pub async fn vocabulary_built(&self) -> Option<BuildReport> {
-        let build = self.engine.vocabulary_build.as_ref()?;
-        while !build.is_finished() {
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        }
-        build.report()
-    }
-
-    /// What the start-up sync found and did.
-    pub fn startup_sync(&self) -> &SyncReport {
-        &self.engine.startup_sync
-    }
-
-    /// The memories of the request's conversation and of `global` that best answer its
-    /// query, best first (see `crate::retrieval` for the stages). Summaries are not
-    /// searched.
-    pub async fn search(&self, request: SearchRequest) -> Result<Vec<SearchHit>, EngineError> {
-        Ok(self.search_judged(request).await?.hits)
-    }
-
-    /// [`search`](Self::search), saying also whether memories were found and withheld
-    /// below the relevance floor: what the chat path tells the model.
-    pub(crate) async fn search_judged(
-        &self,
-        request: SearchRequest,
-    ) -> Result<Searched, EngineError> {
-        let settings = request.resolve(&self.engine.config)?;
-        let expansion = self.expand_query(&request, &settings).await;
-        let engine = self.engine.clone();
-        blocking(move || engine.read(&request, &settings, expansion.as_deref())).await
-    }
-
-    /// Words an answer to the query would use, from the upstream LLM, when
-    /// `retrieval.query_expansion` is on. A search never fails for want of them: no upstream,
-    /// an error or a late answer (past `query_expansion_timeout_ms`) leaves the query as it is.
-    pub(crate) async fn expand_query(
+    /// Runs the read path ([`ReadPath::search`]) over this engine's index, with the words
+    /// of query expansion when there are some. Blocks.
+    pub(crate) fn read(
         &self,
         request: &SearchRequest,
         settings: &ResolvedSearch,
-    ) -> Option<String> {
-        let tuning = &self.engine.config.retrieval;
-        let llm = self
-            .engine
-            .llm
-            .as_ref()
-            .filter(|_| tuning.query_expansion)?;
-        if settings.top_k == 0 || request.query.trim().is_empty() {
+        expansion: Option<&str>,
+    ) -> Result<Searched, EngineError> {
+        let timeline = self.timeline();
+        ReadPath {
+            config: &self.config,
+            embedder: &self.embedder,
+            lexical: &self.lexical,
+            index: self.index.as_ref(),
+            reranker: self.reranker.as_deref(),
+            timeline: &timeline,
+            vocabulary: self.vocabulary.as_deref(),
+            store_root: self.store.root(),
+        }
+        .search(request, settings, expansion)
+    }
+
+    /// The models this engine loaded, to lend another.
+    pub(crate) fn shared_models(&self) -> SharedModels {
+        SharedModels {
+            embedder: self.embedder.clone(),
+            reranker: self.reranker.clone(),
+        }
+    }
+
+    /// The lock that serialises the write path of one conversation.
+    pub(crate) fn conversation_lock(
+        &self,
+        conversation: &ConversationId,
+    ) -> Arc<tokio::sync::Mutex<()>> {
+        self.conversation_locks.get(conversation)
+    }
+
+    /// The conversation's rolling summary, if it has one.
+    pub(crate) fn summary(&self, conversation: &ConversationId) -> Option<String> {
+        let path = self.store.summary_path(conversation);
+        if !path.is_file() {
             return None;
         }
-        let wait = std::time::Duration::from_millis(tuning.query_expansion_timeout_ms);
-        crate::retrieval::answer_words::ask(llm, &request.query, wait).await
+        match self.store.read(&path) {
+            Ok(memory) => Some(memory.record.content),
+            Err(e) => {
+                warn!("cannot read the summary: {e}");
+                None
+            }
+        }
     }
 
-    /// Writes fully formed records (any role, any time) and indexes them, as they are: no
-    /// reconciliation, summary or commit (see [`MemoryClient::add`] for that).
-    pub async fn add_records(
-        &self,
-        records: Vec<MemoryRecord>,
-    ) -> Result<Vec<StoredMemory>, EngineError> {
-        let engine = self.engine.clone();
-        blocking(move || engine.add_records(records)).await
-    }
-
-    /// Writes one record to disk now and indexes it in the background: a chat request waits
-    /// for the user's turn to be durable, not for its embedding. Should the process die
-    /// first, the next start-up sync indexes the file.
-    pub(crate) async fn write_then_index(
-        &self,
-        record: MemoryRecord,
-    ) -> Result<StoredMemory, EngineError> {
-        let engine = self.engine.clone();
-        let memory = blocking(move || engine.write_unindexed(record)).await?;
-        let engine = self.engine.clone();
-        let paths = BTreeSet::from([memory.path.clone()]);
-        self.engine.background.spawn(async move {
-            let _ = blocking(move || {
-                engine.index_later(paths);
-                Ok(())
-            })
-            .await;
-        });
-        Ok(memory)
-    }
-
-    /// Live memories of one conversation (or of all), oldest first.
-    pub async fn list(
-        &self,
-        conversation: Option<ConversationId>,
-    ) -> Result<Vec<StoredMemory>, EngineError> {
-        let engine = self.engine.clone();
-        blocking(move || {
-            let scan = match &conversation {
-                Some(c) => engine.store.scan_conversation(c),
-                None => engine.store.scan(),
-            };
-            Ok(scan.memories)
-        })
-        .await
-    }
-
-    /// The live memory with this id, if there is one.
-    pub async fn get(&self, id: MemoryId) -> Result<Option<StoredMemory>, EngineError> {
-        let engine = self.engine.clone();
-        blocking(move || {
-            let Some(path) = engine.path_of(id) else {
-                return Ok(None);
-            };
-            match engine.store.read(&path) {
-                Ok(memory) => Ok(Some(memory)),
-                // Gone since the snapshot was written: the watcher will catch up.
-                Err(mnemo_store::StoreError::Io { source, .. })
-                    if source.kind() == std::io::ErrorKind::NotFound =>
-                {
-                    Ok(None)
+    /// Commits the store to git, when versioning is on, trying again after a short wait
+    /// (another git process may hold the index lock). A failure is logged, not returned: the
+    /// files are safe, and the next commit stages them again.
+    pub(crate) fn commit(&self, message: &str) -> Option<String> {
+        let git = self.git.as_ref()?;
+        let message = format!("mnemo: {message}");
+        let mut attempt = 0;
+        loop {
+            match git.commit_noted(&message) {
+                Ok(commit) => return commit.map(|c| c.short_id),
+                Err(e) if attempt < COMMIT_RETRIES.len() => {
+                    warn!("git commit failed ({e}); trying again");
+                    std::thread::sleep(COMMIT_RETRIES[attempt]);
+                    attempt += 1;
                 }
-                Err(e) => Err(e.into()),
+                Err(e) => {
+                    warn!("git commit failed ({e}); the next commit will include these changes");
+                    return None;
+                }
             }
-        })
-        .await
-    }
-
-    /// Soft-deletes a memory (its file moves under `deleted/`) and commits. Returns the
-    /// tombstone's path, or `None` when no live memory has this id.
-    pub async fn delete(&self, id: MemoryId) -> Result<Option<PathBuf>, EngineError> {
-        self.delete_checked(id, &|_| Ok(())).await
-    }
-
-    /// [`delete`](Self::delete), once `check` accepts the memory as it is under the lock.
-    pub(crate) async fn delete_checked(
-        &self,
-        id: MemoryId,
-        check: MemoryCheck<'_>,
-    ) -> Result<Option<PathBuf>, EngineError> {
-        let Some((memory, _turn)) = self.lock_live(id, check).await? else {
-            return Ok(None);
-        };
-        let engine = self.engine.clone();
-        blocking(move || {
-            let conversation = memory.record.conversation_id.clone();
-            let tombstone = engine.tombstone(&[(memory.path, None)])?.pop();
-            engine.commit(&format!("{conversation}: 1 deleted on request"));
-            Ok(tombstone)
-        })
-        .await
-    }
-
-    /// Replaces the text of live memory `id` in its file, front matter kept, then indexes
-    /// and commits it: what a hand edit does, done by mnemo. Returns the memory as written,
-    /// or `None` when no live memory has this id.
-    pub async fn edit(
-        &self,
-        id: MemoryId,
-        content: String,
-    ) -> Result<Option<StoredMemory>, EngineError> {
-        self.edit_checked(id, content, &|_| Ok(())).await
-    }
-
-    /// [`edit`](Self::edit), once `check` accepts the memory as it is under the lock.
-    pub(crate) async fn edit_checked(
-        &self,
-        id: MemoryId,
-        content: String,
-        check: MemoryCheck<'_>,
-    ) -> Result<Option<StoredMemory>, EngineError> {
-        let content = content.trim().to_owned();
-        if content.is_empty() {
-            return Err(EngineError::InvalidInput(
-                "a memory's text cannot be empty; delete the memory instead".into(),
-            ));
         }
-        let Some((memory, _turn)) = self.lock_live(id, check).await? else {
-            return Ok(None);
-        };
-        if memory.record.content == content {
-            return Ok(Some(memory));
-        }
-        let engine = self.engine.clone();
-        blocking(move || {
-            let conversation = memory.record.conversation_id.clone();
-            let record = MemoryRecord {
-                content,
-                ..memory.record
-            };
-            let edited = engine.rewrite_record(&memory.path, record)?;
-            engine.commit(&format!("{conversation}: 1 edited on request"));
-            Ok(Some(edited))
-        })
-        .await
-    }
-
-    /// Live memory `id` with its conversation's write lock held (no write-path pass changes
-    /// it meanwhile), once `check` (a caller's scope) accepts it as it is under the lock:
-    /// what is checked is what is changed. `None` when there is no such memory.
-    async fn lock_live(
-        &self,
-        id: MemoryId,
-        check: MemoryCheck<'_>,
-    ) -> Result<Option<(StoredMemory, tokio::sync::OwnedMutexGuard<()>)>, EngineError> {
-        let Some(seen) = self.get(id).await? else {
-            return Ok(None);
-        };
-        let conversation = seen.record.conversation_id;
-        let turn = self
-            .engine
-            .conversation_lock(&conversation)
-            .lock_owned()
-            .await;
-        // Again under the lock: a pass may have replaced or deleted it meanwhile.
-        match self.get(id).await? {
-            Some(memory) if memory.record.conversation_id == conversation => {
-                check(&memory)?;
-                Ok(Some((memory, turn)))
-            }
-            _ => Ok(None),
-        }
-    }
-
-    /// Compares the index with the files: every live memory has its point, and no point
-    /// lacks a file.
-    pub async fn verify(&self) -> Result<Consistency, EngineError> {
-        let engine = self.engine.clone();
-        blocking(move || {
-            let _writes = engine.snapshot.lock();
-            let scan = engine.store.scan();
-            let files: HashSet<MemoryId> = scan.memories.iter().map(|m| m.record.id).collect();
-            let points: HashSet<MemoryId> = engine.index.ids()?.into_iter().collect();
-            let mut missing: Vec<_> = files.difference(&points).copied().collect();
-            let mut orphans: Vec<_> = points.difference(&files).copied().collect();
-            missing.sort();
-            orphans.sort();
-            Ok(Consistency {
-                files: files.len(),
-                points: points.len(),
-                missing,
-                orphans,
-                skipped: scan.skipped.into_iter().map(|s| s.reason).collect(),
-            })
-        })
-        .await
-    }
-
-    /// Starts following hand edits of the files (see `crate::index::watcher`). The watch lasts as
-    /// long as the returned handle.
-    pub fn start_watcher(&self) -> Result<WatcherHandle, EngineError> {
-        let engine = self.engine.clone();
-        watcher::start(&self.engine.store.entries_dir(), move |changes| {
-            if let Err(e) = engine.apply_file_changes(&changes) {
-                warn!("could not apply file changes to the index: {e}");
-            }
-        })
-    }
-
-    /// Every version of one memory in git, newest first (empty without git versioning).
-    pub async fn history(
-        &self,
-        id: MemoryId,
-        limit: usize,
-    ) -> Result<Vec<mnemo_git::FileVersion>, EngineError> {
-        let engine = self.engine.clone();
-        blocking(move || match &engine.git {
-            Some(git) => Ok(git.history(|path| layout::is_file_of(path, id), limit)?),
-            None => Ok(Vec::new()),
-        })
-        .await
-    }
-
-    /// Why a memory shows no versions: the words every front end answers with.
-    pub fn no_history(&self, id: MemoryId) -> String {
-        let why = match (&self.engine.git, self.engine.config.enable_git_versioning) {
-            (Some(_), _) => "",
-            (None, true) => {
-                ": git versioning is off for this run (the repository could not be opened)"
-            }
-            (None, false) => {
-                ": git versioning is off for this store (enable_git_versioning = false)"
-            }
-        };
-        format!("no history for memory {id}{why}")
-    }
-
-    /// The store's git history (of one conversation, if given), newest first.
-    pub async fn log(
-        &self,
-        conversation: Option<ConversationId>,
-        limit: usize,
-    ) -> Result<Vec<mnemo_git::CommitInfo>, EngineError> {
-        let engine = self.engine.clone();
-        blocking(move || {
-            let git = engine.git.as_ref().ok_or_else(no_git)?;
-            let prefix = conversation.map(|c| layout::conversation_dir(Path::new(""), &c));
-            Ok(git.log(prefix.as_deref(), limit)?)
-        })
-        .await
-    }
-
-    /// A commit, or a file as it was at a revision.
-    pub async fn show(
-        &self,
-        rev: String,
-        path: Option<PathBuf>,
-    ) -> Result<mnemo_git::Shown, EngineError> {
-        let engine = self.engine.clone();
-        blocking(move || {
-            let git = engine.git.as_ref().ok_or_else(no_git)?;
-            Ok(git.show(&rev, path.as_deref())?)
-        })
-        .await
-    }
-
-    /// Where the index lives.
-    pub fn index_backend(&self) -> &IndexBackend {
-        &self.engine.index_backend
-    }
-
-    /// Points in the index.
-    pub async fn index_size(&self) -> Result<usize, EngineError> {
-        let engine = self.engine.clone();
-        blocking(move || Ok(engine.index.count(&mnemo_index::Filter::all())?)).await
-    }
-
-    /// Whether the store is versioned in git, and the last error doing so (an unopenable
-    /// repository, or the last commit's failure while no later one has succeeded).
-    pub fn versioning(&self) -> (bool, Option<String>) {
-        let error = match &self.engine.git {
-            Some(git) => git.last_error(),
-            None => self.engine.git_error.clone(),
-        };
-        // Answers name no server paths: the store is "the store".
-        let root = self.engine.store.root().display().to_string();
-        let error = error.map(|e| e.replace(&root, "the store"));
-        (self.engine.git.is_some(), error)
-    }
-
-    /// Whether a cross-encoder is loaded.
-    pub fn has_reranker(&self) -> bool {
-        self.engine.reranker.is_some()
-    }
-
-    /// The upstream LLM, when one is configured.
-    pub fn upstream(&self) -> Option<&LlmClient> {
-        self.engine.llm.as_ref()
     }
 }
 
@@ -819,12 +475,6 @@ fn lexical_encoder(config: &Config) -> Result<LexicalEncoder, EngineError> {
         b: config.retrieval.bm25_b,
         avg_len: config.retrieval.bm25_avg_len,
     })?)
-}
-
-fn no_git() -> EngineError {
-    EngineError::InvalidInput(
-        "git versioning is off for this store (enable_git_versioning = false)".into(),
-    )
 }
 
 /// The model's words for document expansion, when it is on and they can be had; without
@@ -1057,7 +707,7 @@ fn resync_callback(engine: std::sync::Weak<Engine>, runtime: tokio::runtime::Han
         match engine.resync_index() {
             Ok(report) => {
                 let _in_runtime = runtime.enter();
-                let passes = MemoryClient { engine }.rerun_failed_passes();
+                let passes = engine.write().rerun_failed_passes();
                 info!(
                     "the index answers again: {} files re-indexed, {} stale points removed, \
                      {passes} failed write-path passes run again",

@@ -70,7 +70,7 @@ pub enum EngineError {
     },
     /// The embedding model's words (document expansion) could not be had.
     #[error(transparent)]
-    ModelWords(#[from] crate::index::model_words::ModelWordsError),
+    ModelWords(#[from] ModelWordsError),
     /// A chat session or an agent's notes could not be used.
     #[error(transparent)]
     Session(#[from] mnemo_session::SessionError),
@@ -130,7 +130,6 @@ impl EngineError {
 
     /// True when set-up has not installed a model or library.
     pub fn is_missing_setup(&self) -> bool {
-        use crate::index::model_words::ModelWordsError;
         matches!(
             self,
             EngineError::Embed(mnemo_embed::EmbedError::Missing { .. })
@@ -139,4 +138,23 @@ impl EngineError {
                 ))
         )
     }
+}
+
+/// Why the model's words are not available.
+#[derive(Debug, thiserror::Error)]
+pub enum ModelWordsError {
+    /// The tokenizer file could not be read or holds no word list.
+    #[error("{path}: {reason}")]
+    Tokenizer {
+        /// The tokenizer file.
+        path: PathBuf,
+        /// What was wrong with it.
+        reason: String,
+    },
+    /// Embedding the words failed.
+    #[error(transparent)]
+    Embed(#[from] mnemo_embed::EmbedError),
+    /// The lexical encoder could not be made.
+    #[error(transparent)]
+    Index(#[from] mnemo_index::IndexError),
 }

@@ -2,14 +2,14 @@
 //!
 //! 1. The `memory_*` fields are taken out of the request ([`take_memory_fields`]); everything
 //!    else goes upstream untouched. With `memory_session`, the messages are matched against
-//!    the session's log ([`crate::chat::sessions`]): the session's history goes upstream, and the
+//!    the session's log ([`crate::sessions`]): the session's history goes upstream, and the
 //!    agent's notes (`memory_agent`) join the system prompt.
 //!    The request is then planned before any work: `max_tokens` must be a whole number
 //!    that leaves room in the window, and what no governance can shrink (the instructions
 //!    and the latest user message; everything with mode `none`) must fit, or it is refused
 //!    now, before anything is searched.
 //! 2. The memories of the conversation (and `global`) that answer the latest user message are
-//!    retrieved and injected with the rolling summary ([`crate::chat::inject`]); retrieval reads
+//!    retrieved and injected with the rolling summary ([`crate::inject`]); retrieval reads
 //!    the message's first [`MAX_QUERY_BYTES`](mnemo_core::MAX_QUERY_BYTES).
 //! 3. The outgoing copy is governed ([`crate::chat::governance`]): repaired, tool outputs offloaded,
 //!    compacted or trimmed, the middle summarised, checked against the model's window. A
@@ -27,7 +27,7 @@
 //! part of the answer received so far is stored as the assistant's turn, marked
 //! `incomplete: true`, and the write path still runs for the user's message.
 //!
-//! There is one way in, [`ScopedClient::chat`] (and [`MemoryClient::chat`], the same for the
+//! There is one way in, [`ScopedClient::chat`] (and [`ChatWing::chat`], the same for the
 //! store's owner), whose reply is whole or streamed as the request's `stream` asks. A front
 //! end that checks who may touch what (the HTTP server with bearer tokens) calls it on
 //! `client.as_caller(access)`: the [`Access`] is asked once the request's conversation and agent are known — after
@@ -40,8 +40,6 @@
 //! memories and the summary into it, [`sessions`] keeps sessions' logs and agents' notes.
 
 pub mod governance;
-pub mod inject;
-pub mod sessions;
 use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -55,14 +53,15 @@ use mnemo_store::StoredMemory;
 use serde_json::{json, Map, Value};
 use tracing::{debug, warn};
 
-use crate::access::{Access, ScopedClient, Unrestricted};
+use crate::access::Access;
 use crate::chat::governance::StrategyChoice;
-use crate::chat::sessions::{answer_message, SessionTurn};
-use crate::engine::MemoryClient;
+use crate::engine::Engine;
 use crate::error::EngineError;
+use crate::inject;
 use crate::retrieval::SearchHit;
 use crate::retrieval::{SearchRequest, Searched};
-use crate::usage::{TurnUsage, UsageTotals};
+use crate::sessions::turns::{answer_message, SessionTurn};
+use crate::state::usage::{TurnUsage, UsageTotals};
 use mnemo_context::ContextReport;
 use mnemo_session::{HistoryStyle, SessionId};
 
@@ -385,43 +384,45 @@ impl ChatReply {
     }
 }
 
-impl MemoryClient {
-    /// A chat completion through memory for the store's owner: [`ScopedClient::chat`] with
-    /// nothing out of reach.
-    pub async fn chat(&self, body: Value) -> Result<ChatReply, EngineError> {
-        self.as_caller(Arc::new(Unrestricted)).chat(body).await
+/// The chat wing's handle on the engine ([`Engine::chat`]).
+#[derive(Clone)]
+pub(crate) struct ChatWing {
+    pub(crate) engine: Arc<Engine>,
+}
+
+impl Engine {
+    /// Lends the chat wing.
+    pub(crate) fn chat(self: &Arc<Self>) -> ChatWing {
+        ChatWing {
+            engine: self.clone(),
+        }
     }
 }
 
-impl ScopedClient {
-    /// A chat completion through memory, the one way in: memory fields out, memories in, the
-    /// request governed, the user's turn written, the request forwarded upstream, and the
-    /// answer stored and learnt from in the background. The caller's access is checked once
-    /// the request's conversation and agent are known (a session decides them). The reply is
-    /// whole or streamed as the body's `stream` asks.
-    ///
-    /// A whole answer is awaited in a task of its own, which the engine waits for at
-    /// shutdown: the turn is finished — the answer stored, logged in its session, the write
-    /// path run — even when the caller stops waiting (an HTTP client that went away). A
-    /// streamed turn is finished when its stream ends or is dropped.
-    pub async fn chat(&self, body: Value) -> Result<ChatReply, EngineError> {
+impl ChatWing {
+    /// A chat completion through memory, the reply whole or streamed as the body's
+    /// `stream` asks ([`crate::ScopedClient::chat`]). A whole answer is awaited in a task of
+    /// its own, which the engine waits for at shutdown, so the turn is finished even when the
+    /// caller stops waiting; a streamed turn is finished when its stream ends or is dropped.
+    pub(crate) async fn chat(
+        &self,
+        body: Value,
+        access: Arc<dyn Access>,
+    ) -> Result<ChatReply, EngineError> {
         if body["stream"].as_bool().unwrap_or(false) {
-            let reply = self.client.answer_streamed(body, &*self.access).await?;
+            let reply = self.answer_streamed(body, &*access).await?;
             return Ok(ChatReply::Stream(reply));
         }
-        let (client, access) = (self.client.clone(), self.access.clone());
+        let wing = self.clone();
         let answer = self
-            .client
             .engine
             .detached_chats
-            .spawn(async move { client.answer_whole(body, &*access).await })
+            .spawn(async move { wing.answer_whole(body, &*access).await })
             .await
             .map_err(|e| EngineError::Task(e.to_string()))??;
         Ok(ChatReply::Answer(answer))
     }
-}
 
-impl MemoryClient {
     /// `hits` and, for each fact a later fact holds over (`conflicts_with`) that retrieval
     /// left out, that later fact: a superseded value is never shown without what holds now.
     /// A lookup that fails leaves the hits as they were; the mark still shows.
@@ -436,7 +437,7 @@ impl MemoryClient {
             }
         }
         for (later, conversation) in wanted {
-            match self.get(later).await {
+            match self.engine.memories().get(later).await {
                 Ok(Some(fact))
                     if fact.record.role == Role::Memory
                         && fact.record.conversation_id == conversation =>
@@ -471,14 +472,16 @@ impl MemoryClient {
         let mut fields = take_memory_fields(&mut body)?;
         let mut body = Value::Object(body);
         if let Some(id) = &fields.session {
-            if let Some((conversation, agent)) = self.compaction_asked(id)? {
+            if let Some((conversation, agent)) = self.engine.sessions().compaction_asked(id)? {
                 access.check_chat(&conversation, agent.as_deref())?;
-                self.run_asked_compaction(id).await;
+                self.engine.sessions().run_asked_compaction(id).await;
             }
         }
         let pending = match fields.session.clone() {
             Some(id) => Some(
-                self.match_session(&id, fields.history, &mut fields.strategy.agent, &mut body)
+                self.engine
+                    .sessions()
+                    .match_session(&id, fields.history, &mut fields.strategy.agent, &mut body)
                     .await?,
             ),
             None => None,
@@ -510,7 +513,9 @@ impl MemoryClient {
             .plan_governance(&fields.conversation, &fields.strategy, &body)
             .await?;
         if fields.session.is_none() {
-            let target = governance::CompactTarget::Conversation(fields.conversation.clone());
+            let target = crate::conversation_settings::CompactTarget::Conversation(
+                fields.conversation.clone(),
+            );
             if let Some(focus) = self.engine.context.take_compact_request(&target.key()) {
                 plan.summarise_now(focus);
             }
@@ -532,7 +537,7 @@ impl MemoryClient {
                         .or(Some(self.engine.config.relevance_floor)),
                     ..fields.search.clone()
                 };
-                match self.search_judged(search).await {
+                match self.engine.memories().search_judged(search).await {
                     Ok(searched) => searched,
                     Err(e @ EngineError::InvalidInput(_)) => return Err(e),
                     // The user's message matters more than the memories it would have had:
@@ -558,7 +563,9 @@ impl MemoryClient {
         };
         let mut body = inject::inject(&body, summary.as_deref(), found).unwrap_or(body);
         if let Some(agent) = &fields.strategy.agent {
-            self.inject_agent_notes(agent, &mut body).await?;
+            if let Some(notes) = self.engine.sessions().agent_notes_head(agent).await? {
+                crate::inject::agent_notes(&mut body, &notes);
+            }
         }
         let retrieved = started.elapsed();
         let context = self
@@ -582,7 +589,9 @@ impl MemoryClient {
                     .to_owned();
                 let agent = fields.strategy.agent.as_deref();
                 Some(
-                    self.log_request(pending, &fields.conversation, agent, &model, &context)
+                    self.engine
+                        .sessions()
+                        .log_request(pending, &fields.conversation, agent, &model, &context)
                         .await?,
                 )
             }
@@ -598,7 +607,7 @@ impl MemoryClient {
                         .metadata
                         .insert(crate::index::keys::SPEAKER_FIELD.into(), name.into());
                 }
-                Some(self.write_then_index(record).await?)
+                Some(self.engine.memories().write_then_index(record).await?)
             }
             None => None,
         };
@@ -640,7 +649,10 @@ impl MemoryClient {
         let turn = spent.turn(self, answer.get("usage"), &answer_message(&answer));
         self.record_usage(&prepared.conversation, spent.session.as_ref(), turn);
         if let Some(turn) = prepared.session {
-            let logged = self.spawn_log_answer(turn, None, answer_message(&answer), false);
+            let logged =
+                self.engine
+                    .sessions()
+                    .spawn_log_answer(turn, None, answer_message(&answer), false);
             if let Err(e) = logged.await {
                 warn!("cannot log the answer: {e}");
             }
@@ -692,14 +704,14 @@ impl MemoryClient {
     }
 
     /// Adds an answer's usage to its conversation's totals and its session's, in the
-    /// background ([`crate::usage`]).
+    /// background ([`crate::state::usage`]).
     fn record_usage(
         &self,
         conversation: &ConversationId,
         session: Option<&SessionId>,
         turn: TurnUsage,
     ) {
-        let mut folders = vec![self.settings_dir(conversation)];
+        let mut folders = vec![self.engine.settings().settings_dir(conversation)];
         folders.extend(session.map(|id| self.engine.sessions.store.dir(id)));
         let engine = self.engine.clone();
         self.engine.background.spawn(async move {
@@ -713,31 +725,25 @@ impl MemoryClient {
         });
     }
 
-    /// The upstream tokens and cost of `conversation`'s answers, sessions' included.
-    pub async fn conversation_usage(
+    pub(crate) async fn conversation_usage(
         &self,
         conversation: &ConversationId,
     ) -> Result<UsageTotals, EngineError> {
-        let folder = self.settings_dir(conversation);
-        crate::blocking::blocking(move || Ok(crate::usage::read_totals(&folder))).await
+        let folder = self.engine.settings().settings_dir(conversation);
+        crate::blocking::blocking(move || Ok(crate::state::usage::read_totals(&folder))).await
     }
 
-    /// The context window of `model`, as governance knows it (the configuration's
-    /// overrides, the local LLM's own context size, the bundled data).
-    pub fn context_window(&self, model: &str) -> u64 {
+    pub(crate) fn context_window(&self, model: &str) -> u64 {
         self.engine.context.window(model, None).tokens
     }
 
-    /// The tokens of `messages` as governance counts them for `model` (the local LLM's own
-    /// tokenizer for the local model).
-    pub async fn count_message_tokens(&self, model: &str, messages: &[Value]) -> usize {
+    pub(crate) async fn count_message_tokens(&self, model: &str, messages: &[Value]) -> usize {
         self.count_locally(model, messages).await;
         let counter = self.engine.context.counter(model);
         mnemo_context::tokens::messages_tokens(counter.as_ref(), messages)
     }
 
-    /// The upstream tokens and cost of every answer since the engine opened.
-    pub fn usage_since_start(&self) -> UsageTotals {
+    pub(crate) fn usage_since_start(&self) -> UsageTotals {
         self.engine.usage.overall()
     }
 
@@ -750,13 +756,14 @@ impl MemoryClient {
         assistant_text: Option<String>,
         incomplete: bool,
     ) {
-        let pass = crate::pass_queue::PendingPass {
+        let pass = crate::state::pass_queue::PendingPass {
             conversation,
-            user_turn: user_turn.map(|t| PathBuf::from(self.store().relative(&t.path).as_ref())),
+            user_turn: user_turn
+                .map(|t| PathBuf::from(self.engine.store.relative(&t.path).as_ref())),
             assistant_text: assistant_text.filter(|t| !t.trim().is_empty()),
             incomplete,
         };
-        self.queue_pass(pass);
+        self.engine.write().queue_pass(pass);
     }
 }
 
@@ -836,7 +843,7 @@ impl UsageOfAnswer {
     }
 
     /// The answer's usage: `reported`, or the prompt's count and `answer`'s.
-    fn turn(&self, client: &MemoryClient, reported: Option<&Value>, answer: &Value) -> TurnUsage {
+    fn turn(&self, client: &ChatWing, reported: Option<&Value>, answer: &Value) -> TurnUsage {
         TurnUsage::new(&self.model, reported, || {
             let counter = client.engine.context.counter(&self.model);
             let completion = mnemo_context::tokens::message_tokens(counter.as_ref(), answer);
@@ -847,7 +854,7 @@ impl UsageOfAnswer {
 
 /// What to do when a stream ends, however it ends.
 struct TurnEnd {
-    client: MemoryClient,
+    client: ChatWing,
     conversation: ConversationId,
     user_turn: Option<StoredMemory>,
     /// Whether the exchange is stored (`memory_learn`).
@@ -875,6 +882,8 @@ impl RecordingStream {
         };
         let guard = turn.try_lock();
         end.client
+            .engine
+            .sessions()
             .spawn_log_answer(turn, guard, self.words.message(), !complete);
     }
 

@@ -25,6 +25,7 @@ use mnemo_embed::{ApiEmbeddingsConfig, Embedder, EmbedderConfig};
 use mnemo_index::{LexicalEncoder, LexicalOptions, SparseVector};
 use tracing::{info, warn};
 
+use crate::error::ModelWordsError;
 use crate::index::vocabulary_file::VocabularyFile;
 use crate::index::word_rules::{dot, is_candidate_word, MAX_WORDS};
 
@@ -39,25 +40,6 @@ const FEW_QUERIES: usize = 3;
 
 /// A tokenizer file larger than this is not one a model ships with.
 const MAX_TOKENIZER_BYTES: u64 = 64 << 20;
-
-/// Why the model's words are not available.
-#[derive(Debug, thiserror::Error)]
-pub enum ModelWordsError {
-    /// The tokenizer file could not be read or holds no word list.
-    #[error("{path}: {reason}")]
-    Tokenizer {
-        /// The tokenizer file.
-        path: PathBuf,
-        /// What was wrong with it.
-        reason: String,
-    },
-    /// Embedding the words failed.
-    #[error(transparent)]
-    Embed(#[from] mnemo_embed::EmbedError),
-    /// The lexical encoder could not be made.
-    #[error(transparent)]
-    Index(#[from] mnemo_index::IndexError),
-}
 
 /// Loads the embedding model `config` names and embeds its words now, unless they are kept
 /// already: what `mnemo models --prepare-words` does, so that the first store opened need

@@ -15,7 +15,7 @@
 //!   both hold (`compatible_with`). The rolling summary is rewritten without the older
 //!   value in the same pass.
 //! - **Read.** The chat path shows such a pair together, the earlier first and marked, under
-//!   a line saying that the later one holds ([`crate::chat::inject`]), and cuts the summary's
+//!   a line saying that the later one holds ([`crate::inject`]), and cuts the summary's
 //!   sentences that still state the earlier value.
 //! - **Resolved.** A person keeps the later fact (the earlier is tombstoned with
 //!   `replaced_by` and a `reason`), keeps the earlier one (the later is), or says both hold
@@ -34,9 +34,10 @@ use utoipa::ToSchema;
 use super::{Contested, WritePath, WriteReport};
 use crate::api_types::Memory;
 use crate::blocking::blocking;
-use crate::engine::{Engine, MemoryClient};
+use crate::engine::Engine;
 use crate::error::EngineError;
 use crate::text::subjects::may_conflict;
+use crate::write::WriteWing;
 
 /// Two live facts of one conversation, the earlier naming the later in `conflicts_with`:
 /// until a person resolves them, the later holds.
@@ -214,7 +215,7 @@ impl Engine {
     }
 }
 
-impl MemoryClient {
+impl WriteWing {
     /// The conflicts of `conversation` (see the module doc), earliest first.
     pub(crate) async fn conflicts(
         &self,
@@ -246,7 +247,10 @@ impl MemoryClient {
             .conversation_lock(conversation)
             .lock_owned()
             .await;
-        let (first, second) = (self.get(earlier).await?, self.get(later).await?);
+        let (first, second) = (
+            self.engine.memories().get(earlier).await?,
+            self.engine.memories().get(later).await?,
+        );
         let no_such = || {
             EngineError::NotFound(format!(
                 "no conflict between {earlier} and {later} in conversation {conversation:?}: \

@@ -46,12 +46,12 @@ use mnemo_core::{
 };
 use mnemo_index::{Condition, Filter, PointPayload, Query, QueryVector};
 use mnemo_llm::LlmClient;
-use mnemo_store::StoredMemory;
+use mnemo_store::{FileStore, StoredMemory};
 use tracing::{debug, info, warn};
 
+use crate::api_types::{AddResult, Memory, Updated};
 use crate::blocking::blocking;
 use crate::engine::Engine;
-use crate::engine::MemoryClient;
 use crate::error::EngineError;
 use crate::text::changes;
 use crate::text::subjects::subject_of;
@@ -134,6 +134,24 @@ pub struct WriteReport {
     pub llm_time: Duration,
     /// Time spent in the engine itself (files, embedding, index, git), LLM calls excluded.
     pub engine_time: Duration,
+}
+
+impl AddResult {
+    /// What `report` (an add's pass) changed, as mnemo shows it.
+    pub fn of(report: WriteReport, store: &FileStore) -> Self {
+        Self {
+            added: report.added.iter().map(|m| Memory::of(m, store)).collect(),
+            updated: report
+                .updated
+                .iter()
+                .map(|&(old, new)| Updated { old, new })
+                .collect(),
+            conversation_id: report.conversation,
+            deleted: report.deleted,
+            not_stored: report.not_stored,
+            commit: report.commit,
+        }
+    }
 }
 
 impl WriteReport {
@@ -223,7 +241,22 @@ struct Origin {
     metadata: Metadata,
 }
 
-impl MemoryClient {
+/// The write wing's handle on the engine ([`Engine::write`]).
+#[derive(Clone)]
+pub(crate) struct WriteWing {
+    pub(crate) engine: Arc<Engine>,
+}
+
+impl Engine {
+    /// Lends the write wing.
+    pub(crate) fn write(self: &Arc<Self>) -> WriteWing {
+        WriteWing {
+            engine: self.clone(),
+        }
+    }
+}
+
+impl WriteWing {
     /// The write path, borrowed for one pass.
     pub(crate) fn write_path(&self) -> WritePath<'_> {
         WritePath {
@@ -231,9 +264,7 @@ impl MemoryClient {
         }
     }
 
-    /// Runs the write path for a turn whose messages are already on disk: extraction from
-    /// the user's message, then reconciliation, summary, eviction and a commit.
-    pub async fn learn_from_turn(
+    pub(crate) async fn learn_from_turn(
         &self,
         conversation: &ConversationId,
         user_turn: Option<&StoredMemory>,
@@ -244,11 +275,7 @@ impl MemoryClient {
             .await
     }
 
-    /// The facts a pass of the write path would draw from the user's `message` in
-    /// `conversation` (extraction, then grounding), without writing anything: the facts, and
-    /// a report with what was extracted and refused. What `mnemo eval locomo --observations
-    /// extracted` measures the read path with.
-    pub async fn extract_facts(
+    pub(crate) async fn extract_facts(
         &self,
         conversation: &ConversationId,
         message: &str,
@@ -256,10 +283,7 @@ impl MemoryClient {
         self.write_path().extract_facts(conversation, message).await
     }
 
-    /// Remembers each text as a fact of `conversation`: reconciled with what is already
-    /// known (when an LLM is configured; otherwise added as is), then summary, eviction and a
-    /// commit. Returns when every change is on disk and searchable.
-    pub async fn add(
+    pub(crate) async fn add(
         &self,
         texts: Vec<String>,
         conversation: &ConversationId,
@@ -268,9 +292,7 @@ impl MemoryClient {
             .await
     }
 
-    /// [`add`](Self::add), with `metadata` on every fact the add writes (a new fact, or the
-    /// new version of one it updates), so searches can filter on it.
-    pub async fn add_with_metadata(
+    pub(crate) async fn add_with_metadata(
         &self,
         texts: Vec<String>,
         conversation: &ConversationId,
@@ -281,20 +303,15 @@ impl MemoryClient {
             .await
     }
 
-    /// Write-path passes and turn writes queued or running in the background.
-    pub fn background_tasks(&self) -> usize {
+    pub(crate) fn background_tasks(&self) -> usize {
         self.engine.background.len()
     }
 
-    /// Waits until every write the client has queued in the background is done.
-    pub async fn wait_idle(&self) {
+    pub(crate) async fn wait_idle(&self) {
         self.wait_idle_for(Duration::MAX).await;
     }
 
-    /// Like [`wait_idle`](Self::wait_idle), for at most `grace`: returns whether everything
-    /// finished. Passes still running or waiting stay journaled (`crate::write::queue`) for the
-    /// next start to resume; the index snapshot is written either way.
-    pub async fn wait_idle_for(&self, grace: Duration) -> bool {
+    pub(crate) async fn wait_idle_for(&self, grace: Duration) -> bool {
         let deadline = tokio::time::Instant::now().checked_add(grace);
         let mut finished = true;
         // Chats first: a finishing chat queues its write-path pass.

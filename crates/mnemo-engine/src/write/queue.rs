@@ -10,7 +10,7 @@
 //! One conversation's passes run one after another, in the order their turns were queued
 //! (a correction must not be learnt before what it corrects): each conversation with work
 //! has one worker draining its passes. Across conversations, passes do their LLM work at
-//! most [`MAX_RUNNING_PASSES`](crate::pass_queue::MAX_RUNNING_PASSES) at a time, a slot taken once the conversation's own lock is
+//! most [`MAX_RUNNING_PASSES`](crate::state::pass_queue::MAX_RUNNING_PASSES) at a time, a slot taken once the conversation's own lock is
 //! held. When a shutdown's grace period is over, passes still
 //! running or waiting are stopped and keep their entries; a pass that fails (the answer
 //! cannot be stored, the write path errs) keeps its entry too, for the next start.
@@ -22,10 +22,10 @@ use mnemo_core::ConversationId;
 use tracing::{info, warn};
 
 use crate::blocking::blocking;
-use crate::engine::MemoryClient;
-use crate::pass_queue::{read_entry, PendingPass, QueuedPass};
+use crate::state::pass_queue::{read_entry, PendingPass, QueuedPass};
+use crate::write::WriteWing;
 
-impl MemoryClient {
+impl WriteWing {
     /// Queues the write path for a finished turn. The entry is journaled before this
     /// returns (a short synchronous write: the caller is about to acknowledge the turn, and
     /// a crash right after must not lose its answer); the pass runs in the background, after
@@ -41,9 +41,7 @@ impl MemoryClient {
         self.enqueue(QueuedPass { entry, pass });
     }
 
-    /// Resumes the passes an earlier process left queued (at most once per start; `serve`
-    /// calls it). Returns how many were found.
-    pub fn resume_pending_passes(&self) -> usize {
+    pub(crate) fn resume_pending_passes(&self) -> usize {
         let left = self.engine.queue.left_over();
         if !left.is_empty() {
             info!(
@@ -146,15 +144,11 @@ impl MemoryClient {
         }
     }
 
-    /// Write-path passes journaled and not yet done.
-    pub fn pending_passes(&self) -> usize {
+    pub(crate) fn pending_passes(&self) -> usize {
         self.engine.queue.left_over().len()
     }
 
-    /// Stops the passes still running or waiting, leaving their entries journaled for the
-    /// next start: what a shutdown does once its grace period is over, before it stops the
-    /// LLM they would otherwise run on.
-    pub fn stop_background_passes(&self) {
+    pub(crate) fn stop_background_passes(&self) {
         self.engine.queue.cancel.cancel();
     }
 
@@ -206,7 +200,7 @@ impl MemoryClient {
             }
         }
         let user_turn = match &pass.user_turn {
-            Some(relative) => match self.store().read(relative) {
+            Some(relative) => match self.engine.store.read(relative) {
                 Ok(turn) => Some(turn),
                 Err(e) => {
                     warn!(conversation = %conversation, "the user's turn cannot be read ({e}); learning from the answer only");

@@ -1,5 +1,11 @@
-//! `mnemo eval`: measuring retrieval quality on a benchmark (LoCoMo's evidence recall; the
-//! data and its scoring are in [`crate::locomo`]).
+//! `mnemo eval`: measuring quality on a benchmark, kept apart from the commands a user
+//! runs every day. This file drives LoCoMo's evidence recall through the read path;
+//! [`locomo`] reads the data and tallies recall, [`answers`] runs the answer benchmark
+//! through the chat path (`--answer`), and [`answer_scoring`] scores those answers.
+
+mod answer_scoring;
+mod answers;
+mod locomo;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -10,12 +16,8 @@ use mnemo_core::{MemoryRecord, Role};
 use mnemo_engine::{MemoryClient, OpenOptions, SearchRequest};
 use serde::Serialize;
 
-use crate::answer_eval::{print_answer_report, run_answers, AnswerRun, Setup};
-use crate::commands::{
-    load_config, percentile, print_json, progress_bar, CommandResult, Failure, GlobalArgs,
-};
-use crate::locomo;
-
+use crate::commands::{load_config, print_json, progress_bar, CommandResult, Failure, GlobalArgs};
+use crate::eval::answers::{print_answer_report, run_answers, AnswerRun, Setup};
 #[derive(Args)]
 pub struct EvalArgs {
     #[command(subcommand)]
@@ -254,7 +256,7 @@ pub async fn eval(global: &GlobalArgs, args: EvalArgs) -> CommandResult {
     Ok(())
 }
 
-/// `--answer`: the answer benchmark ([`crate::answer_eval`]).
+/// `--answer`: the answer benchmark ([`crate::eval::answers`]).
 async fn answer(
     client: &MemoryClient,
     samples: &[locomo::Sample],
@@ -538,4 +540,13 @@ fn print_eval_report(report: &EvalReport, ks: &[usize]) {
         "search latency: p50 {:.1} ms, p99 {:.1} ms",
         report.search_ms_p50, report.search_ms_p99
     );
+}
+
+/// The value at share `q` (0..1) of `sorted`, rounded to two decimals; 0 for none.
+pub fn percentile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * q).round() as usize;
+    (sorted[i] * 100.0).round() / 100.0
 }

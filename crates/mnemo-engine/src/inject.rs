@@ -1,4 +1,4 @@
-//! Putting retrieved memories into a chat request, as a pure function of the request.
+//! Putting retrieved memories and an agent's notes into a chat request, as pure functions of the request.
 //!
 //! The last user message is replaced by one that carries, in this order: the conversation's
 //! rolling summary, the memories, and then the user's own message. Other messages, and every
@@ -199,6 +199,22 @@ pub fn inject(request: &Value, summary: Option<&str>, found: Found<'_>) -> Optio
         _ => return None,
     }
     Some(request)
+}
+
+/// Puts the first lines of an agent's notes (`head`) into `request`'s system prompt, as an
+/// `## Agent Memory` section (a system message is added when there is none).
+pub fn agent_notes(request: &mut Value, head: &str) {
+    let section = format!("## Agent Memory\n{head}");
+    let Some(messages) = request["messages"].as_array_mut() else {
+        return;
+    };
+    match messages.first_mut() {
+        Some(first) if first["role"] == "system" && first["content"].is_string() => {
+            let text = first["content"].as_str().unwrap_or_default();
+            first["content"] = Value::String(format!("{text}\n\n{section}"));
+        }
+        _ => messages.insert(0, serde_json::json!({"role": "system", "content": section})),
+    }
 }
 
 #[cfg(test)]

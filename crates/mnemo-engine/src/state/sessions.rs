@@ -1,6 +1,6 @@
 //! The engine's sessions as state: the session store and one lock per session, guarding
 //! its parsed log, which stays cached while the session is used (within a count and a byte
-//! budget). What a chat request does with a session is in [`crate::chat::sessions`].
+//! budget). What a chat request does with a session is in [`crate::sessions`], the session wing.
 
 use std::collections::HashMap;
 use std::path::PathBuf;

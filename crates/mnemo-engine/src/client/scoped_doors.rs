@@ -10,11 +10,13 @@ use mnemo_context::Strategy;
 use mnemo_core::ConversationId;
 use mnemo_session::{SessionExport, SessionId, SessionMeta};
 
-use crate::access::{ScopedClient, SessionUse};
-use crate::chat::governance::CompactTarget;
-use crate::chat::sessions::{CompactReport, MessagePage, SessionContext, SessionInfo};
+use crate::access::SessionUse;
+use crate::client::scoped::ScopedClient;
+use crate::conversation_settings::CompactTarget;
 use crate::error::EngineError;
-use crate::usage::UsageTotals;
+use crate::sessions::compaction::CompactReport;
+use crate::sessions::{MessagePage, SessionContext, SessionInfo};
+use crate::state::usage::UsageTotals;
 
 /// The chat sessions as one caller may use them ([`ScopedClient::sessions`]).
 pub struct ScopedSessions<'a> {

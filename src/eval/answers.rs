@@ -11,7 +11,7 @@
 //! - `mnemo`: the question alone, with mnemo's defaults injecting what it retrieves;
 //! - `full`: the whole conversation, where it fits the window (otherwise skipped and said).
 //!
-//! Each answer is scored three ways ([`crate::answer_scoring`]): LoCoMo's token F1, an LLM
+//! Each answer is scored three ways ([`crate::eval::answer_scoring`]): LoCoMo's token F1, an LLM
 //! judge (lenient, and a strict variant that refuses vague answers), and, for `mnemo`, whether
 //! the question's evidence turns were among the memories injected. Category 5 (adversarial:
 //! the right answer is that the conversation does not say) is reported apart. Tokens sent,
@@ -32,12 +32,13 @@ use mnemo_engine::{ChatReply, MemoryClient};
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use crate::answer_scoring::{
+use crate::commands::{progress_bar, Failure};
+use crate::eval::answer_scoring::{
     judge_messages, parse_judge, prompt_hash, score_f1, stratified_sample, ANSWER_PROMPT,
     JUDGE_PROMPT, STRICT_JUDGE_PROMPT,
 };
-use crate::commands::{percentile, progress_bar, Failure};
-use crate::locomo::{Question, Sample};
+use crate::eval::locomo::{Question, Sample};
+use crate::eval::percentile;
 
 /// Tokens an answer may take.
 const ANSWER_TOKENS: u64 = 64;

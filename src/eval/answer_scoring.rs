@@ -19,7 +19,7 @@
 //! Also the system prompt each question is answered with ([`ANSWER_PROMPT`]), a short hash
 //! that records which prompt text a run used ([`prompt_hash`]), and the sampler that picks a
 //! subset of questions spread over the categories ([`stratified_sample`]). Latency
-//! percentiles use `commands::percentile`.
+//! percentiles use `eval::percentile`.
 //!
 //! Categories are the dataset's: 1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop,
 //! 5 adversarial (unanswerable from the conversation).
