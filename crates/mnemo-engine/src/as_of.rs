@@ -77,7 +77,7 @@ impl AsOfWing {
         request.validate()?;
         let commit = self.commit_of(rev).await?;
         request.now = request.now.or(Some(commit.time));
-        let settings = request.resolve(&self.engine.config)?;
+        let settings = request.resolve(self.engine.config())?;
         let engine = self.revision_engine(commit).await?;
         let expansion = self
             .engine
@@ -90,7 +90,7 @@ impl AsOfWing {
                 .engine
                 .read(&request, &settings, expansion.as_deref())?
                 .hits;
-            let store = &revision.engine.store;
+            let store = &revision.engine.store();
             Ok(hits
                 .into_iter()
                 .map(|hit| SearchHit {
@@ -107,7 +107,7 @@ impl AsOfWing {
     }
 
     pub(crate) fn close_revisions(&self) {
-        self.engine.as_of.clear();
+        self.engine.revisions().clear();
     }
 
     /// The commit `rev` resolves to.
@@ -128,7 +128,10 @@ impl AsOfWing {
         commit: CommitInfo,
     ) -> Result<Arc<RevisionEngine>, EngineError> {
         let id = commit.id.clone();
-        let slot = self.engine.as_of.slot(&id, KEPT, RevisionSlot::default);
+        let slot = self
+            .engine
+            .revisions()
+            .slot(&id, KEPT, RevisionSlot::default);
         let opened = slot
             .get_or_try_init(|| self.open_revision(commit))
             .await
@@ -136,7 +139,7 @@ impl AsOfWing {
         if opened.is_err() {
             // Unless another search replaced it meanwhile.
             self.engine
-                .as_of
+                .revisions()
                 .remove_if(&id, |kept| Arc::ptr_eq(kept, &slot));
         }
         opened
@@ -144,8 +147,10 @@ impl AsOfWing {
 
     /// Exports `commit`'s memories and opens an engine on them, its vocabulary built.
     async fn open_revision(&self, commit: CommitInfo) -> Result<Arc<RevisionEngine>, EngineError> {
-        let engine = self.engine.clone();
-        let engine = blocking(move || RevisionEngine::open(&engine, commit)).await?;
+        let engine = self
+            .engine
+            .blocking(move |engine| RevisionEngine::open(&engine, commit))
+            .await?;
         // Searches then expand with every word of the revision, not with what a build in
         // progress has reached: an answer must not depend on how soon it was asked.
         engine.engine.vocabulary_built().await;
@@ -174,7 +179,7 @@ impl RevisionEngine {
             warn!(commit = %commit.short_id, file = %path, "a memory file over the size the store reads is left out of the search as of its commit");
         }
         copy_vocabulary(live, dir.path());
-        let config = revision_config(&live.config, dir.path());
+        let config = revision_config(live.config(), dir.path());
         let engine = Engine::open(config, OpenOptions::default(), Some(live.shared_models()))?;
         info!(
             commit = %commit.short_id,
@@ -214,9 +219,9 @@ fn revision_config(live: &Config, root: &Path) -> Config {
 /// only words they lack; without them it embeds every word, said in the log.
 fn copy_vocabulary(live: &Engine, root: &Path) {
     let file = VocabularyFile::new(
-        live.store.vocabulary_path(),
+        live.store().vocabulary_path(),
         String::new(),
-        live.embedder.dimension(),
+        live.embedder().dimension(),
     );
     if let Err(e) = file.copy_to(&root.join(layout::VOCABULARY_FILE)) {
         warn!("the store's vocabulary.bin is not reused for a search as of a revision: {e}");
@@ -225,8 +230,8 @@ fn copy_vocabulary(live: &Engine, root: &Path) {
 
 /// The store's versioning, or why a search as of `rev` cannot be had without it.
 fn versioned<'e>(engine: &'e Engine, rev: &str) -> Result<&'e mnemo_git::Versioning, EngineError> {
-    engine.git.as_ref().ok_or_else(|| {
-        let why = if engine.config.enable_git_versioning {
+    engine.git().as_ref().ok_or_else(|| {
+        let why = if engine.config().enable_git_versioning {
             "git versioning is off for this run (the repository could not be opened)"
         } else {
             "git is off (enable_git_versioning = false)"

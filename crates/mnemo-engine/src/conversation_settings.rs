@@ -106,7 +106,7 @@ impl ConversationSettings {
                 .map_err(|e| EngineError::InvalidInput(e.to_string()))?;
         }
         if let CompactTarget::Session(id) = &target {
-            let meta = self.engine.sessions.store.existing_meta(id)?;
+            let meta = self.engine.session_state().store.existing_meta(id)?;
             if let Some(at) = meta.deleted_at {
                 return Err(mnemo_session::SessionError::Deleted {
                     id: id.to_string(),
@@ -116,13 +116,13 @@ impl ConversationSettings {
             }
         }
         self.engine
-            .context
+            .context()
             .request_compact(target.key(), focus.clone());
         Ok(focus)
     }
 
     pub(crate) fn compact_requested(&self, target: &CompactTarget) -> bool {
-        self.engine.context.compact_requested(&target.key())
+        self.engine.context().compact_requested(&target.key())
     }
 
     pub(crate) async fn conversation_strategy(
@@ -161,7 +161,7 @@ impl ConversationSettings {
                     source,
                 }
             })?;
-            if let Some(git) = &engine.git {
+            if let Some(git) = &engine.git() {
                 git.note_changed([&path]);
             }
             engine.commit(&format!("strategy of conversation {conversation}"));
@@ -172,12 +172,12 @@ impl ConversationSettings {
 
     /// `conversations/<id>/`, checked at every level whenever it is used.
     pub(crate) fn settings_dir(&self, conversation: &ConversationId) -> StoreDir {
-        let root = self.engine.store.root();
+        let root = self.engine.store().root();
         StoreDir::new(root, layout::conversation_settings_dir(root, conversation))
     }
 
     fn relative(&self, path: &std::path::Path) -> String {
-        self.engine.store.relative(path).into_owned()
+        self.engine.store().relative(path).into_owned()
     }
 }
 

@@ -34,6 +34,12 @@ use crate::index::timeline::Timeline;
 use crate::index::vocabulary::{BackgroundBuild, BuildReport, Vocabulary};
 use crate::index::vocabulary_file::VocabularyFile;
 use crate::retrieval::{ReadPath, ResolvedSearch, SearchRequest, Searched};
+use crate::state::governance::ContextState;
+use crate::state::locks::LockMap;
+use crate::state::pass_queue::PassQueue;
+use crate::state::revisions::Revisions;
+use crate::state::sessions::SessionState;
+use crate::state::usage::UsageLedger;
 
 /// A caller's check of the memory a delete or an edit is about to change.
 pub(crate) type MemoryCheck<'a> = &'a (dyn Fn(&StoredMemory) -> Result<(), EngineError> + Sync);
@@ -95,57 +101,199 @@ pub(crate) struct KeySchemeInUse {
     pub description: String,
 }
 
-/// The engine's shared state.
+/// The engine's shared state, in owned parts: the base every wing reads, and a part for
+/// the index, the write wing, the chat wing and the session wing. Its fields are private;
+/// a wing reaches what it needs through the accessors below, and borrows the other wings
+/// through their handles (`engine.write()`, `engine.chat()`, ...).
 pub(crate) struct Engine {
     /// Builds the vocabulary after opening; stopped first on drop.
     vocabulary_build: Option<BackgroundBuild>,
-    pub config: Config,
-    pub store: FileStore,
-    pub embedder: Arc<Embedder>,
-    pub lexical: LexicalEncoder,
-    pub key_scheme: KeySchemeInUse,
-    /// The cross-encoder, when one is loaded.
-    pub reranker: Option<Arc<Reranker>>,
-    pub index: Arc<dyn VectorIndex>,
-    /// The upstream LLM, when one is configured.
-    pub llm: Option<LlmClient>,
-    /// Git versioning of the store, when enabled.
-    pub git: Option<Versioning>,
-    /// Why versioning is off although enabled (the repository could not be opened).
-    git_error: Option<String>,
-    /// Flushes the index and the snapshot in the background; stopped first on drop.
-    flusher: Option<Flusher>,
-    /// Guards every write to the index together with the snapshot that describes it.
-    pub snapshot: Arc<SnapshotCell>,
+    base: Base,
+    index_part: IndexPart,
+    write_part: WritePart,
+    chat_part: ChatPart,
+    session_part: SessionPart,
+    /// Engines over the store as it was at recent revisions (`crate::as_of`).
+    revisions: Revisions<RevisionSlot>,
     /// Held for the client's life: one process owns an index at a time. Declared after
     /// everything that holds the index, so it is released last.
     _lock: Vec<File>,
+}
+
+/// What every wing reads: the configuration, the store, the models, the upstream and git.
+struct Base {
+    config: Config,
+    store: FileStore,
+    embedder: Arc<Embedder>,
+    /// The cross-encoder, when one is loaded.
+    reranker: Option<Arc<Reranker>>,
+    /// The upstream LLM, when one is configured.
+    llm: Option<LlmClient>,
+    /// Git versioning of the store, when enabled.
+    git: Option<Versioning>,
+    /// Why versioning is off although enabled (the repository could not be opened).
+    git_error: Option<String>,
+}
+
+/// The index and what keeps it in step with the files.
+struct IndexPart {
+    lexical: LexicalEncoder,
+    key_scheme: KeySchemeInUse,
+    index: Arc<dyn VectorIndex>,
+    /// Flushes the index and the snapshot in the background; stopped first on drop.
+    flusher: Option<Flusher>,
+    /// Guards every write to the index together with the snapshot that describes it.
+    snapshot: Arc<SnapshotCell>,
     /// Turn order, rebuilt after writes; searches read it without waiting for writers.
-    pub timeline: RwLock<Arc<Timeline>>,
+    timeline: RwLock<Arc<Timeline>>,
     /// The store's words, embedded, when vocabulary expansion is on.
-    pub vocabulary: Option<Arc<RwLock<Vocabulary>>>,
-    /// One lock per conversation: its write path runs one pass at a time.
-    pub conversation_locks: crate::state::locks::LockMap<ConversationId>,
-    /// Write-path passes running in the background (waited for on shutdown).
-    pub background: TaskTracker,
-    /// The journal of queued write-path passes, and how many may run at once.
-    pub queue: crate::state::pass_queue::PassQueue,
-    /// Chats finishing for callers that stopped waiting (waited for on shutdown).
-    pub detached_chats: TaskTracker,
+    vocabulary: Option<Arc<RwLock<Vocabulary>>>,
     startup_sync: SyncReport,
-    index_backend: IndexBackend,
+    backend: IndexBackend,
     /// Re-syncs an index server that was lost, once it answers again.
-    pub(crate) recovery: std::sync::OnceLock<Recovery>,
+    recovery: std::sync::OnceLock<Recovery>,
+}
+
+/// The write wing's part.
+struct WritePart {
+    /// One lock per conversation: its write path runs one pass at a time.
+    conversation_locks: LockMap<ConversationId>,
+    /// Write-path passes running in the background (waited for on shutdown).
+    background: TaskTracker,
+    /// The journal of queued write-path passes, and how many may run at once.
+    queue: PassQueue,
+}
+
+/// The chat wing's part.
+struct ChatPart {
     /// Context governance's windows, token counters and inflation guards.
-    pub context: crate::state::governance::ContextState,
+    context: ContextState,
     /// Upstream tokens and cost: the process's totals, and the lock for the files.
-    pub usage: crate::state::usage::UsageLedger,
+    usage: UsageLedger,
+    /// Chats finishing for callers that stopped waiting (waited for on shutdown).
+    detached_chats: TaskTracker,
+}
+
+/// The session wing's part.
+struct SessionPart {
     /// Chat sessions: their store, locks and cached logs.
-    pub sessions: crate::state::sessions::SessionState,
+    state: SessionState,
     /// Serialises changes to agents' notes.
-    pub agent_lock: Arc<tokio::sync::Mutex<()>>,
-    /// Engines over the store as it was at recent revisions (`crate::as_of`).
-    pub as_of: crate::state::revisions::Revisions<RevisionSlot>,
+    agent_lock: Arc<tokio::sync::Mutex<()>>,
+}
+
+/// The base, lent to every wing.
+impl Engine {
+    /// Runs `work` off the async runtime with a handle on this engine: the bridge every
+    /// wing's async call crosses to the engine's blocking work (files, index, models, git).
+    pub(crate) async fn blocking<T: Send + 'static>(
+        self: &Arc<Self>,
+        work: impl FnOnce(Arc<Engine>) -> Result<T, EngineError> + Send + 'static,
+    ) -> Result<T, EngineError> {
+        let engine = self.clone();
+        crate::blocking::blocking(move || work(engine)).await
+    }
+
+    pub(crate) fn config(&self) -> &Config {
+        &self.base.config
+    }
+
+    pub(crate) fn store(&self) -> &FileStore {
+        &self.base.store
+    }
+
+    pub(crate) fn embedder(&self) -> &Arc<Embedder> {
+        &self.base.embedder
+    }
+
+    pub(crate) fn reranker(&self) -> &Option<Arc<Reranker>> {
+        &self.base.reranker
+    }
+
+    pub(crate) fn llm(&self) -> &Option<LlmClient> {
+        &self.base.llm
+    }
+
+    pub(crate) fn git(&self) -> &Option<Versioning> {
+        &self.base.git
+    }
+}
+
+/// The index's part.
+impl Engine {
+    pub(crate) fn lexical(&self) -> &LexicalEncoder {
+        &self.index_part.lexical
+    }
+
+    pub(crate) fn key_scheme(&self) -> &KeySchemeInUse {
+        &self.index_part.key_scheme
+    }
+
+    pub(crate) fn index(&self) -> &Arc<dyn VectorIndex> {
+        &self.index_part.index
+    }
+
+    pub(crate) fn snapshot(&self) -> &Arc<SnapshotCell> {
+        &self.index_part.snapshot
+    }
+
+    /// The turn order's cell, which writes replace.
+    pub(crate) fn timeline_cell(&self) -> &RwLock<Arc<Timeline>> {
+        &self.index_part.timeline
+    }
+
+    pub(crate) fn vocabulary(&self) -> &Option<Arc<RwLock<Vocabulary>>> {
+        &self.index_part.vocabulary
+    }
+
+    pub(crate) fn recovery(&self) -> &std::sync::OnceLock<Recovery> {
+        &self.index_part.recovery
+    }
+}
+
+/// The write wing's part.
+impl Engine {
+    pub(crate) fn conversation_locks(&self) -> &LockMap<ConversationId> {
+        &self.write_part.conversation_locks
+    }
+
+    pub(crate) fn background(&self) -> &TaskTracker {
+        &self.write_part.background
+    }
+
+    pub(crate) fn queue(&self) -> &PassQueue {
+        &self.write_part.queue
+    }
+}
+
+/// The chat wing's part.
+impl Engine {
+    pub(crate) fn context(&self) -> &ContextState {
+        &self.chat_part.context
+    }
+
+    pub(crate) fn usage(&self) -> &UsageLedger {
+        &self.chat_part.usage
+    }
+
+    pub(crate) fn detached_chats(&self) -> &TaskTracker {
+        &self.chat_part.detached_chats
+    }
+}
+
+/// The session wing's part, and the revisions' engines.
+impl Engine {
+    pub(crate) fn session_state(&self) -> &SessionState {
+        &self.session_part.state
+    }
+
+    pub(crate) fn agent_lock(&self) -> &Arc<tokio::sync::Mutex<()>> {
+        &self.session_part.agent_lock
+    }
+
+    pub(crate) fn revisions(&self) -> &Revisions<RevisionSlot> {
+        &self.revisions
+    }
 }
 
 /// An engine over the store as it was at one commit (`crate::as_of`), and the folder it
@@ -188,25 +336,25 @@ impl Engine {
 
     /// What the start-up sync found and did.
     pub(crate) fn startup_sync(&self) -> &SyncReport {
-        &self.startup_sync
+        &self.index_part.startup_sync
     }
 
     /// Where the index lives.
     pub(crate) fn index_backend(&self) -> &IndexBackend {
-        &self.index_backend
+        &self.index_part.backend
     }
 
     /// Whether the store is versioned in git, and the last error doing so, naming no
     /// server path.
     pub(crate) fn versioning(&self) -> (bool, Option<String>) {
-        let error = match &self.git {
+        let error = match &self.git() {
             Some(git) => git.last_error(),
-            None => self.git_error.clone(),
+            None => self.base.git_error.clone(),
         };
         // Answers name no server paths: the store is "the store".
-        let root = self.store.root().display().to_string();
+        let root = self.store().root().display().to_string();
         let error = error.map(|e| e.replace(&root, "the store"));
-        (self.git.is_some(), error)
+        (self.git().is_some(), error)
     }
 
     /// Opens the store, model and index named by `config`, and syncs the index with the
@@ -340,41 +488,53 @@ impl Engine {
         } else {
             None
         };
+        let context = ContextState::new(&config.context);
+        let sessions = SessionState::new(store.root().to_path_buf());
         let engine = Arc::new(Engine {
-            context: crate::state::governance::ContextState::new(&config.context),
-            usage: crate::state::usage::UsageLedger::default(),
-            sessions: crate::state::sessions::SessionState::new(store.root().to_path_buf()),
-            agent_lock: Arc::default(),
-            config,
-            store,
-            embedder,
-            lexical,
-            key_scheme,
-            reranker,
-            index,
-            llm,
-            git,
-            git_error,
-            flusher,
-            snapshot,
-            _lock: lock,
-            timeline: RwLock::new(Arc::new(timeline)),
-            vocabulary,
             vocabulary_build,
-            conversation_locks: crate::state::locks::LockMap::new(),
-            background: TaskTracker::new(),
-            queue,
-            detached_chats: TaskTracker::new(),
-            startup_sync,
-            index_backend,
-            recovery: std::sync::OnceLock::new(),
-            as_of: crate::state::revisions::Revisions::default(),
+            base: Base {
+                config,
+                store,
+                embedder,
+                reranker,
+                llm,
+                git,
+                git_error,
+            },
+            index_part: IndexPart {
+                lexical,
+                key_scheme,
+                index,
+                flusher,
+                snapshot,
+                timeline: RwLock::new(Arc::new(timeline)),
+                vocabulary,
+                startup_sync,
+                backend: index_backend,
+                recovery: std::sync::OnceLock::new(),
+            },
+            write_part: WritePart {
+                conversation_locks: LockMap::new(),
+                background: TaskTracker::new(),
+                queue,
+            },
+            chat_part: ChatPart {
+                context,
+                usage: UsageLedger::default(),
+                detached_chats: TaskTracker::new(),
+            },
+            session_part: SessionPart {
+                state: sessions,
+                agent_lock: Arc::default(),
+            },
+            revisions: Revisions::default(),
+            _lock: lock,
         });
         let runtime = tokio::runtime::Handle::try_current().ok();
         if let Some(recovery) = watched.zip(runtime).and_then(|(watched, runtime)| {
             Recovery::spawn(resync_callback(Arc::downgrade(&engine), runtime), watched)
         }) {
-            let _ = engine.recovery.set(recovery);
+            let _ = engine.recovery().set(recovery);
         }
         Ok(engine)
     }
@@ -389,14 +549,14 @@ impl Engine {
     ) -> Result<Searched, EngineError> {
         let timeline = self.timeline();
         ReadPath {
-            config: &self.config,
-            embedder: &self.embedder,
-            lexical: &self.lexical,
-            index: self.index.as_ref(),
-            reranker: self.reranker.as_deref(),
+            config: self.config(),
+            embedder: self.embedder(),
+            lexical: self.lexical(),
+            index: self.index().as_ref(),
+            reranker: self.reranker().as_deref(),
             timeline: &timeline,
-            vocabulary: self.vocabulary.as_deref(),
-            store_root: self.store.root(),
+            vocabulary: self.vocabulary().as_deref(),
+            store_root: self.store().root(),
         }
         .search(request, settings, expansion)
     }
@@ -404,8 +564,8 @@ impl Engine {
     /// The models this engine loaded, to lend another.
     pub(crate) fn shared_models(&self) -> SharedModels {
         SharedModels {
-            embedder: self.embedder.clone(),
-            reranker: self.reranker.clone(),
+            embedder: self.embedder().clone(),
+            reranker: self.reranker().clone(),
         }
     }
 
@@ -414,16 +574,16 @@ impl Engine {
         &self,
         conversation: &ConversationId,
     ) -> Arc<tokio::sync::Mutex<()>> {
-        self.conversation_locks.get(conversation)
+        self.conversation_locks().get(conversation)
     }
 
     /// The conversation's rolling summary, if it has one.
     pub(crate) fn summary(&self, conversation: &ConversationId) -> Option<String> {
-        let path = self.store.summary_path(conversation);
+        let path = self.store().summary_path(conversation);
         if !path.is_file() {
             return None;
         }
-        match self.store.read(&path) {
+        match self.store().read(&path) {
             Ok(memory) => Some(memory.record.content),
             Err(e) => {
                 warn!("cannot read the summary: {e}");
@@ -436,7 +596,7 @@ impl Engine {
     /// (another git process may hold the index lock). A failure is logged, not returned: the
     /// files are safe, and the next commit stages them again.
     pub(crate) fn commit(&self, message: &str) -> Option<String> {
-        let git = self.git.as_ref()?;
+        let git = self.git().as_ref()?;
         let message = format!("mnemo: {message}");
         let mut attempt = 0;
         loop {
@@ -459,8 +619,8 @@ impl Engine {
 impl Drop for Engine {
     fn drop(&mut self) {
         drop(self.vocabulary_build.take());
-        drop(self.flusher.take());
-        if let Err(e) = self.snapshot.flush() {
+        drop(self.index_part.flusher.take());
+        if let Err(e) = self.snapshot().flush() {
             warn!(
                 "cannot write the index snapshot on close: {e}; the next start re-checks the files"
             );

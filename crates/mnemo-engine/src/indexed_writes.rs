@@ -23,14 +23,14 @@ use crate::index::watcher::FileChanges;
 
 impl Engine {
     /// Writes fully formed records and indexes them before returning.
-    pub(crate) fn add_records(
+    pub(crate) fn write_records(
         &self,
         records: Vec<MemoryRecord>,
     ) -> Result<Vec<StoredMemory>, EngineError> {
-        let mut snapshot = self.snapshot.lock();
+        let mut snapshot = self.snapshot().lock();
         let mut written = Vec::with_capacity(records.len());
         for record in records {
-            let file = self.store.write(&record)?;
+            let file = self.store().write(&record)?;
             self.note_for_git([&file.path]);
             written.push((
                 StoredMemory {
@@ -51,8 +51,8 @@ impl Engine {
         path: &std::path::Path,
         record: MemoryRecord,
     ) -> Result<StoredMemory, EngineError> {
-        let mut snapshot = self.snapshot.lock();
-        let file = self.store.rewrite(path, &record)?;
+        let mut snapshot = self.snapshot().lock();
+        let file = self.store().rewrite(path, &record)?;
         self.note_for_git([&file.path]);
         let written = [(
             StoredMemory {
@@ -90,7 +90,7 @@ impl Engine {
         &self,
         record: MemoryRecord,
     ) -> Result<StoredMemory, EngineError> {
-        let file = self.store.write(&record)?;
+        let file = self.store().write(&record)?;
         self.note_for_git([&file.path]);
         Ok(StoredMemory {
             record,
@@ -120,7 +120,7 @@ impl Engine {
         if files.is_empty() {
             return Ok(Vec::new());
         }
-        let mut snapshot = self.snapshot.lock();
+        let mut snapshot = self.snapshot().lock();
         let mut tombstones = Vec::new();
         let mut ids = Vec::new();
         let result = (|| {
@@ -128,16 +128,16 @@ impl Engine {
                 if !path.is_file() {
                     continue;
                 }
-                let id = self.store.read(path)?.record.id;
+                let id = self.store().read(path)?.record.id;
                 let tombstone =
-                    self.store
+                    self.store()
                         .soft_delete_because(path, *replaced_by, reason.as_deref())?;
                 self.note_for_git([path, &tombstone]);
                 tombstones.push(tombstone);
-                snapshot.files.remove(self.store.relative(path).as_ref());
+                snapshot.files.remove(self.store().relative(path).as_ref());
                 ids.push(id);
             }
-            self.index.delete(&ids)?;
+            self.index().delete(&ids)?;
             snapshot.mark_changed();
             let timeline = self.refresh_timeline(&snapshot);
             self.indexer().refresh_keys(&mut snapshot, &timeline)?;
@@ -149,7 +149,7 @@ impl Engine {
 
     /// Re-syncs the paths the watcher saw change (or everything, when it asks to rescan).
     pub(crate) fn apply_file_changes(&self, changes: &FileChanges) -> Result<(), EngineError> {
-        match &self.git {
+        match &self.git() {
             Some(git) if changes.rescan => git.note_everything(),
             Some(git) => git.note_changed(&changes.paths),
             None => {}
@@ -161,11 +161,11 @@ impl Engine {
             false => changes
                 .paths
                 .iter()
-                .filter(|p| self.store.locate(p).is_ok_and(|(l, _)| !l.tombstone))
-                .map(|p| (p, read_file(&self.store, p)))
+                .filter(|p| self.store().locate(p).is_ok_and(|(l, _)| !l.tombstone))
+                .map(|p| (p, read_file(self.store(), p)))
                 .collect(),
         };
-        let mut snapshot = self.snapshot.lock();
+        let mut snapshot = self.snapshot().lock();
         let result = self.sync_paths(&mut snapshot, reads, changes.rescan);
         self.refresh_timeline(&snapshot);
         result
@@ -195,7 +195,7 @@ impl Engine {
 
     /// Brings the whole index in step with the files again (after its server was lost).
     pub(crate) fn resync_index(&self) -> Result<SyncReport, EngineError> {
-        let mut snapshot = self.snapshot.lock();
+        let mut snapshot = self.snapshot().lock();
         let result = self.indexer().sync(&mut snapshot, &mut |_| {});
         self.refresh_timeline(&snapshot);
         result
@@ -216,7 +216,7 @@ impl Engine {
 
     /// Files the next commit must stage (see [`mnemo_git::Versioning::commit_noted`]).
     fn note_for_git<'p>(&self, paths: impl IntoIterator<Item = &'p PathBuf>) {
-        if let Some(git) = &self.git {
+        if let Some(git) = &self.git() {
             git.note_changed(paths);
         }
     }
@@ -224,21 +224,21 @@ impl Engine {
     /// The indexer over this engine's store, embedder and index.
     pub(crate) fn indexer(&self) -> Indexer<'_> {
         Indexer {
-            store: &self.store,
-            embedder: &self.embedder,
-            lexical: &self.lexical,
-            index: self.index.as_ref(),
-            scheme: self.key_scheme.scheme,
-            scheme_description: self.key_scheme.description.clone(),
-            batch_size: self.config.embed_batch_size,
-            vocabulary: self.vocabulary.as_deref(),
-            model_words: self.key_scheme.model_words.as_deref(),
+            store: self.store(),
+            embedder: self.embedder(),
+            lexical: self.lexical(),
+            index: self.index().as_ref(),
+            scheme: self.key_scheme().scheme,
+            scheme_description: self.key_scheme().description.clone(),
+            batch_size: self.config().embed_batch_size,
+            vocabulary: self.vocabulary().as_deref(),
+            model_words: self.key_scheme().model_words.as_deref(),
         }
     }
 
     /// The turn timeline as of the last change; searches read it without waiting for writers.
     pub(crate) fn timeline(&self) -> Arc<Timeline> {
-        self.timeline
+        self.timeline_cell()
             .read()
             .map(|t| Arc::clone(&t))
             .unwrap_or_default()
@@ -251,17 +251,20 @@ impl Engine {
             return current;
         }
         let timeline = Arc::new(Timeline::build(snapshot));
-        *self.timeline.write().unwrap_or_else(|p| p.into_inner()) = Arc::clone(&timeline);
+        *self
+            .timeline_cell()
+            .write()
+            .unwrap_or_else(|p| p.into_inner()) = Arc::clone(&timeline);
         timeline
     }
 
     /// The file of the live memory with this id, from the snapshot.
     pub(crate) fn path_of(&self, id: MemoryId) -> Option<PathBuf> {
-        let snapshot = self.snapshot.lock();
+        let snapshot = self.snapshot().lock();
         snapshot
             .files
             .iter()
             .find(|(_, e)| e.id == id)
-            .map(|(path, _)| self.store.root().join(path))
+            .map(|(path, _)| self.store().root().join(path))
     }
 }

@@ -46,10 +46,11 @@ impl MemoryWing {
         &self,
         request: SearchRequest,
     ) -> Result<Searched, EngineError> {
-        let settings = request.resolve(&self.engine.config)?;
+        let settings = request.resolve(self.engine.config())?;
         let expansion = self.expand_query(&request, &settings).await;
-        let engine = self.engine.clone();
-        blocking(move || engine.read(&request, &settings, expansion.as_deref())).await
+        self.engine
+            .blocking(move |engine| engine.read(&request, &settings, expansion.as_deref()))
+            .await
     }
 
     /// Words an answer to the query would use, from the upstream LLM, when
@@ -60,10 +61,10 @@ impl MemoryWing {
         request: &SearchRequest,
         settings: &ResolvedSearch,
     ) -> Option<String> {
-        let tuning = &self.engine.config.retrieval;
+        let tuning = &self.engine.config().retrieval;
         let llm = self
             .engine
-            .llm
+            .llm()
             .as_ref()
             .filter(|_| tuning.query_expansion)?;
         if settings.top_k == 0 || request.query.trim().is_empty() {
@@ -77,8 +78,9 @@ impl MemoryWing {
         &self,
         records: Vec<MemoryRecord>,
     ) -> Result<Vec<StoredMemory>, EngineError> {
-        let engine = self.engine.clone();
-        blocking(move || engine.add_records(records)).await
+        self.engine
+            .blocking(move |engine| engine.write_records(records))
+            .await
     }
 
     /// Writes one record to disk now and indexes it in the background: a chat request waits
@@ -88,11 +90,13 @@ impl MemoryWing {
         &self,
         record: MemoryRecord,
     ) -> Result<StoredMemory, EngineError> {
-        let engine = self.engine.clone();
-        let memory = blocking(move || engine.write_unindexed(record)).await?;
+        let memory = self
+            .engine
+            .blocking(move |engine| engine.write_unindexed(record))
+            .await?;
         let engine = self.engine.clone();
         let paths = BTreeSet::from([memory.path.clone()]);
-        self.engine.background.spawn(async move {
+        self.engine.background().spawn(async move {
             let _ = blocking(move || {
                 engine.index_later(paths);
                 Ok(())
@@ -106,35 +110,35 @@ impl MemoryWing {
         &self,
         conversation: Option<ConversationId>,
     ) -> Result<Vec<StoredMemory>, EngineError> {
-        let engine = self.engine.clone();
-        blocking(move || {
-            let scan = match &conversation {
-                Some(c) => engine.store.scan_conversation(c),
-                None => engine.store.scan(),
-            };
-            Ok(scan.memories)
-        })
-        .await
+        self.engine
+            .blocking(move |engine| {
+                let scan = match &conversation {
+                    Some(c) => engine.store().scan_conversation(c),
+                    None => engine.store().scan(),
+                };
+                Ok(scan.memories)
+            })
+            .await
     }
 
     pub(crate) async fn get(&self, id: MemoryId) -> Result<Option<StoredMemory>, EngineError> {
-        let engine = self.engine.clone();
-        blocking(move || {
-            let Some(path) = engine.path_of(id) else {
-                return Ok(None);
-            };
-            match engine.store.read(&path) {
-                Ok(memory) => Ok(Some(memory)),
-                // Gone since the snapshot was written: the watcher will catch up.
-                Err(mnemo_store::StoreError::Io { source, .. })
-                    if source.kind() == std::io::ErrorKind::NotFound =>
-                {
-                    Ok(None)
+        self.engine
+            .blocking(move |engine| {
+                let Some(path) = engine.path_of(id) else {
+                    return Ok(None);
+                };
+                match engine.store().read(&path) {
+                    Ok(memory) => Ok(Some(memory)),
+                    // Gone since the snapshot was written: the watcher will catch up.
+                    Err(mnemo_store::StoreError::Io { source, .. })
+                        if source.kind() == std::io::ErrorKind::NotFound =>
+                    {
+                        Ok(None)
+                    }
+                    Err(e) => Err(e.into()),
                 }
-                Err(e) => Err(e.into()),
-            }
-        })
-        .await
+            })
+            .await
     }
 
     pub(crate) async fn delete(&self, id: MemoryId) -> Result<Option<PathBuf>, EngineError> {
@@ -150,14 +154,14 @@ impl MemoryWing {
         let Some((memory, _turn)) = self.lock_live(id, check).await? else {
             return Ok(None);
         };
-        let engine = self.engine.clone();
-        blocking(move || {
-            let conversation = memory.record.conversation_id.clone();
-            let tombstone = engine.tombstone(&[(memory.path, None)])?.pop();
-            engine.commit(&format!("{conversation}: 1 deleted on request"));
-            Ok(tombstone)
-        })
-        .await
+        self.engine
+            .blocking(move |engine| {
+                let conversation = memory.record.conversation_id.clone();
+                let tombstone = engine.tombstone(&[(memory.path, None)])?.pop();
+                engine.commit(&format!("{conversation}: 1 deleted on request"));
+                Ok(tombstone)
+            })
+            .await
     }
 
     pub(crate) async fn edit(
@@ -187,18 +191,18 @@ impl MemoryWing {
         if memory.record.content == content {
             return Ok(Some(memory));
         }
-        let engine = self.engine.clone();
-        blocking(move || {
-            let conversation = memory.record.conversation_id.clone();
-            let record = MemoryRecord {
-                content,
-                ..memory.record
-            };
-            let edited = engine.rewrite_record(&memory.path, record)?;
-            engine.commit(&format!("{conversation}: 1 edited on request"));
-            Ok(Some(edited))
-        })
-        .await
+        self.engine
+            .blocking(move |engine| {
+                let conversation = memory.record.conversation_id.clone();
+                let record = MemoryRecord {
+                    content,
+                    ..memory.record
+                };
+                let edited = engine.rewrite_record(&memory.path, record)?;
+                engine.commit(&format!("{conversation}: 1 edited on request"));
+                Ok(Some(edited))
+            })
+            .await
     }
 
     /// Live memory `id` with its conversation's write lock held (no write-path pass changes
@@ -229,30 +233,30 @@ impl MemoryWing {
     }
 
     pub(crate) async fn verify(&self) -> Result<Consistency, EngineError> {
-        let engine = self.engine.clone();
-        blocking(move || {
-            let _writes = engine.snapshot.lock();
-            let scan = engine.store.scan();
-            let files: HashSet<MemoryId> = scan.memories.iter().map(|m| m.record.id).collect();
-            let points: HashSet<MemoryId> = engine.index.ids()?.into_iter().collect();
-            let mut missing: Vec<_> = files.difference(&points).copied().collect();
-            let mut orphans: Vec<_> = points.difference(&files).copied().collect();
-            missing.sort();
-            orphans.sort();
-            Ok(Consistency {
-                files: files.len(),
-                points: points.len(),
-                missing,
-                orphans,
-                skipped: scan.skipped.into_iter().map(|s| s.reason).collect(),
+        self.engine
+            .blocking(move |engine| {
+                let _writes = engine.snapshot().lock();
+                let scan = engine.store().scan();
+                let files: HashSet<MemoryId> = scan.memories.iter().map(|m| m.record.id).collect();
+                let points: HashSet<MemoryId> = engine.index().ids()?.into_iter().collect();
+                let mut missing: Vec<_> = files.difference(&points).copied().collect();
+                let mut orphans: Vec<_> = points.difference(&files).copied().collect();
+                missing.sort();
+                orphans.sort();
+                Ok(Consistency {
+                    files: files.len(),
+                    points: points.len(),
+                    missing,
+                    orphans,
+                    skipped: scan.skipped.into_iter().map(|s| s.reason).collect(),
+                })
             })
-        })
-        .await
+            .await
     }
 
     pub(crate) fn start_watcher(&self) -> Result<WatcherHandle, EngineError> {
         let engine = self.engine.clone();
-        watcher::start(&self.engine.store.entries_dir(), move |changes| {
+        watcher::start(&self.engine.store().entries_dir(), move |changes| {
             if let Err(e) = engine.apply_file_changes(&changes) {
                 warn!("could not apply file changes to the index: {e}");
             }
@@ -264,12 +268,12 @@ impl MemoryWing {
         id: MemoryId,
         limit: usize,
     ) -> Result<Vec<mnemo_git::FileVersion>, EngineError> {
-        let engine = self.engine.clone();
-        blocking(move || match &engine.git {
-            Some(git) => Ok(git.history(|path| layout::is_file_of(path, id), limit)?),
-            None => Ok(Vec::new()),
-        })
-        .await
+        self.engine
+            .blocking(move |engine| match &engine.git() {
+                Some(git) => Ok(git.history(|path| layout::is_file_of(path, id), limit)?),
+                None => Ok(Vec::new()),
+            })
+            .await
     }
 
     pub(crate) async fn log(
@@ -277,13 +281,13 @@ impl MemoryWing {
         conversation: Option<ConversationId>,
         limit: usize,
     ) -> Result<Vec<mnemo_git::CommitInfo>, EngineError> {
-        let engine = self.engine.clone();
-        blocking(move || {
-            let git = engine.git.as_ref().ok_or_else(no_git)?;
-            let prefix = conversation.map(|c| layout::conversation_dir(Path::new(""), &c));
-            Ok(git.log(prefix.as_deref(), limit)?)
-        })
-        .await
+        self.engine
+            .blocking(move |engine| {
+                let git = engine.git().as_ref().ok_or_else(no_git)?;
+                let prefix = conversation.map(|c| layout::conversation_dir(Path::new(""), &c));
+                Ok(git.log(prefix.as_deref(), limit)?)
+            })
+            .await
     }
 
     pub(crate) async fn show(
@@ -291,17 +295,18 @@ impl MemoryWing {
         rev: String,
         path: Option<PathBuf>,
     ) -> Result<mnemo_git::Shown, EngineError> {
-        let engine = self.engine.clone();
-        blocking(move || {
-            let git = engine.git.as_ref().ok_or_else(no_git)?;
-            Ok(git.show(&rev, path.as_deref())?)
-        })
-        .await
+        self.engine
+            .blocking(move |engine| {
+                let git = engine.git().as_ref().ok_or_else(no_git)?;
+                Ok(git.show(&rev, path.as_deref())?)
+            })
+            .await
     }
 
     pub(crate) async fn index_size(&self) -> Result<usize, EngineError> {
-        let engine = self.engine.clone();
-        blocking(move || Ok(engine.index.count(&mnemo_index::Filter::all())?)).await
+        self.engine
+            .blocking(move |engine| Ok(engine.index().count(&mnemo_index::Filter::all())?))
+            .await
     }
 }
 

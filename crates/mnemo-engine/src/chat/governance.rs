@@ -110,7 +110,7 @@ impl ChatWing {
         choice: &StrategyChoice,
         body: &Value,
     ) -> Result<GovernPlan, EngineError> {
-        let config = &self.engine.config.context;
+        let config = &self.engine.config().context;
         let (field, reserve) = reserved_output(body, config.reserve_output_tokens)?;
         let stored = self
             .engine
@@ -130,11 +130,11 @@ impl ChatWing {
         .resolve();
         let model = body["model"]
             .as_str()
-            .unwrap_or(&self.engine.config.llm_model)
+            .unwrap_or(&self.engine.config().llm_model)
             .to_owned();
         let window = self
             .engine
-            .context
+            .context()
             .window(&model, strategy.context_window_tokens);
         let fits = reserve
             .checked_add(config.margin_tokens)
@@ -145,7 +145,7 @@ impl ChatWing {
                 config.margin_tokens, window.tokens
             )));
         }
-        let counter = self.engine.context.counter(&model);
+        let counter = self.engine.context().counter(&model);
         Ok(GovernPlan {
             strategy,
             model,
@@ -188,7 +188,7 @@ impl ChatWing {
             .iter()
             .map(|m| message_tokens(counter, m) as u64)
             .fold(3u64, u64::saturating_add);
-        let margin = self.engine.config.context.margin_tokens;
+        let margin = self.engine.config().context.margin_tokens;
         let needed = prompt
             .checked_add(plan.reserve)
             .and_then(|n| n.checked_add(margin));
@@ -223,7 +223,7 @@ impl ChatWing {
         plan: &GovernPlan,
         body: &mut Value,
     ) -> Result<ContextReport, EngineError> {
-        let config = &self.engine.config.context;
+        let config = &self.engine.config().context;
         let GovernPlan {
             strategy,
             model,
@@ -240,7 +240,7 @@ impl ChatWing {
         self.count_locally(model, &messages).await;
         let (outputs, summaries, guard_key) = match session {
             Some(id) => {
-                let sessions = &self.engine.sessions.store;
+                let sessions = &self.engine.session_state().store;
                 (
                     DirOutputStore::new(sessions.tool_outputs_dir(id)),
                     DirSummaryStore::new(sessions.summaries_dir(id)),
@@ -258,10 +258,10 @@ impl ChatWing {
         };
         let summariser = self
             .engine
-            .llm
+            .llm()
             .as_ref()
             .map(|llm| UpstreamSummariser { llm });
-        let guard = self.engine.context.guard(guard_key);
+        let guard = self.engine.context().guard(guard_key);
         let governor = Governor {
             counter: counter.as_ref(),
             window: *window,
@@ -291,8 +291,11 @@ impl ChatWing {
     /// Counts `messages` by the local LLM's own tokenizer when `model` is the local model
     /// (and an upstream serves it); other models' counters need no server.
     pub(crate) async fn count_locally(&self, model: &str, messages: &[Value]) {
-        if let (LOCAL_LLM_ALIAS, Some(llm)) = (model, self.engine.llm.as_ref()) {
-            self.engine.context.count_on_the_server(llm, messages).await;
+        if let (LOCAL_LLM_ALIAS, Some(llm)) = (model, self.engine.llm().as_ref()) {
+            self.engine
+                .context()
+                .count_on_the_server(llm, messages)
+                .await;
         }
     }
 }

@@ -416,7 +416,7 @@ impl ChatWing {
         let wing = self.clone();
         let answer = self
             .engine
-            .detached_chats
+            .detached_chats()
             .spawn(async move { wing.answer_whole(body, &*access).await })
             .await
             .map_err(|e| EngineError::Task(e.to_string()))??;
@@ -516,7 +516,7 @@ impl ChatWing {
             let target = crate::conversation_settings::CompactTarget::Conversation(
                 fields.conversation.clone(),
             );
-            if let Some(focus) = self.engine.context.take_compact_request(&target.key()) {
+            if let Some(focus) = self.engine.context().take_compact_request(&target.key()) {
                 plan.summarise_now(focus);
             }
         }
@@ -534,7 +534,7 @@ impl ChatWing {
                     relevance_floor: fields
                         .search
                         .relevance_floor
-                        .or(Some(self.engine.config.relevance_floor)),
+                        .or(Some(self.engine.config().relevance_floor)),
                     ..fields.search.clone()
                 };
                 match self.engine.memories().search_judged(search).await {
@@ -585,7 +585,7 @@ impl ChatWing {
             Some(pending) => {
                 let model = body["model"]
                     .as_str()
-                    .unwrap_or(&self.engine.config.llm_model)
+                    .unwrap_or(&self.engine.config().llm_model)
                     .to_owned();
                 let agent = fields.strategy.agent.as_deref();
                 Some(
@@ -635,7 +635,7 @@ impl ChatWing {
         access: &dyn Access,
     ) -> Result<ChatAnswer, EngineError> {
         let prepared = self.prepare_chat(body, access).await?;
-        let llm = self.engine.llm.as_ref().ok_or(EngineError::NoUpstream)?;
+        let llm = self.engine.llm().as_ref().ok_or(EngineError::NoUpstream)?;
         let asked = std::time::Instant::now();
         let mut answer = llm.chat(&prepared.body).await?;
         let timings = ChatTimings {
@@ -679,7 +679,7 @@ impl ChatWing {
         access: &dyn Access,
     ) -> Result<ChatStreamReply, EngineError> {
         let prepared = self.prepare_chat(body, access).await?;
-        let llm = self.engine.llm.as_ref().ok_or(EngineError::NoUpstream)?;
+        let llm = self.engine.llm().as_ref().ok_or(EngineError::NoUpstream)?;
         let upstream = llm.chat_stream(&prepared.body).await?;
         let spent = UsageOfAnswer::of(&prepared);
         let recorder = RecordingStream {
@@ -712,11 +712,11 @@ impl ChatWing {
         turn: TurnUsage,
     ) {
         let mut folders = vec![self.engine.settings().settings_dir(conversation)];
-        folders.extend(session.map(|id| self.engine.sessions.store.dir(id)));
+        folders.extend(session.map(|id| self.engine.session_state().store.dir(id)));
         let engine = self.engine.clone();
-        self.engine.background.spawn(async move {
+        self.engine.background().spawn(async move {
             let recorded = crate::blocking::blocking(move || {
-                engine.usage.record(&folders, &turn);
+                engine.usage().record(&folders, &turn);
                 Ok(())
             });
             if let Err(e) = recorded.await {
@@ -734,17 +734,17 @@ impl ChatWing {
     }
 
     pub(crate) fn context_window(&self, model: &str) -> u64 {
-        self.engine.context.window(model, None).tokens
+        self.engine.context().window(model, None).tokens
     }
 
     pub(crate) async fn count_message_tokens(&self, model: &str, messages: &[Value]) -> usize {
         self.count_locally(model, messages).await;
-        let counter = self.engine.context.counter(model);
+        let counter = self.engine.context().counter(model);
         mnemo_context::tokens::messages_tokens(counter.as_ref(), messages)
     }
 
     pub(crate) fn usage_since_start(&self) -> UsageTotals {
-        self.engine.usage.overall()
+        self.engine.usage().overall()
     }
 
     /// Step 5, in the background: the assistant's turn, then the write path, queued and
@@ -759,7 +759,7 @@ impl ChatWing {
         let pass = crate::state::pass_queue::PendingPass {
             conversation,
             user_turn: user_turn
-                .map(|t| PathBuf::from(self.engine.store.relative(&t.path).as_ref())),
+                .map(|t| PathBuf::from(self.engine.store().relative(&t.path).as_ref())),
             assistant_text: assistant_text.filter(|t| !t.trim().is_empty()),
             incomplete,
         };
@@ -845,7 +845,7 @@ impl UsageOfAnswer {
     /// The answer's usage: `reported`, or the prompt's count and `answer`'s.
     fn turn(&self, client: &ChatWing, reported: Option<&Value>, answer: &Value) -> TurnUsage {
         TurnUsage::new(&self.model, reported, || {
-            let counter = client.engine.context.counter(&self.model);
+            let counter = client.engine.context().counter(&self.model);
             let completion = mnemo_context::tokens::message_tokens(counter.as_ref(), answer);
             (self.prompt_tokens, completion as u64)
         })

@@ -16,12 +16,12 @@ use crate::index::vocabulary::BuildReport;
 impl MemoryClient {
     /// The configuration the client was opened with.
     pub fn config(&self) -> &Config {
-        &self.engine.config
+        self.engine.config()
     }
 
     /// The Markdown store.
     pub fn store(&self) -> &FileStore {
-        &self.engine.store
+        self.engine.store()
     }
 
     /// Waits until the vocabulary of what the index held at opening is built (vocabulary
@@ -50,12 +50,12 @@ impl MemoryClient {
 
     /// Whether a cross-encoder is loaded.
     pub fn has_reranker(&self) -> bool {
-        self.engine.reranker.is_some()
+        self.engine.reranker().is_some()
     }
 
     /// The upstream LLM, when one is configured.
     pub fn upstream(&self) -> Option<&LlmClient> {
-        self.engine.llm.as_ref()
+        self.engine.llm().as_ref()
     }
 
     /// Write-path passes and turn writes queued or running in the background.

@@ -159,7 +159,10 @@ impl MemoryClient {
 
     /// Why a memory shows no versions: the words every front end answers with.
     pub fn no_history(&self, id: MemoryId) -> String {
-        let why = match (&self.engine.git, self.engine.config.enable_git_versioning) {
+        let why = match (
+            &self.engine.git(),
+            self.engine.config().enable_git_versioning,
+        ) {
             (Some(_), _) => "",
             (None, true) => {
                 ": git versioning is off for this run (the repository could not be opened)"

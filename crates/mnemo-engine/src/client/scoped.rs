@@ -322,7 +322,7 @@ impl ScopedClient {
     /// The conversations that have a rolling summary and that this caller may read, sorted.
     pub fn summarised_conversations(&self) -> Vec<ConversationId> {
         let mut conversations: Vec<ConversationId> = {
-            let snapshot = self.client.engine.snapshot.lock();
+            let snapshot = self.client.engine.snapshot().lock();
             snapshot
                 .files
                 .values()

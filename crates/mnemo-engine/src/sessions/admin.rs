@@ -141,12 +141,12 @@ impl SessionWing {
         let (_slot, guard) = self.lock_session(id).await?;
         let loaded = loaded(&guard, id)?;
         let (strategy, model) = self.session_strategy(id, &loaded.meta).await?;
-        let counter = self.engine.context.counter(&model);
+        let counter = self.engine.context().counter(&model);
         let window = match loaded.meta.window {
             Some(tokens) if strategy.context_window_tokens.is_none() => tokens,
             _ => {
                 self.engine
-                    .context
+                    .context()
                     .window(&model, strategy.context_window_tokens)
                     .tokens
             }
@@ -305,13 +305,13 @@ impl SessionWing {
             .await?;
         let agent = self
             .engine
-            .config
+            .config()
             .context
             .agent_strategy(meta.agent.as_deref());
         let model = meta
             .model
             .clone()
-            .unwrap_or_else(|| self.engine.config.llm_model.clone());
+            .unwrap_or_else(|| self.engine.config().llm_model.clone());
         let strategy = crate::conversation_settings::owned_history_default(stored.over(&agent));
         Ok((strategy.resolve(), model))
     }

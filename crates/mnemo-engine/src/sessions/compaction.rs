@@ -83,10 +83,10 @@ impl SessionWing {
         }
         let (strategy, model) = self.session_strategy(id, &meta).await?;
         let model = strategy.summarization_model.clone().unwrap_or(model);
-        let counter = self.engine.context.counter(&model);
+        let counter = self.engine.context().counter(&model);
         let window = self
             .engine
-            .context
+            .context()
             .window(&model, strategy.context_window_tokens);
         let messages = &history.messages;
         let previous = history.compaction().cloned();
@@ -108,7 +108,7 @@ impl SessionWing {
             .map(|f| f.trim().to_owned())
             .filter(|f| !f.is_empty())
             .or_else(|| strategy.focus.clone());
-        let summarised = match self.engine.llm.as_ref() {
+        let summarised = match self.engine.llm().as_ref() {
             Some(llm) => {
                 let summaries = DirSummaryStore::new(self.log_store().summaries_dir(id));
                 let summariser = crate::conversation_settings::UpstreamSummariser { llm };
@@ -235,7 +235,7 @@ impl SessionWing {
         id: &SessionId,
     ) -> Result<Option<(ConversationId, Option<String>)>, EngineError> {
         let key = crate::conversation_settings::CompactTarget::Session(id.clone()).key();
-        if !self.engine.context.compact_requested(&key) {
+        if !self.engine.context().compact_requested(&key) {
             return Ok(None);
         }
         let Ok(meta) = self.log_store().existing_meta(id) else {
@@ -248,7 +248,7 @@ impl SessionWing {
     /// the request goes on: it asked for an answer.
     pub(crate) async fn run_asked_compaction(&self, id: &SessionId) {
         let key = crate::conversation_settings::CompactTarget::Session(id.clone()).key();
-        let Some(focus) = self.engine.context.take_compact_request(&key) else {
+        let Some(focus) = self.engine.context().take_compact_request(&key) else {
             return;
         };
         match self.compact_session(id, focus).await {

@@ -160,7 +160,7 @@ impl Engine {
 
 impl SessionWing {
     fn log_store(&self) -> &SessionStore {
-        &self.engine.sessions.store
+        &self.engine.session_state().store
     }
 
     /// Takes session `id`'s lock and makes sure its cached log is current.
@@ -168,7 +168,7 @@ impl SessionWing {
         &self,
         id: &SessionId,
     ) -> Result<(Slot, OwnedMutexGuard<Option<LoadedSession>>), EngineError> {
-        let slot = self.engine.sessions.slot(id);
+        let slot = self.engine.session_state().slot(id);
         let mut guard = slot.clone().lock_owned().await;
         self.refresh(id, &mut guard).await?;
         Ok((slot, guard))
@@ -192,7 +192,7 @@ impl SessionWing {
         if let Some(loaded) = reloaded {
             **guard = loaded;
             // What was read stays cached: idle sessions give way past the budget.
-            self.engine.sessions.trim_cache(CACHED_LOG_BYTES);
+            self.engine.session_state().trim_cache(CACHED_LOG_BYTES);
         }
         Ok(())
     }

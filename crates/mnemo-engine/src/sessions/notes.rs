@@ -11,7 +11,7 @@ use crate::sessions::SessionWing;
 
 impl SessionWing {
     pub(crate) async fn agent_memory(&self, agent: &str) -> Result<String, EngineError> {
-        let notes = AgentNotes::new(self.engine.store.root(), agent)?;
+        let notes = AgentNotes::new(self.engine.store().root(), agent)?;
         blocking(move || Ok(notes.read()?)).await
     }
 
@@ -42,14 +42,14 @@ impl SessionWing {
         verb: &'static str,
         change: impl FnOnce(&AgentNotes) -> Result<String, SessionError> + Send + 'static,
     ) -> Result<String, EngineError> {
-        let notes = AgentNotes::new(self.engine.store.root(), agent)?;
-        let lock = self.engine.agent_lock.clone();
+        let notes = AgentNotes::new(self.engine.store().root(), agent)?;
+        let lock = self.engine.agent_lock().clone();
         let _held = lock.lock().await;
         let engine = self.engine.clone();
         let agent = agent.to_owned();
         blocking(move || {
             let text = change(&notes)?;
-            if let Some(git) = &engine.git {
+            if let Some(git) = &engine.git() {
                 git.note_changed([notes.path()]);
             }
             engine.commit(&format!("{verb} the notes of agent {agent}"));
@@ -64,7 +64,7 @@ impl SessionWing {
         &self,
         agent: &str,
     ) -> Result<Option<String>, EngineError> {
-        let notes = AgentNotes::new(self.engine.store.root(), agent)?;
+        let notes = AgentNotes::new(self.engine.store().root(), agent)?;
         blocking(move || Ok(notes.head(INJECTED_LINES)?)).await
     }
 }

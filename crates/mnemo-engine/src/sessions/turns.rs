@@ -314,7 +314,7 @@ impl SessionWing {
         incomplete: bool,
     ) -> tokio::task::JoinHandle<()> {
         let client = self.clone();
-        self.engine.background.spawn(async move {
+        self.engine.background().spawn(async move {
             let id = turn.id.clone();
             let titled_from = turn.titled_from.clone();
             let answer = message["content"].as_str().unwrap_or_default().to_owned();
@@ -325,7 +325,7 @@ impl SessionWing {
                 warn!(session = %id, "cannot log the answer: {e}");
                 return;
             }
-            let by_llm = client.engine.config.session_titles == SessionTitles::Llm;
+            let by_llm = client.engine.config().session_titles == SessionTitles::Llm;
             if let (true, Some(prompt)) = (by_llm, titled_from) {
                 client.title_by_llm(&id, &prompt, &answer).await;
             }
@@ -336,11 +336,11 @@ impl SessionWing {
     /// and sets it if the title is still the one the prompt gave (an edit or a rename since
     /// wins). A failure leaves the prompt's title, with a warning.
     async fn title_by_llm(&self, id: &SessionId, prompt: &str, answer: &str) {
-        let Some(llm) = self.engine.llm.as_ref() else {
+        let Some(llm) = self.engine.llm().as_ref() else {
             return;
         };
         let body = json!({
-            "model": self.engine.config.llm_model,
+            "model": self.engine.config().llm_model,
             "messages": titling_prompt(prompt, answer),
             "temperature": 0,
             "max_tokens": 32,

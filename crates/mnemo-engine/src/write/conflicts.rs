@@ -123,7 +123,7 @@ impl WritePath<'_> {
         conversation: &ConversationId,
         report: &mut WriteReport,
     ) -> Result<(), EngineError> {
-        if !self.engine.config.conflict_marking {
+        if !self.engine.config().conflict_marking {
             return Ok(());
         }
         let new: Vec<(MemoryId, String)> = report
@@ -153,7 +153,7 @@ impl Engine {
         new: &[(MemoryId, String)],
     ) -> Result<Vec<Contested>, EngineError> {
         let this_pass: HashSet<MemoryId> = new.iter().map(|(id, _)| *id).collect();
-        let near_enough = self.config.conflict_similarity;
+        let near_enough = self.config().conflict_similarity;
         let mut marked: Vec<Contested> = Vec::new();
         for (later, text) in new {
             let near = self.nearest_facts(conversation, std::slice::from_ref(text), near_enough)?;
@@ -162,7 +162,7 @@ impl Engine {
                 if seen || this_pass.contains(&old.id) || !may_conflict(&old.content, text) {
                     continue;
                 }
-                let stored = self.store.read(&old.path)?;
+                let stored = self.store().read(&old.path)?;
                 if stored.record.compatible_with.contains(later) {
                     continue;
                 }
@@ -182,10 +182,10 @@ impl Engine {
 
     /// The conversation's conflicts, earliest first.
     fn conflicts(&self, conversation: &ConversationId) -> Vec<Conflict> {
-        let scan = self.store.scan_conversation(conversation);
+        let scan = self.store().scan_conversation(conversation);
         let by_id: HashMap<MemoryId, &StoredMemory> =
             scan.memories.iter().map(|m| (m.record.id, m)).collect();
-        let shown = |m: &StoredMemory| Memory::of(m, &self.store);
+        let shown = |m: &StoredMemory| Memory::of(m, self.store());
         let source = |m: &StoredMemory| {
             m.record
                 .source_id
@@ -291,19 +291,19 @@ impl Engine {
                     loser.path.display()
                 ))
             })?;
-            Ok(Memory::of(&self.store.read(tombstone)?, &self.store))
+            Ok(Memory::of(&self.store().read(tombstone)?, self.store()))
         };
         let (kept, retired) = match resolution {
             Resolution::KeepLater => {
                 let retired = retire(&earlier, later.record.id)?;
-                (vec![Memory::of(&later, &self.store)], Some(retired))
+                (vec![Memory::of(&later, self.store())], Some(retired))
             }
             Resolution::KeepEarlier => {
                 let retired = retire(&later, earlier.record.id)?;
                 let mut record = earlier.record.clone();
                 record.conflicts_with = None;
                 let kept = self.rewrite_record(&earlier.path, record)?;
-                (vec![Memory::of(&kept, &self.store)], Some(retired))
+                (vec![Memory::of(&kept, self.store())], Some(retired))
             }
             Resolution::BothHold => {
                 let mut record = earlier.record.clone();
@@ -312,8 +312,8 @@ impl Engine {
                 let kept = self.rewrite_record(&earlier.path, record)?;
                 (
                     vec![
-                        Memory::of(&kept, &self.store),
-                        Memory::of(&later, &self.store),
+                        Memory::of(&kept, self.store()),
+                        Memory::of(&later, self.store()),
                     ],
                     None,
                 )

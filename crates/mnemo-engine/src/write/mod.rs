@@ -304,7 +304,7 @@ impl WriteWing {
     }
 
     pub(crate) fn background_tasks(&self) -> usize {
-        self.engine.background.len()
+        self.engine.background().len()
     }
 
     pub(crate) async fn wait_idle(&self) {
@@ -315,7 +315,7 @@ impl WriteWing {
         let deadline = tokio::time::Instant::now().checked_add(grace);
         let mut finished = true;
         // Chats first: a finishing chat queues its write-path pass.
-        for tracker in [&self.engine.detached_chats, &self.engine.background] {
+        for tracker in [&self.engine.detached_chats(), &self.engine.background()] {
             tracker.close();
             let wait = tracker.wait();
             finished &= match deadline {
@@ -327,7 +327,7 @@ impl WriteWing {
             };
             tracker.reopen();
         }
-        let snapshot = self.engine.snapshot.clone();
+        let snapshot = self.engine.snapshot().clone();
         if let Err(e) = blocking(move || snapshot.flush()).await {
             warn!("cannot write the index snapshot: {e}; trying again later");
         }
@@ -362,8 +362,8 @@ impl WritePath<'_> {
 
     /// Writes one record and indexes it, off the async threads.
     async fn write_record(&self, record: MemoryRecord) -> Result<(), EngineError> {
-        let engine = self.engine.clone();
-        blocking(move || engine.add_records(vec![record]))
+        self.engine
+            .blocking(move |engine| engine.write_records(vec![record]))
             .await
             .map(|_| ())
     }
@@ -382,21 +382,21 @@ impl WritePath<'_> {
             .lock_owned()
             .await;
         // A slot for the LLM work, taken once this conversation's turn has come.
-        let _slot = self.engine.queue.running.clone().acquire_owned().await;
+        let _slot = self.engine.queue().running.clone().acquire_owned().await;
         let mut report = WriteReport::new(conversation);
         let started = Instant::now();
         let message = user_turn.map_or("", |t| t.record.content.as_str());
         let earlier = match user_turn {
             Some(turn)
-                if self.engine.llm.is_some()
+                if self.engine.llm().is_some()
                     && (!clauses::names_the_speaker(message) || changes::repairs(message)) =>
             {
                 self.earlier_exchange(turn).await?
             }
             _ => Earlier::default(),
         };
-        if let Some(llm) = &self.engine.llm {
-            let config = &self.engine.config;
+        if let Some(llm) = &self.engine.llm() {
+            let config = &self.engine.config();
             if let Err(e) = extract(llm, message, &earlier, config, &mut report).await {
                 warn!(conversation = %conversation, "fact extraction failed: {e}");
             }
@@ -410,7 +410,7 @@ impl WritePath<'_> {
         };
         self.reconcile_and_apply(conversation, facts, &origin, &mut report)
             .await?;
-        let config = &self.engine.config;
+        let config = &self.engine.config();
         if config.fact_grounding && config.applies(WriteRule::ChangeQuestion) {
             self.ask_what_the_change_replaces(conversation, message, &mut report)
                 .await?;
@@ -435,7 +435,7 @@ impl WritePath<'_> {
         message: &str,
         report: &mut WriteReport,
     ) -> Result<(), EngineError> {
-        let Some(llm) = &self.engine.llm else {
+        let Some(llm) = &self.engine.llm() else {
             return Ok(());
         };
         if !changes::signals_a_change(message) {
@@ -507,9 +507,9 @@ impl WritePath<'_> {
         conversation: &ConversationId,
         message: &str,
     ) -> Result<(Vec<String>, WriteReport), EngineError> {
-        let llm = self.engine.llm.as_ref().ok_or(EngineError::NoUpstream)?;
+        let llm = self.engine.llm().as_ref().ok_or(EngineError::NoUpstream)?;
         let mut report = WriteReport::new(conversation);
-        let config = &self.engine.config;
+        let config = &self.engine.config();
         extract(llm, message, &Earlier::default(), config, &mut report).await?;
         let facts = self.grounded(message, "", &mut report);
         Ok((facts, report))
@@ -530,7 +530,7 @@ impl WritePath<'_> {
                 before.push(previous);
                 cursor = timeline.neighbours(previous).previous;
             }
-            let mut hits = engine.index.retrieve(&before, false)?;
+            let mut hits = engine.index().retrieve(&before, false)?;
             hits.sort_by_key(|h| before.iter().position(|id| *id == h.id));
             let mut earlier = Earlier::default();
             for hit in hits.into_iter().filter(|h| h.payload.created_at < at) {
@@ -556,11 +556,11 @@ impl WritePath<'_> {
     fn grounded(&self, message: &str, earlier: &str, report: &mut WriteReport) -> Vec<String> {
         let mut facts = Vec::new();
         for fact in report.extracted.clone() {
-            if !self.engine.config.fact_grounding {
+            if !self.engine.config().fact_grounding {
                 facts.push(fact);
                 continue;
             }
-            let off = &self.engine.config.write_rules_off;
+            let off = &self.engine.config().write_rules_off;
             match grounding::ground_in(&fact, message, earlier).verdict(off) {
                 Ok(()) => facts.push(fact),
                 Err(why) => {
@@ -610,7 +610,7 @@ impl WritePath<'_> {
     /// would tombstone some of them before the answer).
     fn check_new_facts(&self, facts: &[String]) -> Result<(), EngineError> {
         let invalid = |message: String| Err(EngineError::InvalidInput(message));
-        let most = MAX_TEXTS_PER_ADD.min(self.engine.config.max_entries);
+        let most = MAX_TEXTS_PER_ADD.min(self.engine.config().max_entries);
         if facts.len() > most {
             return invalid(format!(
                 "{} texts in one add; at most {most} are taken at a time (the limit is {MAX_TEXTS_PER_ADD}, or max_entries when lower): send them in several adds",
@@ -646,7 +646,7 @@ impl WritePath<'_> {
             let (conversation, facts) = (conversation.clone(), facts.clone());
             blocking(move || engine.nearest_facts(&conversation, &facts, RELATED)).await?
         };
-        let config = &self.engine.config;
+        let config = &self.engine.config();
         let rules = config.fact_grounding && config.applies(WriteRule::SamePerson);
         // Only facts about someone a new fact is about: a small model otherwise rewrites the
         // user's news into a fact about their brother, or a partner's into the user's.
@@ -657,7 +657,7 @@ impl WritePath<'_> {
                 !rules || facts.iter().any(|f| subject_of(f).same_person(&person))
             })
             .collect();
-        let operations = match (&self.engine.llm, existing.is_empty()) {
+        let operations = match (&self.engine.llm(), existing.is_empty()) {
             (Some(llm), false) => {
                 let operations = self
                     .ask_reconciler(llm, conversation, &existing, &facts, report)
@@ -759,7 +759,7 @@ impl WritePath<'_> {
         started: Instant,
     ) -> Result<(), EngineError> {
         self.mark_conflicts(conversation, report).await?;
-        if report.changed_facts() && self.engine.config.enable_summarization {
+        if report.changed_facts() && self.engine.config().enable_summarization {
             self.update_summary(conversation, report).await?;
         }
         let engine = self.engine.clone();
@@ -790,7 +790,7 @@ impl WritePath<'_> {
         conversation: &ConversationId,
         report: &mut WriteReport,
     ) -> Result<(), EngineError> {
-        let Some(llm) = &self.engine.llm else {
+        let Some(llm) = &self.engine.llm() else {
             return Ok(());
         };
         let previous = {
@@ -824,7 +824,7 @@ impl WritePath<'_> {
                 return Ok(());
             }
         };
-        let config = &self.engine.config;
+        let config = &self.engine.config();
         let (text, stale) = if config.applies(WriteRule::SummaryStale) {
             summary_check::without_stale_sentences(&text, &retracted, &added)
         } else {
@@ -841,7 +841,7 @@ impl WritePath<'_> {
             // All it would say was retracted: no summary beats a false one (the old one is
             // kept as a tombstone, and the next pass with news writes a new one).
             let engine = self.engine.clone();
-            let path = engine.store.summary_path(conversation);
+            let path = engine.store().summary_path(conversation);
             blocking(move || engine.tombstone(&[(path, None)])).await?;
             report.summary_updated = true;
             return Ok(());
@@ -1021,10 +1021,10 @@ impl Engine {
                 PointPayload::FIELD_ROLE,
                 Role::Memory.as_str(),
             ));
-        let vectors = self.embedder.embed(facts)?;
+        let vectors = self.embedder().embed(facts)?;
         let mut found: HashMap<MemoryId, (f32, ExistingFact)> = HashMap::new();
         for vector in vectors {
-            let hits = self.index.query(&Query {
+            let hits = self.index().query(&Query {
                 vector: QueryVector::Dense(vector),
                 filter: filter.clone(),
                 limit: NEAREST_PER_FACT,
@@ -1033,7 +1033,7 @@ impl Engine {
             for hit in hits.into_iter().filter(|h| h.score >= min_cosine) {
                 let fact = ExistingFact {
                     id: hit.id,
-                    path: self.store.root().join(&hit.payload.path),
+                    path: self.store().root().join(&hit.payload.path),
                     content: hit.payload.content,
                     score: hit.score,
                 };
@@ -1088,7 +1088,7 @@ impl Engine {
             }
         }
         // New facts first: a crash in between leaves a duplicate, never a loss.
-        let added = self.add_records(records)?;
+        let added = self.write_records(records)?;
         let mut tombstones: Vec<(std::path::PathBuf, Option<MemoryId>)> = Vec::new();
         tombstones.extend(
             replaced
@@ -1118,7 +1118,7 @@ impl Engine {
         keep: &std::collections::HashSet<MemoryId>,
     ) -> Result<usize, EngineError> {
         let (total, mut entries) = {
-            let snapshot = self.snapshot.lock();
+            let snapshot = self.snapshot().lock();
             let all: Vec<_> = snapshot
                 .files
                 .iter()
@@ -1132,7 +1132,7 @@ impl Engine {
             (all.len(), candidates)
         };
         let excess = total
-            .saturating_sub(self.config.max_entries)
+            .saturating_sub(self.config().max_entries)
             .min(entries.len());
         if excess == 0 {
             return Ok(0);
@@ -1141,7 +1141,7 @@ impl Engine {
         let oldest: Vec<_> = entries
             .into_iter()
             .take(excess)
-            .map(|(_, path)| (self.store.root().join(path), None))
+            .map(|(_, path)| (self.store().root().join(path), None))
             .collect();
         self.tombstone(&oldest)?;
         info!(conversation = %conversation, evicted = excess, "evicted the oldest memories");

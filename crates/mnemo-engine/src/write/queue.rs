@@ -31,7 +31,7 @@ impl WriteWing {
     /// a crash right after must not lose its answer); the pass runs in the background, after
     /// the conversation's passes queued before it.
     pub(crate) fn queue_pass(&self, pass: PendingPass) {
-        let entry = match self.engine.queue.journal(&pass) {
+        let entry = match self.engine.queue().journal(&pass) {
             Ok(path) => Some(path),
             Err(e) => {
                 warn!(conversation = %pass.conversation, "cannot journal a write-path pass ({e}); running it unjournaled");
@@ -42,7 +42,7 @@ impl WriteWing {
     }
 
     pub(crate) fn resume_pending_passes(&self) -> usize {
-        let left = self.engine.queue.left_over();
+        let left = self.engine.queue().left_over();
         if !left.is_empty() {
             info!(
                 passes = left.len(),
@@ -56,7 +56,7 @@ impl WriteWing {
     /// [`resume_pending_passes`](Self::resume_pending_passes) does at start. Called once
     /// a lost index server answers again. Returns how many there were.
     pub(crate) fn rerun_failed_passes(&self) -> usize {
-        let mut failed = match self.engine.queue.failed.lock() {
+        let mut failed = match self.engine.queue().failed.lock() {
             Ok(mut failed) => std::mem::take(&mut *failed),
             Err(poisoned) => std::mem::take(&mut *poisoned.into_inner()),
         };
@@ -72,7 +72,7 @@ impl WriteWing {
             return 0;
         }
         let client = self.clone();
-        self.engine.background.spawn(async move {
+        self.engine.background().spawn(async move {
             for path in paths {
                 if let Some(pass) = client.read_journaled(&path).await {
                     client.enqueue(QueuedPass {
@@ -110,7 +110,7 @@ impl WriteWing {
     fn enqueue(&self, queued: QueuedPass) {
         let conversation = queued.pass.conversation.clone();
         {
-            let mut waiting = self.engine.queue.waiting();
+            let mut waiting = self.engine.queue().waiting();
             if let Some(passes) = waiting.get_mut(&conversation) {
                 passes.push_back(queued);
                 return;
@@ -119,7 +119,7 @@ impl WriteWing {
         }
         let client = self.clone();
         self.engine
-            .background
+            .background()
             .spawn(async move { client.drain(conversation).await });
     }
 
@@ -128,15 +128,15 @@ impl WriteWing {
     async fn drain(&self, conversation: ConversationId) {
         loop {
             let next = {
-                let mut waiting = self.engine.queue.waiting();
+                let mut waiting = self.engine.queue().waiting();
                 let next = waiting.get_mut(&conversation).and_then(VecDeque::pop_front);
-                if next.is_none() || self.engine.queue.cancel.is_cancelled() {
+                if next.is_none() || self.engine.queue().cancel.is_cancelled() {
                     waiting.remove(&conversation);
                 }
                 next
             };
             match next {
-                Some(queued) if !self.engine.queue.cancel.is_cancelled() => {
+                Some(queued) if !self.engine.queue().cancel.is_cancelled() => {
                     self.run_pass(queued).await;
                 }
                 _ => return,
@@ -145,17 +145,17 @@ impl WriteWing {
     }
 
     pub(crate) fn pending_passes(&self) -> usize {
-        self.engine.queue.left_over().len()
+        self.engine.queue().left_over().len()
     }
 
     pub(crate) fn stop_background_passes(&self) {
-        self.engine.queue.cancel.cancel();
+        self.engine.queue().cancel.cancel();
     }
 
     /// Runs a queued pass, then removes its entry; a pass stopped at shutdown or failed
     /// keeps it.
     async fn run_pass(&self, QueuedPass { entry, pass }: QueuedPass) {
-        let cancelled = self.engine.queue.cancel.clone();
+        let cancelled = self.engine.queue().cancel.clone();
         let done = tokio::select! {
             _ = cancelled.cancelled() => false,
             done = self.apply_pass(pass, entry.as_deref()) => done,
@@ -165,9 +165,9 @@ impl WriteWing {
             if let Err(e) = std::fs::remove_file(&path) {
                 warn!(entry = %path.display(), "cannot remove a finished pass from the queue: {e}");
             }
-        } else if !cancelled.is_cancelled() && self.engine.recovery.get().is_some() {
+        } else if !cancelled.is_cancelled() && self.engine.recovery().get().is_some() {
             // Only a recovery ever runs them again before the next start.
-            if let Ok(mut failed) = self.engine.queue.failed.lock() {
+            if let Ok(mut failed) = self.engine.queue().failed.lock() {
                 failed.push(path);
             }
         }
@@ -200,7 +200,7 @@ impl WriteWing {
             }
         }
         let user_turn = match &pass.user_turn {
-            Some(relative) => match self.engine.store.read(relative) {
+            Some(relative) => match self.engine.store().read(relative) {
                 Ok(turn) => Some(turn),
                 Err(e) => {
                     warn!(conversation = %conversation, "the user's turn cannot be read ({e}); learning from the answer only");
