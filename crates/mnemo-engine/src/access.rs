@@ -123,7 +123,7 @@ pub enum SessionUse {
     Write,
 }
 
-/// Which memories [`ScopedClient::list`] lists.
+/// Which memories [`crate::ScopedClient::list`] lists.
 #[derive(Debug, Clone, Default)]
 pub struct MemoryListing {
     /// Only this conversation; unset, every conversation the caller may read.

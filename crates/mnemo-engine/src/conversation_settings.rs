@@ -46,14 +46,14 @@ impl Summariser for UpstreamSummariser<'_> {
     }
 }
 
-/// Whose next chat request a deferred compaction is for ([`MemoryClient::request_compact`]).
+/// Whose next chat request a deferred compaction is for ([`crate::MemoryClient::request_compact`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CompactTarget {
     /// A conversation's next request outside any session: its outgoing history is
     /// summarised (everything before the current turn), whatever the triggers say.
     Conversation(ConversationId),
     /// A session's next request: the session is compacted first, as
-    /// [`MemoryClient::compact_session`] does, and the request continues the result.
+    /// [`crate::MemoryClient::compact_session`] does, and the request continues the result.
     Session(mnemo_session::SessionId),
 }
 

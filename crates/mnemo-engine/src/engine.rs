@@ -1,13 +1,13 @@
-//! [`MemoryClient`]: the public face of the engine.
+//! [`Engine`]: the engine's shared state, one per open store, behind an `Arc`, and how it is
+//! opened.
 //!
-//! Opening a client loads the embedding model (and the cross-encoder, per
-//! `retrieval.reranker`), opens the vector index, takes the store's lock and syncs the index
-//! with the files. Its methods are thin: each hands its work to the module that owns it —
-//! searches to [`crate::retrieval`], writes of facts to [`crate::write`], chats to
-//! [`crate::chat`], the files the index follows to `files`, history to git — and runs
-//! blocking work off the async runtime.
-//!
-//! `Engine` is the engine's shared state: one per open store, behind an `Arc`.
+//! Opening loads the embedding model (and the cross-encoder, per `retrieval.reranker`),
+//! opens the vector index, takes the store's lock and syncs the index with the files. The
+//! engine is held in owned parts (a base every wing reads, the index's part, and the write,
+//! chat and session wings' parts) whose fields are private: a wing reaches what it needs
+//! through the accessors here, borrows another wing through its handle, and crosses to
+//! blocking work through [`Engine::blocking`]. The public face, `crate::MemoryClient`, is a
+//! handle on it (`crate::client`).
 
 use std::fs::File;
 use std::path::PathBuf;
@@ -44,7 +44,7 @@ use crate::state::usage::UsageLedger;
 /// A caller's check of the memory a delete or an edit is about to change.
 pub(crate) type MemoryCheck<'a> = &'a (dyn Fn(&StoredMemory) -> Result<(), EngineError> + Sync);
 
-/// How to open a [`MemoryClient`] beyond its [`Config`].
+/// How to open a [`crate::MemoryClient`] beyond its [`Config`].
 #[derive(Default)]
 pub struct OpenOptions {
     /// Called as the start-up sync embeds files (for progress bars).

@@ -14,11 +14,11 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use chrono::{DateTime, Utc};
 use mnemo_core::ConversationId;
-use mnemo_engine::{Access as _, HistoryScope, SessionId, SessionMeta};
 use mnemo_engine::{
     CompactReport, HistoryResults, MessagePage, SessionContext, SessionExport, SessionInfo,
     ToolOutputSlice,
 };
+use mnemo_engine::{HistoryScope, SessionId, SessionMeta};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
@@ -84,21 +84,13 @@ pub(crate) async fn list(
     grant: Grant,
     QueryParams(q): QueryParams<ListQuery>,
 ) -> Result<Json<SessionList>, ApiError> {
-    if let Some(conversation) = &q.conversation {
-        grant.check_read(conversation)?;
-    }
     let now = Utc::now();
     let sessions = state
-        .client
-        .list_sessions(q.include_deleted)
+        .caller(&grant)
+        .sessions()
+        .list(q.conversation.as_deref(), q.include_deleted)
         .await?
         .into_iter()
-        .filter(|(_, meta)| {
-            q.conversation
-                .as_ref()
-                .is_none_or(|c| *c == meta.conversation)
-        })
-        .filter(|(_, meta)| grant.can_read(&meta.conversation))
         .map(|(id, meta)| SessionListItem {
             id: id.to_string(),
             age_seconds: (now - meta.updated_at).num_seconds(),

@@ -12,8 +12,9 @@ use serde::Deserialize;
 
 use crate::conversations::conversation_id;
 use crate::memories::memory_id;
+use crate::page::WebError;
 use crate::page::{form_token, layout, respond, text_block, time};
-use crate::{Viewer, WebError, WebState};
+use crate::state::{Viewer, WebState};
 
 /// `/ui/conversations/{conversation}/conflicts`: every open conflict, earliest first.
 pub async fn page(

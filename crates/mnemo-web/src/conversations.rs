@@ -12,8 +12,9 @@ use mnemo_core::{ConversationId, MemoryId};
 use mnemo_store::{FileStore, ListedFile, Location, MemoryKind, StoredMemory};
 use serde::Deserialize;
 
-use crate::page::{blocking, layout, pager, respond, short, text_block, time, PageQuery};
-use crate::{Viewer, WebError, WebState};
+use crate::page::WebError;
+use crate::page::{layout, pager, respond, short, text_block, time, PageQuery};
+use crate::state::{Viewer, WebState};
 
 /// Memories per page of a conversation.
 pub const PER_PAGE: usize = 50;
@@ -30,22 +31,21 @@ struct Overview {
 
 /// `/ui/`: every conversation the viewer may read, most recently active first.
 pub async fn index(State(state): State<WebState>, viewer: Viewer) -> Result<Response, WebError> {
-    let store = state.client.store().clone();
-    let access = viewer.0.clone();
-    let overviews = blocking(move || {
-        store
-            .conversation_ids()
-            .into_iter()
-            .filter(|c| access.can_read(c.as_str()))
-            .filter_map(|c| {
-                let overview = overview(&store, &c);
-                let empty = overview.facts + overview.turns + overview.tombstones == 0
-                    && overview.summary.is_none();
-                (!empty).then_some((c, overview))
-            })
-            .collect::<BTreeMap<_, _>>()
-    })
-    .await?;
+    let overviews = state
+        .client
+        .as_caller(viewer.0.clone())
+        .read_readable_conversations(|store, readable| {
+            readable
+                .into_iter()
+                .filter_map(|c| {
+                    let overview = overview(store, &c);
+                    let empty = overview.facts + overview.turns + overview.tombstones == 0
+                        && overview.summary.is_none();
+                    (!empty).then_some((c, overview))
+                })
+                .collect::<BTreeMap<_, _>>()
+        })
+        .await?;
     let mut rows: Vec<_> = overviews.into_iter().collect();
     rows.sort_by_key(|row| std::cmp::Reverse(row.1.last_activity));
     let body = html! {
@@ -113,12 +113,13 @@ pub async fn one(
     PageQuery(query): PageQuery<ConversationQuery>,
 ) -> Result<Response, WebError> {
     let conversation = conversation_id(&name)?;
-    viewer.0.check_read(conversation.as_str())?;
     let page = query.page.unwrap_or(1).max(1);
-    let client = &state.client;
-    let store = client.store().clone();
-    let (c, show) = (conversation.clone(), query.show);
-    let listing = blocking(move || gather(&store, &c, show, page)).await?;
+    let caller = state.client.as_caller(viewer.0.clone());
+    let scoped = caller.conversation(&conversation);
+    let show = query.show;
+    let listing = scoped
+        .read_files(move |store, c| gather(store, c, show, page))
+        .await?;
     if !listing.exists {
         return Err(WebError::new(
             StatusCode::NOT_FOUND,
@@ -129,7 +130,7 @@ pub async fn one(
         ));
     }
     let reasons = match query.show {
-        Show::Deleted => deletion_reasons(client, &conversation).await,
+        Show::Deleted => deletion_reasons(&scoped).await,
         _ => HashMap::new(),
     };
     let Listing {
@@ -366,10 +367,9 @@ const REASON_COMMITS: usize = 500;
 /// For the tombstones of `conversation` that its recent history moved: the commit message
 /// that did it (a correction, a retraction, an eviction, a delete on request), by memory id.
 async fn deletion_reasons(
-    client: &mnemo_engine::MemoryClient,
-    conversation: &ConversationId,
+    conversation: &mnemo_engine::ScopedConversation<'_>,
 ) -> HashMap<MemoryId, String> {
-    let Ok(commits) = client.log(Some(conversation.clone()), REASON_COMMITS).await else {
+    let Ok(commits) = conversation.log(REASON_COMMITS).await else {
         return HashMap::new();
     };
     let mut reasons = HashMap::new();

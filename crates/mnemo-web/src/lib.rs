@@ -1,6 +1,6 @@
 //! mnemo's web view: the memory as plain HTML pages, served by `mnemo serve` under `/ui/`.
 //!
-//! Every page is rendered on the server from the engine ([`MemoryClient`]) with
+//! Every page is rendered on the server from the engine ([`mnemo_engine::MemoryClient`]) with
 //! [`maud`], which escapes every value it interpolates: a memory holding `<script>` shows as
 //! text. Nothing is fetched from elsewhere (one stylesheet compiled into the binary, no
 //! script at all), so the view works offline.
@@ -14,12 +14,15 @@
 //! - [`search`]: the production read path, with each stage's score per hit.
 //! - [`sessions`]: chat sessions with their context usage, and a session's full log with
 //!   compacted and offloaded items marked.
-//! - [`page`]: the layout every page shares, and the error page.
+//! - [`page`]: the layout every page shares, and the error page; [`state`]: what every
+//!   page handler gets (the engine, the form token) and the caller it serves ([`Viewer`]).
 //!
 //! The router is mounted by the server, which authenticates the request first and hands
-//! this crate the caller's scope as a [`Viewer`]. Every page checks that scope before it
-//! reads, through the engine's `ScopedClient` (`client.as_caller(access)`) or the same [`Access`] checks before it lists a
-//! conversation's files, so a token sees here exactly what it sees over REST. Conversation
+//! this crate the caller's scope as a [`Viewer`]. Every page reads through the engine's
+//! `ScopedClient` (`client.as_caller(access)`), which checks that scope first; a page that
+//! lists files for a view of its own borrows the store from a scoped door
+//! (`read_readable_conversations`, `conversation(&id).read_files`), so a token sees here
+//! exactly what it sees over REST, and no page reads the store unchecked. Conversation
 //! pages list files by name and read only those they show
 //! ([`mnemo_store::FileStore::listed_files`]): a page of a conversation of 10k facts reads
 //! 50 files, not 10k. Forms are
@@ -33,63 +36,17 @@ pub mod memories;
 pub mod page;
 pub mod search;
 pub mod sessions;
-
-use std::sync::Arc;
+pub mod state;
 
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use axum::Router;
-use mnemo_engine::{Access, MemoryClient};
-
 pub use page::WebError;
+pub use state::{Viewer, WebState};
 
 /// Where the web view is served.
 pub const UI_PATH: &str = "/ui";
-
-/// The caller of one request, as the server authenticated it. The server puts it in the
-/// request's extensions; a page served without one is refused.
-#[derive(Clone)]
-pub struct Viewer(pub Arc<dyn Access>);
-
-/// What every page handler gets.
-#[derive(Clone)]
-pub struct WebState {
-    /// The engine.
-    pub client: MemoryClient,
-    /// A random value of this process that every form carries back: a page of another
-    /// origin cannot read it, so it cannot forge a form mnemo accepts.
-    pub form_token: Arc<str>,
-}
-
-impl WebState {
-    /// The state for `client`, with a fresh form token.
-    pub fn new(client: MemoryClient) -> Self {
-        Self {
-            client,
-            form_token: uuid::Uuid::new_v4().simple().to_string().into(),
-        }
-    }
-
-    /// Refused unless `presented` is this process's form token.
-    pub fn check_form_token(&self, presented: &str) -> Result<(), WebError> {
-        let expected = self.form_token.as_bytes();
-        let same = presented.len() == expected.len()
-            && presented
-                .bytes()
-                .zip(expected)
-                .fold(0u8, |diff, (a, b)| diff | (a ^ b))
-                == 0;
-        if same {
-            Ok(())
-        } else {
-            Err(WebError::new(
-                StatusCode::FORBIDDEN,
-                "this form did not come from one of mnemo's pages (or mnemo restarted since it was opened): reload the page and try again",
-            ))
-        }
-    }
-}
 
 /// The web view's routes, relative to [`UI_PATH`] (the server nests them there).
 pub fn router(state: WebState) -> Router {

@@ -13,8 +13,9 @@ use mnemo_git::FileVersion;
 use serde::Deserialize;
 use similar::{ChangeTag, TextDiff};
 
-use crate::page::{blocking, form_token, layout, respond, short, text_block, time};
-use crate::{Viewer, WebError, WebState};
+use crate::page::WebError;
+use crate::page::{form_token, layout, respond, short, text_block, time};
+use crate::state::{Viewer, WebState};
 
 /// Versions of a memory a page shows.
 pub const VERSIONS: usize = 50;
@@ -50,12 +51,11 @@ pub async fn one(
     }
     let file = match &live {
         Some(memory) => {
-            let store = client.store().clone();
-            let path = store.root().join(&memory.path);
-            blocking(move || store.read_bytes(&path))
-                .await?
-                .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
-                .map_err(mnemo_engine::EngineError::from)?
+            let bytes = client
+                .as_caller(viewer.0.clone())
+                .memory_file(memory.id)
+                .await?;
+            String::from_utf8_lossy(&bytes).into_owned()
         }
         None => versions
             .first()

@@ -8,8 +8,6 @@ use chrono::{DateTime, Utc};
 use maud::{html, Markup, DOCTYPE};
 use mnemo_engine::EngineError;
 
-use crate::Viewer;
-
 /// A page with its title and body, in the shared layout.
 pub fn layout(title: &str, body: Markup) -> Markup {
     html! {
@@ -120,19 +118,6 @@ impl IntoResponse for WebError {
     }
 }
 
-impl<S: Send + Sync> FromRequestParts<S> for Viewer {
-    type Rejection = WebError;
-
-    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, WebError> {
-        parts.extensions.get::<Viewer>().cloned().ok_or_else(|| {
-            WebError::new(
-                StatusCode::UNAUTHORIZED,
-                "this mnemo requires a token: sign in at /ui/login",
-            )
-        })
-    }
-}
-
 /// A page's query string, parsed; one that does not parse is a 400 page saying why (not
 /// axum's plain-text rejection).
 pub struct PageQuery<T>(pub T);
@@ -146,15 +131,6 @@ impl<T: serde::de::DeserializeOwned, S: Send + Sync> FromRequestParts<S> for Pag
             .map(|q| Self(q.0))
             .map_err(|e| WebError::bad_request(e.body_text()))
     }
-}
-
-/// Runs blocking file work off the async threads.
-pub async fn blocking<T: Send + 'static>(
-    work: impl FnOnce() -> T + Send + 'static,
-) -> Result<T, WebError> {
-    tokio::task::spawn_blocking(work)
-        .await
-        .map_err(|e| WebError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))
 }
 
 /// A time as the pages show it (UTC, to the second).

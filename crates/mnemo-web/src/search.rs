@@ -8,8 +8,9 @@ use mnemo_engine::{SearchHit, SearchRequest};
 use serde::Deserialize;
 
 use crate::conversations::conversation_id;
+use crate::page::WebError;
 use crate::page::{layout, respond, short, time, PageQuery};
-use crate::{Viewer, WebError, WebState};
+use crate::state::{Viewer, WebState};
 
 /// The longest query accepted, in bytes: the engine's, for every front end.
 pub use mnemo_core::MAX_QUERY_BYTES;

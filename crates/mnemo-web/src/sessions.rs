@@ -10,16 +10,21 @@ use mnemo_session::history::message_text;
 use serde::Deserialize;
 use serde_json::Value;
 
+use crate::page::WebError;
 use crate::page::{layout, pager, respond, text_block, time, usage_bar, PageQuery};
-use crate::{Viewer, WebError, WebState};
+use crate::state::{Viewer, WebState};
 
 /// Messages per page of a session's log.
 pub const PER_PAGE: usize = 100;
 
 /// `/ui/sessions`: the sessions the viewer may read, most recently used first.
 pub async fn index(State(state): State<WebState>, viewer: Viewer) -> Result<Response, WebError> {
-    let mut sessions = state.client.list_sessions(false).await?;
-    sessions.retain(|(_, meta)| viewer.0.can_read(&meta.conversation));
+    let mut sessions = state
+        .client
+        .as_caller(viewer.0.clone())
+        .sessions()
+        .list(None, false)
+        .await?;
     sessions.sort_by_key(|s| std::cmp::Reverse(s.1.updated_at));
     let body = html! {
         h1 { "Sessions" }
@@ -79,7 +84,7 @@ pub async fn one(
         .iter()
         .filter_map(|m| m.message["tool_call_id"].as_str().map(str::to_owned))
         .collect();
-    let offloaded = client.offloaded_calls(&id, calls).await?;
+    let offloaded = sessions.offloaded_calls(&id, calls).await?;
     let base = format!("/ui/sessions/{}", id.as_str());
     let body = html! {
         h1 { (info.meta.title) }

@@ -1,16 +1,22 @@
-//! One checked door per caller for sessions and conversation settings:
-//! [`ScopedClient::sessions`] and [`ScopedClient::conversation`]. Each call checks the
-//! caller's [`Access`](crate::Access) against the conversation it touches (a session's
-//! conversation is looked up first) and only then calls the engine, so a front end cannot
-//! check one thing and call another.
+//! One checked door per caller for sessions, conversation settings and files:
+//! [`ScopedClient::sessions`] and [`ScopedClient::conversation`], and the doors through
+//! which a front end reads the store for a view of its own
+//! ([`ScopedClient::read_readable_conversations`], [`ScopedClient::memory_file`]). Each call
+//! checks the caller's [`Access`](crate::Access) against the conversation it touches (a
+//! session's conversation is looked up first) and only then calls the engine, so a front
+//! end cannot check one thing and call another.
+
+use std::collections::HashSet;
 
 use serde_json::Value;
 
 use mnemo_context::Strategy;
-use mnemo_core::ConversationId;
+use mnemo_core::{ConversationId, MemoryId};
+use mnemo_git::CommitInfo;
 use mnemo_session::{SessionExport, SessionId, SessionMeta};
+use mnemo_store::FileStore;
 
-use crate::access::SessionUse;
+use crate::access::{no_memory, SessionUse};
 use crate::client::scoped::ScopedClient;
 use crate::conversation_settings::CompactTarget;
 use crate::error::EngineError;
@@ -23,7 +29,7 @@ pub struct ScopedSessions<'a> {
     scoped: &'a ScopedClient,
 }
 
-/// One conversation's settings as one caller may use them ([`ScopedClient::conversation`]).
+/// One conversation's settings and files as one caller may use them ([`ScopedClient::conversation`]).
 pub struct ScopedConversation<'a> {
     scoped: &'a ScopedClient,
     id: &'a ConversationId,
@@ -35,13 +41,75 @@ impl ScopedClient {
         ScopedSessions { scoped: self }
     }
 
-    /// Conversation `id`'s settings, each call checked against this caller.
+    /// Conversation `id`'s settings and files, each call checked against this caller.
     pub fn conversation<'a>(&'a self, id: &'a ConversationId) -> ScopedConversation<'a> {
         ScopedConversation { scoped: self, id }
+    }
+
+    /// Runs `read` off the async runtime over the store and the conversations in it this
+    /// caller may read: how a front end builds a view of its own across conversations (the
+    /// web view's list) without reaching a conversation it may not read.
+    pub async fn read_readable_conversations<T: Send + 'static>(
+        &self,
+        read: impl FnOnce(&FileStore, Vec<ConversationId>) -> T + Send + 'static,
+    ) -> Result<T, EngineError> {
+        let access = self.access.clone();
+        self.client
+            .engine
+            .blocking(move |engine| {
+                let store = engine.store();
+                let readable = store
+                    .conversation_ids()
+                    .into_iter()
+                    .filter(|c| access.can_read(c.as_str()))
+                    .collect();
+                Ok(read(store, readable))
+            })
+            .await
+    }
+
+    /// The bytes of live memory `id`'s file as they are on disk (front matter and all),
+    /// when this caller may read its conversation.
+    pub async fn memory_file(&self, id: MemoryId) -> Result<Vec<u8>, EngineError> {
+        let memory = self.client.get(id).await?.ok_or_else(|| no_memory(id))?;
+        self.access
+            .check_read(memory.record.conversation_id.as_str())?;
+        self.client
+            .engine
+            .blocking(move |engine| Ok(engine.store().read_bytes(&memory.path)?))
+            .await
     }
 }
 
 impl ScopedSessions<'_> {
+    /// The sessions this caller may read (of `conversation` only, when given; it must be
+    /// readable), with deleted ones when asked.
+    pub async fn list(
+        &self,
+        conversation: Option<&str>,
+        include_deleted: bool,
+    ) -> Result<Vec<(SessionId, SessionMeta)>, EngineError> {
+        if let Some(conversation) = conversation {
+            self.scoped.access.check_read(conversation)?;
+        }
+        let mut sessions = self.scoped.client.list_sessions(include_deleted).await?;
+        sessions.retain(|(_, meta)| {
+            conversation.is_none_or(|c| c == meta.conversation)
+                && self.scoped.access.can_read(&meta.conversation)
+        });
+        Ok(sessions)
+    }
+
+    /// Which of `call_ids` had their tool outputs offloaded for session `id`; needs read.
+    pub async fn offloaded_calls(
+        &self,
+        id: &SessionId,
+        call_ids: Vec<String>,
+    ) -> Result<HashSet<String>, EngineError> {
+        self.scoped.check_session(id, SessionUse::Read).await?;
+        self.scoped.client.offloaded_calls(id, call_ids).await
+    }
+
     /// Session `id` with its settings; needs read on its conversation.
     pub async fn get(&self, id: &SessionId) -> Result<SessionInfo, EngineError> {
         let info = self.scoped.client.session(id).await?;
@@ -130,6 +198,22 @@ impl ScopedSessions<'_> {
 }
 
 impl ScopedConversation<'_> {
+    /// Runs `read` off the async runtime over the store, once this caller may read the
+    /// conversation: how a front end reads the conversation's files for a view of its own
+    /// (the web view's pages of facts, turns and tombstones).
+    pub async fn read_files<T: Send + 'static>(
+        &self,
+        read: impl FnOnce(&FileStore, &ConversationId) -> T + Send + 'static,
+    ) -> Result<T, EngineError> {
+        self.scoped.access.check_read(self.id.as_str())?;
+        let id = self.id.clone();
+        self.scoped
+            .client
+            .engine
+            .blocking(move |engine| Ok(read(engine.store(), &id)))
+            .await
+    }
+
     /// The conversation's stored context strategy; needs read.
     pub async fn strategy(&self) -> Result<Strategy, EngineError> {
         self.scoped.access.check_read(self.id.as_str())?;
@@ -154,6 +238,12 @@ impl ScopedConversation<'_> {
         self.scoped.access.check_write(self.id.as_str())?;
         let target = CompactTarget::Conversation(self.id.clone());
         self.scoped.client.request_compact(target, focus).await
+    }
+
+    /// The conversation's git history, newest first, at most `limit` commits; needs read.
+    pub async fn log(&self, limit: usize) -> Result<Vec<CommitInfo>, EngineError> {
+        self.scoped.access.check_read(self.id.as_str())?;
+        self.scoped.client.log(Some(self.id.clone()), limit).await
     }
 
     /// What the conversation's answers took and cost; needs read.

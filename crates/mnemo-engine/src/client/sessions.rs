@@ -73,7 +73,7 @@ impl MemoryClient {
     /// `summarization_model`, with `focus`) stands in upstream for everything before what
     /// `keep` keeps — at least everything before the latest turn. When no summary can be
     /// written (no upstream, the call fails), the history is cut to its last
-    /// [`UNSUMMARISED_KEEP`] messages behind a marker, and the report says why; with too few
+    /// [`crate::UNSUMMARISED_KEEP`] messages behind a marker, and the report says why; with too few
     /// messages for that, it is an error and the history is unchanged.
     pub async fn compact_session(
         &self,
