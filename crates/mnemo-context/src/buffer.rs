@@ -178,6 +178,14 @@ pub enum BufferError {
     /// The JSON is not a buffer, neither mnemo's nor Midori's.
     #[error("not a saved conversation buffer: {0}")]
     Format(String),
+    /// The file at `path` could not be loaded as a buffer (the error says why).
+    #[error("{path}: {source}")]
+    InFile {
+        /// The file.
+        path: String,
+        /// Why it could not be loaded.
+        source: Box<BufferError>,
+    },
     /// A newer mnemo, or a newer Midori, wrote it.
     #[error("the buffer was saved as {found}, newer than this mnemo reads (up to {supported}); upgrade mnemo to load it")]
     Newer {
@@ -534,9 +542,14 @@ impl ConversationBuffer {
                 })
             }
         };
-        let value: Value =
-            serde_json::from_slice(&bytes).map_err(|e| BufferError::Format(e.to_string()))?;
-        Self::from_json(value).map(Some)
+        serde_json::from_slice(&bytes)
+            .map_err(|e| BufferError::Format(e.to_string()))
+            .and_then(Self::from_json)
+            .map(Some)
+            .map_err(|e| BufferError::InFile {
+                path: path.display().to_string(),
+                source: Box::new(e),
+            })
     }
 
     /// Drops the oldest non-system entries beyond the cap, and any tool result whose call

@@ -816,10 +816,12 @@ fn check_dimension(index: &dyn VectorIndex, model: usize) -> Result<(), EngineEr
 /// Takes the store's lock, or says that another process holds it.
 fn lock_store(store: &FileStore) -> Result<Vec<File>, EngineError> {
     let index_dir = store.index_dir();
-    std::fs::create_dir_all(&index_dir).map_err(|source| EngineError::Io {
-        action: "cannot create",
-        path: index_dir.clone(),
-        source,
+    std::fs::create_dir_all(&index_dir).map_err(|source| {
+        not_writable(store, &source).unwrap_or(EngineError::Io {
+            action: "cannot create",
+            path: index_dir.clone(),
+            source,
+        })
     })?;
     // The lock's old place is held too: a mnemo from before the move takes only that one,
     // and must not open the store beside this one.
@@ -827,6 +829,21 @@ fn lock_store(store: &FileStore) -> Result<Vec<File>, EngineError> {
         .into_iter()
         .map(|path| lock_file(store, path))
         .collect()
+}
+
+/// The clear refusal of a store mnemo may not write, when `error` is one: the lock is the
+/// first thing written, so this is said at start-up rather than at the first write.
+fn not_writable(store: &FileStore, error: &std::io::Error) -> Option<EngineError> {
+    use std::io::ErrorKind::{PermissionDenied, ReadOnlyFilesystem};
+    let reason = match error.kind() {
+        ReadOnlyFilesystem => "a read-only file system",
+        PermissionDenied => "permission denied",
+        _ => return None,
+    };
+    Some(EngineError::StoreNotWritable {
+        path: store.root().to_owned(),
+        reason: reason.to_owned(),
+    })
 }
 
 /// Where the store's lock was before it moved to the root (inside the rebuildable index).
@@ -838,10 +855,12 @@ fn lock_file(store: &FileStore, path: PathBuf) -> Result<File, EngineError> {
         .truncate(false)
         .write(true)
         .open(&path)
-        .map_err(|source| EngineError::Io {
-            action: "cannot open",
-            path: path.clone(),
-            source,
+        .map_err(|source| {
+            not_writable(store, &source).unwrap_or(EngineError::Io {
+                action: "cannot open",
+                path: path.clone(),
+                source,
+            })
         })?;
     match file.try_lock() {
         Ok(()) => Ok(file),

@@ -85,6 +85,15 @@ pub enum EngineError {
     /// [`crate::access::Access`].
     #[error("{0}")]
     Forbidden(String),
+    /// The store cannot be written (a read-only filesystem, missing permissions): found when
+    /// the store is opened, before anything else is done.
+    #[error("the store {path} cannot be written ({reason}): mnemo keeps its memories, lock and index there, so mount it read-write or let this user write it")]
+    StoreNotWritable {
+        /// The store.
+        path: PathBuf,
+        /// What the operating system said.
+        reason: String,
+    },
     /// Blocking work moved off the async runtime panicked or was cancelled.
     #[error("background task failed: {0}")]
     Task(String),
@@ -126,6 +135,28 @@ impl EngineError {
             self,
             EngineError::Index(mnemo_index::IndexError::Unavailable { .. })
         )
+    }
+
+    /// True when a write failed for lack of room on the store's disk (no space, or a quota
+    /// reached), however deep the error that says so: the request may succeed once space
+    /// is freed (a server answers 507).
+    pub fn is_out_of_space(&self) -> bool {
+        let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(self);
+        while let Some(error) = cause {
+            if let Some(io) = error.downcast_ref::<std::io::Error>() {
+                if matches!(
+                    io.kind(),
+                    std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
+                ) {
+                    return true;
+                }
+            }
+            cause = error.source();
+        }
+        // Errors that carry the OS's words only (the index's, git's): ENOSPC and EDQUOT as
+        // Rust's I/O errors print them.
+        let text = self.to_string();
+        text.contains("(os error 28)") || text.contains("(os error 122)")
     }
 
     /// True when set-up has not installed a model or library.

@@ -15,6 +15,7 @@
 //! check for the store's files and for git alike.
 //!
 //! Every crate that reads the store (memories, sessions, context state) reads through here.
+//! And since a store also fills its disk: [`free_space`] says how much room is left.
 
 use std::fs::File;
 use std::io::{self, Read};
@@ -319,9 +320,50 @@ pub fn is_real_folder(entry: &std::fs::DirEntry) -> bool {
     entry.file_type().is_ok_and(|t| t.is_dir())
 }
 
+/// Room left on the filesystem that holds `path`, as `statvfs(2)` tells an unprivileged
+/// writer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FreeSpace {
+    /// Bytes a write may still use.
+    pub bytes: u64,
+    /// Files that may still be created, when the filesystem counts them.
+    pub files: Option<u64>,
+}
+
+/// How much room is left on the filesystem that holds `path`.
+// The fields of `statvfs` are `u64` here and narrower on other platforms.
+#[allow(clippy::useless_conversion)]
+pub fn free_space(path: &Path) -> io::Result<FreeSpace> {
+    use std::os::unix::ffi::OsStrExt;
+    let name = std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a path with a NUL byte"))?;
+    let mut stats = std::mem::MaybeUninit::<libc::statvfs>::uninit();
+    // SAFETY: `name` is a NUL-terminated path and `stats` points to a `statvfs` the call
+    // fills; it is read only after the call reports success.
+    if unsafe { libc::statvfs(name.as_ptr(), stats.as_mut_ptr()) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: filled by the successful call above.
+    let stats = unsafe { stats.assume_init() };
+    let files = u64::from(stats.f_files);
+    Ok(FreeSpace {
+        bytes: u64::from(stats.f_bavail).saturating_mul(u64::from(stats.f_frsize)),
+        files: (files > 0).then(|| u64::from(stats.f_favail)),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn free_space_reports_the_room_left_and_refuses_what_is_not_there() {
+        let dir = tempfile::tempdir().unwrap();
+        let free = free_space(dir.path()).unwrap();
+        assert!(free.bytes > 0, "{free:?}");
+        let err = free_space(&dir.path().join("missing")).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::NotFound);
+    }
 
     #[test]
     fn links_fifos_and_large_files_are_refused_without_reading() {

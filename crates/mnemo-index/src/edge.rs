@@ -7,12 +7,17 @@
 //!   holds (`memory_index.json`), and the start-up sync re-indexes anything a crash lost;
 //! - `flush()` panics if another thread is inside `update()`, so updates and flushes go
 //!   through one writer lock;
-//! - `EdgeShard::new` does not create its directory.
+//! - `EdgeShard::new` does not create its directory;
+//! - a flush that fails (a full disk, a removed folder) panics, and dropping a shard
+//!   flushes it: both are run through [`contained`], which turns the panic into an error the
+//!   caller reports once, and keeps the panic hook quiet meanwhile.
 
+use std::cell::Cell;
 use std::mem::ManuallyDrop;
 use std::num::NonZeroUsize;
 use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
+use std::sync::Once;
 
 use mnemo_core::MemoryId;
 use parking_lot::Mutex;
@@ -152,22 +157,55 @@ impl Drop for EdgeIndex {
         // SAFETY: the shard is taken here, once, and never touched again.
         let shard = unsafe { ManuallyDrop::take(&mut self.shard) };
         // Dropping a shard flushes it; see `flush` for why that may panic.
-        if let Err(panic) = std::panic::catch_unwind(AssertUnwindSafe(|| drop(shard))) {
+        if let Err(why) = contained(|| drop(shard)) {
             tracing::warn!(
-                "closing the index in {} failed: {}; the next start re-indexes what was lost",
+                "closing the index in {} failed: {why}; the next start re-indexes what was lost",
                 self.path.display(),
-                panic_message(&panic)
             );
         }
     }
 }
 
+thread_local! {
+    /// Whether this thread is inside [`contained`].
+    static CONTAINED: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Installs, once, a panic hook that stays silent for a panic inside [`contained`] (its
+/// caller reports it as an error) and hands every other panic to the hook before it.
+static QUIET_WHEN_CONTAINED: Once = Once::new();
+
+/// Runs `work`, which may panic inside qdrant-edge, and returns the panic's message as an
+/// error instead. The default hook would print every such panic with its backtrace (a
+/// flush retried each second on a full disk printed five a minute), although none of them
+/// ends anything: the error says it once, where it is handled.
+fn contained<T>(work: impl FnOnce() -> T) -> Result<T, String> {
+    QUIET_WHEN_CONTAINED.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !CONTAINED.with(Cell::get) {
+                previous(info);
+            }
+        }));
+    });
+    let outer = CONTAINED.with(|c| c.replace(true));
+    let result = std::panic::catch_unwind(AssertUnwindSafe(work));
+    CONTAINED.with(|c| c.set(outer));
+    result.map_err(|panic| panic_message(&panic))
+}
+
+/// The panic's message, without the backtrace qdrant-edge's errors carry (with
+/// `RUST_BACKTRACE` set, a flush's error is 3 KB of frames): the log gets the reason.
 fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
-    panic
+    let message = panic
         .downcast_ref::<String>()
         .cloned()
         .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
-        .unwrap_or_else(|| "qdrant-edge panicked".to_owned())
+        .unwrap_or_else(|| "qdrant-edge panicked".to_owned());
+    match message.split_once(", backtrace: ") {
+        Some((reason, _)) => format!("{reason} }}"),
+        None => message,
+    }
 }
 
 fn shard_config(options: &EdgeIndexOptions) -> EdgeConfig {
@@ -259,11 +297,10 @@ impl VectorIndex for EdgeIndex {
         let _writer = self.writer.lock();
         // qdrant-edge panics when a flush fails (a full disk, a removed folder): make that an
         // error the caller can log and retry, not a dead thread.
-        std::panic::catch_unwind(AssertUnwindSafe(|| self.shard.flush())).map_err(|panic| {
+        contained(|| self.shard.flush()).map_err(|why| {
             IndexError::Backend(format!(
-                "cannot flush the index in {}: {}",
+                "cannot flush the index in {}: {why}",
                 self.path.display(),
-                panic_message(&panic)
             ))
         })
     }
@@ -442,5 +479,27 @@ impl VectorIndex for EdgeIndex {
 
     fn dimension(&self) -> usize {
         self.dimension
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_contained_panic_is_an_error_with_its_message() {
+        assert_eq!(contained(|| 7), Ok(7));
+        assert_eq!(
+            contained(|| -> () { panic!("segments flushed: no space") }),
+            Err("segments flushed: no space".to_owned())
+        );
+        // Nested, the outer call is still contained after the inner one returns.
+        let outer = contained(|| {
+            let inner = contained(|| 1);
+            assert!(CONTAINED.with(Cell::get));
+            inner
+        });
+        assert_eq!(outer, Ok(Ok(1)));
+        assert!(!CONTAINED.with(Cell::get));
     }
 }

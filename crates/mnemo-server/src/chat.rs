@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use crate::auth::Grant;
 use crate::body::JsonBody;
-use crate::error::shared_answers::BodyTooLarge;
+use crate::error::shared_answers::{BodyTooLarge, DiskFull};
 use crate::error::{ApiError, ErrorBody};
 use crate::openapi::ChatRequest;
 use crate::state::AppState;
@@ -45,6 +45,7 @@ use crate::state::AppState;
         (status = 502, description = "The upstream LLM failed", body = ErrorBody),
         (status = 503, description = "No upstream LLM", body = ErrorBody),
         (status = 504, description = "The upstream LLM timed out", body = ErrorBody),
+        DiskFull,
     )
 )]
 pub(crate) async fn chat_completions(

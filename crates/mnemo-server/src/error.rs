@@ -104,6 +104,13 @@ pub(crate) mod shared_answers {
     #[derive(IntoResponses)]
     #[response(status = 403, description = "The token may not use this agent's notes")]
     pub(crate) struct MayNotUseAgent(ErrorBody);
+
+    #[derive(IntoResponses)]
+    #[response(
+        status = 507,
+        description = "The disk that holds the store is full: nothing was stored; send it again once there is space"
+    )]
+    pub(crate) struct DiskFull(ErrorBody);
 }
 
 /// An error as clients see it: a status and an OpenAI-shaped JSON body.
@@ -185,6 +192,15 @@ impl From<EngineError> for ApiError {
         }
         if error.is_conflict() {
             return Self::new(StatusCode::CONFLICT, "conflict", error.to_string());
+        }
+        if error.is_out_of_space() {
+            // The full error names the server's files: for the log, not for the client.
+            warn!("a write was refused for lack of space: {error}");
+            return Self::new(
+                StatusCode::INSUFFICIENT_STORAGE,
+                "insufficient_storage",
+                "the disk that holds the store is full: this request was not stored (what was acknowledged before is kept). Free space there and send it again",
+            );
         }
         if error.is_index_unavailable() {
             // Said once per outage by the engine; the client may simply try again.

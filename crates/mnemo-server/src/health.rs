@@ -28,7 +28,8 @@ pub(crate) struct HealthState {
 /// What `/health` answers.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct Health {
-    /// `ok`, or `degraded` when the upstream or the index server does not answer.
+    /// `ok`, or `degraded` when the upstream or the index server does not answer, or the
+    /// store's disk is full.
     pub status: &'static str,
     /// The store's folder name (not its path: answers carry no server paths); left out
     /// without a token when tokens are required.
@@ -40,6 +41,8 @@ pub struct Health {
     pub models: ModelsHealth,
     /// Git versioning of the store.
     pub versioning: VersioningHealth,
+    /// Room on the disk that holds the store.
+    pub storage: StorageHealth,
     /// The upstream LLM; null when none is configured.
     pub upstream: Option<UpstreamHealth>,
     /// Seconds since the server started.
@@ -86,6 +89,37 @@ impl IndexHealth {
             points,
             error: error.filter(|_| detailed),
         })
+    }
+}
+
+/// Room on the disk that holds the store, as `/health` reports it.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct StorageHealth {
+    /// Less than [`MIN_FREE_BYTES`] (or no new file) can still be written: writes are
+    /// refused with 507 until space is freed, and the status is `degraded`.
+    pub full: bool,
+    /// Bytes a write may still use; left out without a token when tokens are required.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub free_bytes: Option<u64>,
+}
+
+/// Below this much free room the store counts as full: a memory file (at most 1 MiB), its
+/// commit and the index's flush need a little more than one file's worth.
+pub const MIN_FREE_BYTES: u64 = 4 << 20;
+
+impl StorageHealth {
+    async fn of(client: &mnemo_engine::MemoryClient, detailed: bool) -> Self {
+        match client.free_space().await {
+            Ok(free) => Self {
+                full: free.bytes < MIN_FREE_BYTES || free.files == Some(0),
+                free_bytes: detailed.then_some(free.bytes),
+            },
+            // A disk that cannot be measured is not called full: its writes say so if it is.
+            Err(_) => Self {
+                full: false,
+                free_bytes: None,
+            },
+        }
     }
 }
 
@@ -156,7 +190,9 @@ pub(crate) async fn health(
         }
         None => None,
     };
-    let healthy = upstream.as_ref().is_some_and(|u| u.reachable) && index.points.is_some();
+    let storage = StorageHealth::of(client, detailed).await;
+    let healthy =
+        upstream.as_ref().is_some_and(|u| u.reachable) && index.points.is_some() && !storage.full;
     Ok(Json(Health {
         status: if healthy { "ok" } else { "degraded" },
         store: detailed.then(|| {
@@ -183,6 +219,7 @@ pub(crate) async fn health(
                 error: error.filter(|_| detailed),
             }
         },
+        storage,
         upstream,
         uptime_s: state.started.elapsed().as_secs(),
     }))

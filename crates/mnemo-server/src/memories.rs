@@ -16,7 +16,7 @@ use utoipa::{IntoParams, ToSchema};
 use crate::auth::Grant;
 use crate::body::{JsonBody, QueryParams};
 use crate::error::shared_answers::{
-    BodyTooLarge, InvalidRequest, MayNotReadConversation, MayNotReadMemory,
+    BodyTooLarge, DiskFull, InvalidRequest, MayNotReadConversation, MayNotReadMemory,
     MayNotWriteConversation, NoSuchMemory, NotAMemoryId,
 };
 use crate::error::{ApiError, ErrorBody};
@@ -61,6 +61,7 @@ pub struct AddRequest {
         InvalidRequest,
         MayNotWriteConversation,
         BodyTooLarge,
+        DiskFull,
     )
 )]
 pub(crate) async fn add(

@@ -18,6 +18,7 @@ mod store;
 pub mod untrusted;
 
 pub use layout::{Location, MemoryKind};
+pub use mnemo_fs::FreeSpace;
 pub use store::{
     duplicate_id, FileStore, ListedFile, Scan, SkippedFile, StoreError, StoredMemory, WrittenFile,
 };

@@ -153,6 +153,12 @@ impl FileStore {
         &self.root
     }
 
+    /// Room left on the store's filesystem.
+    pub fn free_space(&self) -> Result<mnemo_fs::FreeSpace, StoreError> {
+        mnemo_fs::free_space(&self.root)
+            .map_err(io_err("cannot measure the room left on", &self.root))
+    }
+
     /// The folder of the embedded vector index.
     pub fn index_dir(&self) -> PathBuf {
         self.root.join(layout::INDEX_DIR)
@@ -526,8 +532,17 @@ impl FileStore {
         record.deleted_at = Some(Utc::now());
         record.replaced_by = replaced_by;
         record.reason = reason.map(str::to_owned);
-        write_atomic(&tombstone, format::render(&record).as_bytes())
-            .map_err(io_err("cannot write", &tombstone))?;
+        if let Err(source) = write_atomic(&tombstone, format::render(&record).as_bytes()) {
+            // A delete refused (a full disk) leaves the memory live where it was: moving it
+            // back needs no room.
+            if let Err(e) = rename_durably(&tombstone, &memory.path) {
+                tracing::warn!(
+                    "a refused delete could not move {} back: {e}; it stays an unmarked tombstone",
+                    memory.path.display()
+                );
+            }
+            return Err(io_err("cannot write", &tombstone)(source));
+        }
         Ok(tombstone)
     }
 

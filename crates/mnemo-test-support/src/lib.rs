@@ -11,7 +11,10 @@
 //! - [`models_dir`] and [`store_config`]: the checkout's models, as `scripts/setup`
 //!   installs them, and a store that uses them with every other setting at its default.
 //! - [`percentile`]: the one nearest-rank percentile of every test and benchmark report.
+//! - [`hostile`]: valid documents mutated into inputs nobody wrote by hand, for the
+//!   property tests of every parser of untrusted input.
 
+pub mod hostile;
 pub mod qdrant;
 
 use std::path::{Path, PathBuf};

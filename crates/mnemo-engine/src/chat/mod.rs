@@ -938,6 +938,40 @@ impl Drop for RecordingStream {
 mod tests {
     use super::*;
 
+    /// Chat request bodies nobody wrote by hand: a body with every `memory_*` field,
+    /// mutated. Whatever parses as a JSON object has its fields taken out or refused as
+    /// invalid input naming a `memory_*` field (or `messages`), never a panic.
+    #[test]
+    fn hostile_memory_fields_are_taken_out_or_refused_by_name() {
+        use mnemo_test_support::hostile;
+        use proptest::prelude::*;
+        let base = serde_json::to_vec(&json!({
+            "model": "m", "messages": [{"role": "user", "content": "Where do I live?"}],
+            "memory_id": "trip", "memory_session": "s-1", "memory_history": "server",
+            "memory_top_k": 3, "memory_recency_weight": 0.5, "memory_mmr_lambda": 0.7,
+            "memory_filter": {"topic": "food", "n": {"gte": 2}}, "memory_min_rerank_score": 0.35,
+            "memory_strategy": {"mode": "auto", "keep": {"tokens": 900}}, "memory_agent": "a",
+            "memory_learn": false, "memory_score_threshold": 0.1
+        }))
+        .unwrap();
+        proptest::test_runner::TestRunner::new(hostile::config())
+            .run(&hostile::mutated(base), |bytes| {
+                let Ok(Value::Object(mut body)) = serde_json::from_slice::<Value>(&bytes) else {
+                    return Ok(());
+                };
+                if let Err(e) = take_memory_fields(&mut body) {
+                    prop_assert!(e.is_invalid_input(), "{e}");
+                    let message = e.to_string();
+                    prop_assert!(
+                        message.contains("memory_") || message.contains("messages"),
+                        "{message}"
+                    );
+                }
+                Ok(())
+            })
+            .unwrap();
+    }
+
     #[test]
     fn retrieval_reads_the_first_bytes_of_a_long_message() {
         assert_eq!(retrieval_query("Where do I live?"), "Where do I live?");

@@ -10,6 +10,7 @@ use mnemo_store::FileStore;
 
 use crate::client::MemoryClient;
 use crate::engine::IndexBackend;
+use crate::error::EngineError;
 use crate::index::sync::SyncReport;
 use crate::index::vocabulary::BuildReport;
 
@@ -46,6 +47,13 @@ impl MemoryClient {
     /// repository, or the last commit's failure while no later one has succeeded).
     pub fn versioning(&self) -> (bool, Option<String>) {
         self.engine.versioning()
+    }
+
+    /// Room left on the disk that holds the store.
+    pub async fn free_space(&self) -> Result<mnemo_store::FreeSpace, EngineError> {
+        self.engine
+            .blocking(|engine| Ok(engine.store().free_space()?))
+            .await
     }
 
     /// Whether a cross-encoder is loaded.

@@ -272,3 +272,46 @@ impl Drop for Flusher {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `memory_index.json` nobody wrote by hand: a snapshot of two files, mutated. Reading
+    /// it never fails or panics; what cannot be used is a snapshot to rebuild from.
+    #[test]
+    fn hostile_snapshots_load_or_start_over() {
+        use mnemo_test_support::hostile;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("memory_index.json");
+        let mut snapshot = Snapshot {
+            dense_model: "all-MiniLM-L6-v2 (384)".into(),
+            ..Snapshot::default()
+        };
+        for (name, role) in [
+            ("facts/a.md", Role::Memory),
+            ("turns/user/b.md", Role::User),
+        ] {
+            let record = MemoryRecord::new(
+                ConversationId::new("c").unwrap(),
+                role,
+                "The user lives in Lisbon.",
+            );
+            let mut entry = SnapshotEntry::of(&record, "ab".repeat(32));
+            entry.key_context = Some(KeyContext {
+                before: vec!["Where do you live?".into()],
+                ..KeyContext::default()
+            });
+            snapshot.files.insert(format!("entries/c/{name}"), entry);
+        }
+        snapshot.write(&path).unwrap();
+        let base = std::fs::read(&path).unwrap();
+        proptest::test_runner::TestRunner::new(hostile::config())
+            .run(&hostile::mutated(base), |bytes| {
+                std::fs::write(&path, &bytes).unwrap();
+                let _ = Snapshot::load(&path);
+                Ok(())
+            })
+            .unwrap();
+    }
+}
