@@ -170,7 +170,7 @@ impl<'a> Compressor<'a> {
     }
 
     /// The window compressions are measured against, and where it came from (an explicit
-    /// window reads as [`crate::WindowSource::Strategy`], the source of a window someone
+    /// window reads as [`crate::window::WindowSource::Strategy`], the source of a window someone
     /// asked for).
     pub fn window(&self) -> Window {
         match self.windows {

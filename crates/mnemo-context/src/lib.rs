@@ -49,12 +49,3 @@ pub use summarize::{
 };
 pub use tokens::{counter_for_model, ApproxCounter, CachedCounter, TiktokenCounter, TokenCounter};
 pub use window::{ContextWindows, Window, WindowSource, EVERY_MODEL};
-
-/// Lower-case hex sha256 of `bytes`.
-pub(crate) fn digest(bytes: &[u8]) -> String {
-    use sha2::Digest;
-    sha2::Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}

@@ -136,7 +136,7 @@ pub fn safe_name(id: &str) -> String {
     if plain {
         id.to_owned()
     } else {
-        format!("h-{}", &crate::digest(id.as_bytes())[..32])
+        format!("h-{}", &digest(id.as_bytes())[..32])
     }
 }
 
@@ -150,7 +150,7 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let tmp = dir.join(format!(
         ".tmp-{}",
-        crate::digest(path.to_string_lossy().as_bytes())
+        digest(path.to_string_lossy().as_bytes())
     ));
     // Made new, never opened through whatever was at that name (a planted link).
     match std::fs::remove_file(&tmp) {
@@ -239,6 +239,15 @@ pub fn offload(messages: &mut [Value], threshold: u64, store: &dyn OutputStore) 
         }
     }
     offloaded
+}
+
+/// Lower-case hex sha256 of `bytes`: how an offloaded output and a kept summary are named.
+pub(crate) fn digest(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 #[cfg(test)]
@@ -330,7 +339,7 @@ mod tests {
         store.put("call_3", "first").unwrap();
         let tmp = root.join("conversations/c/tool_outputs").join(format!(
             ".tmp-{}",
-            crate::digest(store.path_of("call_3").to_string_lossy().as_bytes())
+            digest(store.path_of("call_3").to_string_lossy().as_bytes())
         ));
         let target = outside.path().join("target");
         std::fs::write(&target, "untouched").unwrap();

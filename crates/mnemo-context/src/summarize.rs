@@ -346,10 +346,10 @@ fn feed(hasher: &mut xxhash_rust::xxh3::Xxh3, value: &Value) {
 fn summary_key(hashes: &[String], i: usize, asked: SummaryAsk<'_>) -> String {
     let mut key = hashes[i].clone();
     if let Some(f) = asked.focus {
-        key = crate::digest(format!("{key}|{f}").as_bytes());
+        key = crate::offload::digest(format!("{key}|{f}").as_bytes());
     }
     if let Some(instructions) = asked.instructions {
-        key = crate::digest(format!("{key}|prompt:{instructions}").as_bytes());
+        key = crate::offload::digest(format!("{key}|prompt:{instructions}").as_bytes());
     }
     key
 }

@@ -149,10 +149,15 @@ fn an_absent_file_is_no_buffer_yet_and_anything_else_stays_an_error() {
 
     let broken = dir.path().join("broken.json");
     std::fs::write(&broken, "{\"format\": 2, \"entries\": [").unwrap();
-    assert!(matches!(
-        ConversationBuffer::load_or_new(&broken),
-        Err(BufferError::Format(_))
-    ));
+    let err = ConversationBuffer::load_or_new(&broken).unwrap_err();
+    assert!(
+        matches!(&err, BufferError::InFile { source, .. } if matches!(**source, BufferError::Format(_))),
+        "{err}"
+    );
+    assert!(
+        err.to_string().contains("broken.json"),
+        "names the file: {err}"
+    );
     let linked = dir.path().join("linked.json");
     std::os::unix::fs::symlink(&absent, &linked).unwrap();
     let err = ConversationBuffer::load_or_new(&linked).unwrap_err();

@@ -10,7 +10,8 @@ use std::str::FromStr;
 use chrono::{DateTime, SubsecRound, Utc};
 use serde::{Deserialize, Serialize};
 
-use crate::{ConversationId, MemoryId};
+use crate::ids::ConversationId;
+use crate::ids::MemoryId;
 
 /// Free-form, user-owned key/value data carried by a memory (front matter `metadata:`).
 pub type Metadata = serde_json::Map<String, serde_json::Value>;

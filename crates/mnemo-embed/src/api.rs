@@ -14,7 +14,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use tracing::{debug, warn};
 
-use crate::EmbedError;
+use crate::error::EmbedError;
 
 /// Times a failed batch is tried again (after 0.5 s, then 1 s).
 pub const RETRIES: u32 = 2;

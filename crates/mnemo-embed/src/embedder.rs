@@ -15,8 +15,9 @@ use fastembed::{InitOptionsUserDefined, Pooling, TextEmbedding, UserDefinedEmbed
 use tracing::debug;
 
 use crate::api::{ApiEmbeddings, ApiEmbeddingsConfig};
+use crate::error::EmbedError;
 use crate::files::ModelFiles;
-use crate::{runtime, EmbedError};
+use crate::runtime;
 
 /// Where the model lives and how to run it.
 #[derive(Debug, Clone)]

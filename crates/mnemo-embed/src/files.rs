@@ -4,7 +4,7 @@ use std::path::Path;
 
 use fastembed::TokenizerFiles;
 
-use crate::EmbedError;
+use crate::error::EmbedError;
 
 /// A model's bytes, read from its folder.
 pub(crate) struct ModelFiles {

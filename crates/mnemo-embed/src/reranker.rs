@@ -11,8 +11,9 @@ use std::sync::Mutex;
 use fastembed::{RerankInitOptionsUserDefined, TextRerank, UserDefinedRerankingModel};
 use tracing::debug;
 
+use crate::error::EmbedError;
 use crate::files::ModelFiles;
-use crate::{runtime, EmbedError};
+use crate::runtime;
 
 /// Where the cross-encoder lives and how to run it.
 #[derive(Debug, Clone)]

@@ -5,7 +5,7 @@ use std::sync::{Mutex, OnceLock};
 
 use ort::environment::Environment;
 
-use crate::EmbedError;
+use crate::error::EmbedError;
 
 static LOADED: OnceLock<(PathBuf, Environment)> = OnceLock::new();
 static LOADING: Mutex<()> = Mutex::new(());

@@ -20,7 +20,8 @@ use std::path::{Path, PathBuf};
 use git2::{ObjectType, Oid, Repository, Tree};
 
 use crate::commits::{commit_info, CommitInfo};
-use crate::{GitError, Versioning};
+use crate::error::GitError;
+use crate::repo::Versioning;
 
 /// The most one [`Versioning::export`] writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -9,7 +9,8 @@ use serde::Serialize;
 use crate::commits::{
     commit_changes, commit_info, head_commit, ChangeStatus, CommitInfo, FileChange,
 };
-use crate::{GitError, Versioning};
+use crate::error::GitError;
+use crate::repo::Versioning;
 
 /// What [`Versioning::show`] found.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

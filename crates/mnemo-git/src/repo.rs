@@ -11,7 +11,7 @@ use git2::{Commit, IndexAddOption, Repository, Signature, StatusOptions};
 use tracing::{debug, info, warn};
 
 use crate::commits::{commit_changes, commit_info, head_commit, CommitInfo};
-use crate::GitError;
+use crate::error::GitError;
 
 const IGNORE_HEADER: &str = "# mnemo: rebuildable caches and temporary files";
 const INITIAL_MESSAGE: &str = "mnemo: initial commit";

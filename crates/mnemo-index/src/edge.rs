@@ -32,11 +32,11 @@ use qdrant_edge::{
 };
 use qdrant_edge::{NamedQuery, Payload as EdgePayload, Vector as EdgeVector};
 
-use crate::{
-    Filter, Hit, IndexError, Point, PointPayload, Query, QueryVector, SparseVector, VectorIndex,
-};
+use crate::filter::Filter;
+use crate::payload::PointPayload;
+use crate::vector_index::{Hit, IndexError, Point, Query, QueryVector, SparseVector, VectorIndex};
 
-use crate::{DENSE_VECTOR as DENSE, LEXICAL_VECTOR as SPARSE};
+use crate::vector_index::{DENSE_VECTOR as DENSE, LEXICAL_VECTOR as SPARSE};
 
 /// How to create a new embedded index.
 #[derive(Debug, Clone)]

@@ -8,7 +8,7 @@
 use ordered_float::NotNan;
 use qdrant_edge::bm25_embed::{EdgeBm25, EdgeBm25Config};
 
-use crate::{IndexError, SparseVector};
+use crate::vector_index::{IndexError, SparseVector};
 
 /// BM25 parameters.
 #[derive(Debug, Clone, Copy, PartialEq)]

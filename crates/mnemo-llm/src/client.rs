@@ -20,8 +20,12 @@ use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
 
 use crate::config::join_url;
+use crate::config::LlmConfig;
 use crate::error::snippet;
-use crate::{extract_json, ChatMessage, JsonSchema, LlmConfig, LlmError};
+use crate::error::LlmError;
+use crate::json::extract_json;
+use crate::json::ChatMessage;
+use crate::json::JsonSchema;
 
 /// The raw body of a streamed reply, chunk by chunk as the upstream sent it.
 pub type ByteStream = Pin<Box<dyn Stream<Item = Result<Bytes, LlmError>> + Send>>;

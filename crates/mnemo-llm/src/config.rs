@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::LlmError;
+use crate::error::LlmError;
 
 /// Where the upstream LLM is and how patient to be with it.
 ///

@@ -16,7 +16,7 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 use tracing::{debug, info};
 
-use crate::LlmError;
+use crate::error::LlmError;
 
 const LAUNCHER: &str = include_str!("../../../scripts/local_llm.py");
 /// Lines of the child's log kept to explain a failed start.

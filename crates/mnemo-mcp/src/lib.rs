@@ -25,14 +25,14 @@ pub mod params;
 pub mod resources;
 pub mod tools;
 
+pub use tools::{Caller, MemoryTools};
+
 use std::sync::Arc;
 
-use mnemo_engine::{Access, MemoryClient, ScopedClient, Unrestricted};
-use rmcp::handler::server::router::tool::ToolRouter;
+use mnemo_engine::MemoryClient;
 use rmcp::model::{
-    Extensions, Implementation, ListResourceTemplatesResult, ListResourcesResult,
-    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResult, ServerCapabilities,
-    ServerInfo,
+    Implementation, ListResourceTemplatesResult, ListResourcesResult, PaginatedRequestParams,
+    ReadResourceRequestParams, ReadResourceResult, ServerCapabilities, ServerInfo,
 };
 use rmcp::service::RequestContext;
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
@@ -46,60 +46,6 @@ add_memory. Memories belong to a conversation (`default` when unset); searches a
 shared `global` conversation. Full logs of past chat sessions are searched with \
 search_conversation_history; an agent keeps its own notes with read_agent_memory, \
 write_agent_memory and update_agent_memory.";
-
-/// The caller of one HTTP request, as the server authenticated it: what its token may touch.
-/// The server puts it in the request's extensions before the request reaches `/mcp`.
-#[derive(Clone)]
-pub struct Caller(pub Arc<dyn Access>);
-
-/// Who the tools answer to.
-#[derive(Clone, Copy)]
-enum Callers {
-    /// The process's owner (stdio): everything is allowed.
-    Owner,
-    /// Each HTTP request's [`Caller`], which must be there.
-    Authenticated,
-}
-
-/// The MCP server: tools and resources over one engine.
-#[derive(Clone)]
-pub struct MemoryTools {
-    client: MemoryClient,
-    callers: Callers,
-    tool_router: ToolRouter<Self>,
-}
-
-impl MemoryTools {
-    /// Tools for the store's owner (stdio), with nothing restricted.
-    pub fn new(client: MemoryClient) -> Self {
-        Self {
-            client,
-            callers: Callers::Owner,
-            tool_router: Self::tool_router(),
-        }
-    }
-
-    /// Tools for HTTP, where each request carries its [`Caller`].
-    pub fn for_authenticated_requests(client: MemoryClient) -> Self {
-        Self {
-            callers: Callers::Authenticated,
-            ..Self::new(client)
-        }
-    }
-
-    /// The engine as the call whose context holds `extensions` may use it.
-    fn caller(&self, extensions: &Extensions) -> Result<ScopedClient, String> {
-        let access: Arc<dyn Access> = match self.callers {
-            Callers::Owner => Arc::new(Unrestricted),
-            Callers::Authenticated => extensions
-                .get::<http::request::Parts>()
-                .and_then(|parts| parts.extensions.get::<Caller>())
-                .map(|caller| caller.0.clone())
-                .ok_or_else(|| "this MCP endpoint serves authenticated requests only".to_owned())?,
-        };
-        Ok(self.client.as_caller(access))
-    }
-}
 
 // The router built once in `new`; the macro's default would rebuild it on every call.
 #[tool_handler(router = self.tool_router)]

@@ -1,11 +1,15 @@
 //! The tools: each parses what a client sent as the REST API does, then calls the engine's
 //! access-checked method on the caller's `ScopedClient` and answers with the same type the REST API returns.
 
+use std::sync::Arc;
+
 use mnemo_core::{ConversationId, MemoryId, Role};
+use mnemo_engine::{Access, MemoryClient, ScopedClient, Unrestricted};
 use mnemo_engine::{
     AddResult, AgentMemory, Conflicts, Deleted, EngineError, History, HistoryResults, HistoryScope,
     Memory, MemoryListing, MemoryPage, Resolved, SearchRequest, SearchResult, ToolOutputSlice,
 };
+use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::{Json, Parameters};
 use rmcp::model::Extensions;
 use rmcp::{tool, tool_router};
@@ -16,7 +20,60 @@ use crate::params::{
     ConflictsParams, HistoryParams, ListParams, MemoryIdParams, OutputParams,
     ResolveConflictParams, SearchParams,
 };
-use crate::MemoryTools;
+
+/// The caller of one HTTP request, as the server authenticated it: what its token may touch.
+/// The server puts it in the request's extensions before the request reaches `/mcp`.
+#[derive(Clone)]
+pub struct Caller(pub Arc<dyn Access>);
+
+/// Who the tools answer to.
+#[derive(Clone, Copy)]
+enum Callers {
+    /// The process's owner (stdio): everything is allowed.
+    Owner,
+    /// Each HTTP request's [`Caller`], which must be there.
+    Authenticated,
+}
+
+/// The MCP server: tools and resources over one engine.
+#[derive(Clone)]
+pub struct MemoryTools {
+    client: MemoryClient,
+    callers: Callers,
+    pub(crate) tool_router: ToolRouter<Self>,
+}
+
+impl MemoryTools {
+    /// Tools for the store's owner (stdio), with nothing restricted.
+    pub fn new(client: MemoryClient) -> Self {
+        Self {
+            client,
+            callers: Callers::Owner,
+            tool_router: Self::tool_router(),
+        }
+    }
+
+    /// Tools for HTTP, where each request carries its [`Caller`].
+    pub fn for_authenticated_requests(client: MemoryClient) -> Self {
+        Self {
+            callers: Callers::Authenticated,
+            ..Self::new(client)
+        }
+    }
+
+    /// The engine as the call whose context holds `extensions` may use it.
+    pub(crate) fn caller(&self, extensions: &Extensions) -> Result<ScopedClient, String> {
+        let access: Arc<dyn Access> = match self.callers {
+            Callers::Owner => Arc::new(Unrestricted),
+            Callers::Authenticated => extensions
+                .get::<http::request::Parts>()
+                .and_then(|parts| parts.extensions.get::<Caller>())
+                .map(|caller| caller.0.clone())
+                .ok_or_else(|| "this MCP endpoint serves authenticated requests only".to_owned())?,
+        };
+        Ok(self.client.as_caller(access))
+    }
+}
 
 /// A tool's refusal or failure: the text the model reads in an `isError` result.
 ///

@@ -12,11 +12,18 @@ use qdrant_client::Payload;
 use serde_json::Value;
 use uuid::Uuid;
 
-use crate::{DENSE, MEMORY_FIELD, STORE_FIELD};
-
 fn backend(message: String) -> IndexError {
     IndexError::Backend(message)
 }
+
+/// Name of the dense vector in the collection (as in the embedded index).
+pub const DENSE: &str = mnemo_index::DENSE_VECTOR;
+/// Name of the sparse (lexical) vector in the collection, with IDF weighting.
+pub const SPARSE: &str = mnemo_index::LEXICAL_VECTOR;
+/// Payload field holding the id of the store a point belongs to.
+pub const STORE_FIELD: &str = "store_id";
+/// Payload field holding the point's memory id (the point id is derived from it).
+pub const MEMORY_FIELD: &str = "memory_id";
 
 /// A point's id in the collection: derived from its store and memory, so two stores holding
 /// the same memory (one copied from the other) keep a point each.
@@ -49,7 +56,7 @@ pub(crate) fn point_struct(
 ) -> Result<PointStruct, IndexError> {
     let mut vectors = vec![(DENSE, qdrant::Vector::new_dense(point.vector.clone()))];
     if !point.lexical.is_empty() {
-        vectors.push((crate::SPARSE, sparse(point.lexical.clone())));
+        vectors.push((SPARSE, sparse(point.lexical.clone())));
     }
     let mut payload = match serde_json::to_value(&point.payload) {
         Ok(Value::Object(map)) => map,

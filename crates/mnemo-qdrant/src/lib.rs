@@ -46,15 +46,7 @@ use qdrant_client::{Qdrant, QdrantError};
 use uuid::Uuid;
 
 use crate::convert::{hit, named_vectors, point_struct, sparse, PointPayloadFields};
-
-/// Name of the dense vector in the collection (as in the embedded index).
-pub const DENSE: &str = mnemo_index::DENSE_VECTOR;
-/// Name of the sparse (lexical) vector in the collection, with IDF weighting.
-pub const SPARSE: &str = mnemo_index::LEXICAL_VECTOR;
-/// Payload field holding the id of the store a point belongs to.
-pub const STORE_FIELD: &str = "store_id";
-/// Payload field holding the point's memory id (the point id is derived from it).
-pub const MEMORY_FIELD: &str = "memory_id";
+pub use crate::convert::{DENSE, MEMORY_FIELD, SPARSE, STORE_FIELD};
 
 /// Points per upsert request: keeps each gRPC message far below its 4 MiB default limit
 /// (a point of 384 dimensions and a long payload is a few KiB).

@@ -44,7 +44,4 @@ mod server;
 pub use axum::http;
 pub use reply::{add_every_fact, echo, fail_first, learns_nothing, sequence, Reply, StreamEnd};
 pub use request::{ChatRequest, RecordedRequest};
-pub use server::ScriptedLlm;
-
-/// What decides the answer to each chat request.
-pub type Handler = dyn Fn(&ChatRequest) -> Reply + Send + Sync + 'static;
+pub use server::{Handler, ScriptedLlm};

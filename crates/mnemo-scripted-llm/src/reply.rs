@@ -16,7 +16,7 @@ use serde_json::{json, Value};
 use tokio::sync::watch;
 
 use crate::request::content_text;
-use crate::ChatRequest;
+use crate::request::ChatRequest;
 
 /// How the server answers one chat request.
 #[derive(Debug, Clone, PartialEq)]

@@ -14,8 +14,15 @@ use axum::response::Response;
 use serde_json::{json, Value};
 use tokio::sync::watch;
 
+use crate::reply::echo;
+use crate::reply::Reply;
+use crate::reply::StreamEnd;
 use crate::reply::{answer, error, json_response, StreamLog};
-use crate::{echo, ChatRequest, Handler, RecordedRequest, Reply, StreamEnd};
+use crate::request::ChatRequest;
+use crate::request::RecordedRequest;
+
+/// What decides the answer to each chat request.
+pub type Handler = dyn Fn(&ChatRequest) -> Reply + Send + Sync + 'static;
 
 /// A scripted OpenAI-compatible server on 127.0.0.1, serving until dropped.
 ///

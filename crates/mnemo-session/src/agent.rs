@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 use mnemo_core::ConversationId;
 use mnemo_store::untrusted::StoreDir;
 
+use crate::error::SessionError;
 use crate::store::read_small;
-use crate::SessionError;
 
 /// The folder, under the store, of every agent's notes.
 pub const AGENTS_DIR: &str = "agents";

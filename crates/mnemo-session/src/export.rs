@@ -11,10 +11,11 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::error::SessionError;
 use crate::history::History;
+use crate::id::SessionId;
 use crate::log::Record;
 use crate::store::{SessionMeta, SessionStore};
-use crate::{SessionError, SessionId};
 
 /// The `format` an exported session carries.
 pub const EXPORT_FORMAT: &str = "mnemo-session";

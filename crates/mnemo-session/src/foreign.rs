@@ -23,10 +23,10 @@
 use chrono::{DateTime, Utc};
 use serde_json::{json, Map, Value};
 
+use crate::error::SessionError;
 use crate::export::{SessionExport, EXPORT_FORMAT, EXPORT_VERSION, MAX_IMPORT_RECORDS};
 use crate::log::Record;
 use crate::store::SessionMeta;
-use crate::SessionError;
 
 /// The session documents [`read_document`] reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

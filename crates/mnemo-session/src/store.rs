@@ -22,9 +22,10 @@ use mnemo_store::untrusted::{Refusal, StoreDir};
 use serde::{Deserialize, Serialize};
 use tracing::warn;
 
+use crate::error::SessionError;
 use crate::history::History;
+use crate::id::SessionId;
 use crate::log::{self, ReadLog, Record};
-use crate::{SessionError, SessionId};
 
 /// The folder, under the store, of every session.
 pub use mnemo_store::layout::SESSIONS_DIR;

@@ -20,12 +20,6 @@ pub mod untrusted;
 pub use layout::{Location, MemoryKind};
 pub use mnemo_fs::FreeSpace;
 pub use store::{
-    duplicate_id, FileStore, ListedFile, Scan, SkippedFile, StoreError, StoredMemory, WrittenFile,
+    duplicate_id, sha256_hex, FileStore, ListedFile, Scan, SkippedFile, StoreError, StoredMemory,
+    WrittenFile,
 };
-
-/// The lower-case hex sha256 of `bytes`: how the index's snapshot tells a changed file.
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    use sha2::Digest;
-    let digest = sha2::Sha256::digest(bytes);
-    digest.iter().map(|b| format!("{b:02x}")).collect()
-}

@@ -16,7 +16,6 @@ use tracing::warn;
 use crate::atomic::{rename_durably, write_atomic};
 use crate::format::{self, FileContext, FormatError};
 use crate::layout::{self, Location, MemoryKind, DELETED_DIR, ENTRIES_DIR};
-use crate::sha256_hex;
 use crate::untrusted::{self, Refusal, MAX_MEMORY_FILE_BYTES};
 
 /// Why the store could not do what was asked. Every variant names the file concerned.
@@ -70,6 +69,13 @@ pub enum StoreError {
         /// The tombstone, as given.
         path: PathBuf,
     },
+}
+
+/// The lower-case hex sha256 of `bytes`: how the index's snapshot tells a changed file.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(bytes);
+    digest.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn io_err(action: &'static str, path: &Path) -> impl FnOnce(io::Error) -> StoreError {

@@ -15,10 +15,12 @@
 //!    compacted or trimmed, the middle summarised, checked against the model's window. A
 //!    request that cannot fit is refused here, before any upstream call and before its turn
 //!    is stored (the client will send it again in another form).
-//! 4. The session's new messages are appended to its log (fsynced); the user's message is
-//!    written to disk as a turn — before anything is forwarded; it is
-//!    indexed in the background, so the request waits for the file, not the embedding.
-//! 5. The request goes to the upstream LLM, streamed or not.
+//! 4. The session's new messages are appended to its log (fsynced).
+//! 5. The request goes to the upstream LLM, streamed or not. Once the upstream has taken
+//!    it (an answer, or a stream begun), the user's message is written to disk as a turn,
+//!    before the client sees anything; it is indexed in the background, so the request
+//!    waits for the file, not the embedding. A chat the upstream refuses (down, failing,
+//!    timed out) stores no turn: the client's retry stores it once.
 //! 6. When the answer is complete, it is appended to the session's log before the client
 //!    sees its end; the assistant's turn is written and the write path
 //!    ([`crate::write`]) runs in the background, one pass at a time per conversation.
@@ -27,7 +29,7 @@
 //! part of the answer received so far is stored as the assistant's turn, marked
 //! `incomplete: true`, and the write path still runs for the user's message.
 //!
-//! There is one way in, [`ScopedClient::chat`] (and [`ChatWing::chat`], the same for the
+//! There is one way in, [`ScopedClient::chat`] (and [`crate::MemoryClient::chat`], the same for the
 //! store's owner), whose reply is whole or streamed as the request's `stream` asks. A front
 //! end that checks who may touch what (the HTTP server with bearer tokens) calls it on
 //! `client.as_caller(access)`: the [`Access`] is asked once the request's conversation and agent are known — after
@@ -295,8 +297,9 @@ pub struct PreparedChat {
     pub body: Value,
     /// The memories injected, best first.
     pub hits: Vec<SearchHit>,
-    /// The user's message, written as a turn.
-    pub user_turn: Option<StoredMemory>,
+    /// The user's message as a turn, written once the upstream takes the request: a chat
+    /// the upstream refuses stores nothing, and the client's retry stores it once.
+    pub user_turn: Option<MemoryRecord>,
     /// Whether the exchange is stored (`memory_learn`).
     pub learn: bool,
     /// What context governance did to the request.
@@ -598,22 +601,19 @@ impl ChatWing {
             None => None,
         };
 
-        let user_turn = match user_text.filter(|_| fields.learn) {
-            Some(text) => {
-                let mut record =
-                    MemoryRecord::new(fields.conversation.clone(), Role::User, stored_turn(text));
-                if let Some(name) = last_user_name(&body) {
-                    record
-                        .metadata
-                        .insert(crate::index::keys::SPEAKER_FIELD.into(), name.into());
-                }
-                Some(self.engine.memories().write_then_index(record).await?)
+        let user_turn = user_text.filter(|_| fields.learn).map(|text| {
+            let mut record =
+                MemoryRecord::new(fields.conversation.clone(), Role::User, stored_turn(text));
+            if let Some(name) = last_user_name(&body) {
+                record
+                    .metadata
+                    .insert(crate::index::keys::SPEAKER_FIELD.into(), name.into());
             }
-            None => None,
-        };
+            record
+        });
         debug!(
             retrieval_ms = retrieved.as_secs_f64() * 1e3,
-            user_turn_ms = (started.elapsed() - retrieved).as_secs_f64() * 1e3,
+            governance_ms = (started.elapsed() - retrieved).as_secs_f64() * 1e3,
             "chat request prepared"
         );
         Ok(PreparedChat {
@@ -634,7 +634,7 @@ impl ChatWing {
         body: Value,
         access: &dyn Access,
     ) -> Result<ChatAnswer, EngineError> {
-        let prepared = self.prepare_chat(body, access).await?;
+        let mut prepared = self.prepare_chat(body, access).await?;
         let llm = self.engine.llm().as_ref().ok_or(EngineError::NoUpstream)?;
         let asked = std::time::Instant::now();
         let mut answer = llm.chat(&prepared.body).await?;
@@ -642,6 +642,7 @@ impl ChatWing {
             upstream: asked.elapsed(),
             ..prepared.timings
         };
+        let user_turn = self.write_user_turn(prepared.user_turn.take()).await?;
         let text = answer["choices"][0]["message"]["content"]
             .as_str()
             .map(str::to_owned);
@@ -662,7 +663,7 @@ impl ChatWing {
             map.insert("memory_context".into(), context_json(&prepared.context));
         }
         if prepared.learn {
-            self.finish_turn(prepared.conversation, prepared.user_turn, text, false);
+            self.finish_turn(prepared.conversation, user_turn, text, false);
         }
         Ok(ChatAnswer {
             body: answer,
@@ -678,9 +679,10 @@ impl ChatWing {
         body: Value,
         access: &dyn Access,
     ) -> Result<ChatStreamReply, EngineError> {
-        let prepared = self.prepare_chat(body, access).await?;
+        let mut prepared = self.prepare_chat(body, access).await?;
         let llm = self.engine.llm().as_ref().ok_or(EngineError::NoUpstream)?;
         let upstream = llm.chat_stream(&prepared.body).await?;
+        let user_turn = self.write_user_turn(prepared.user_turn.take()).await?;
         let spent = UsageOfAnswer::of(&prepared);
         let recorder = RecordingStream {
             upstream: upstream.body,
@@ -690,7 +692,7 @@ impl ChatWing {
             finish: Some(TurnEnd {
                 client: self.clone(),
                 conversation: prepared.conversation,
-                user_turn: prepared.user_turn,
+                user_turn,
                 learn: prepared.learn,
             }),
         };
@@ -701,6 +703,18 @@ impl ChatWing {
             context: prepared.context,
             body: Box::pin(recorder),
         })
+    }
+
+    /// Step 4, once the upstream has taken the request: the user's message written as a
+    /// turn, durable before the answer reaches the client (indexed in the background).
+    async fn write_user_turn(
+        &self,
+        record: Option<MemoryRecord>,
+    ) -> Result<Option<StoredMemory>, EngineError> {
+        match record {
+            Some(record) => Ok(Some(self.engine.memories().write_then_index(record).await?)),
+            None => Ok(None),
+        }
     }
 
     /// Adds an answer's usage to its conversation's totals and its session's, in the

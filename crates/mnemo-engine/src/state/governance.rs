@@ -18,6 +18,9 @@ const SUMMARY_CHUNK_TOKENS: usize = 16_000;
 /// Texts tokenized through the local LLM's server at once, at most.
 const TOKENIZE_CONCURRENCY: usize = 4;
 
+/// Inflation guards kept before idle ones are dropped (as the per-conversation locks are).
+const KEPT_GUARDS: usize = 1024;
+
 /// Governance state that lives as long as the engine: windows, token counters and their
 /// caches, and each conversation's inflation guard.
 pub(crate) struct ContextState {
@@ -80,6 +83,12 @@ impl ContextState {
 
     pub(crate) fn guard(&self, key: String) -> Arc<InflationGuard> {
         let mut guards = self.guards.lock().unwrap_or_else(|p| p.into_inner());
+        if guards.len() >= KEPT_GUARDS && !guards.contains_key(&key) {
+            // Idle ones (no request holds them) give way: one per conversation ever seen
+            // grew without bound. An idle conversation's next request may try a summary
+            // its guard would have spared once more.
+            guards.retain(|_, guard| Arc::strong_count(guard) > 1);
+        }
         guards.entry(key).or_default().clone()
     }
 
@@ -159,4 +168,24 @@ impl ContextState {
 /// Tokens of conversation one summary call may carry, for a model with `window` tokens.
 pub(crate) fn summary_chunk_tokens(window: u64) -> usize {
     SUMMARY_CHUNK_TOKENS.min(window as usize / 2)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn idle_inflation_guards_give_way_past_the_bound() {
+        let state = ContextState::new(&mnemo_context::ContextConfig::default());
+        let held = state.guard("c/held".into());
+        for i in 0..3 * KEPT_GUARDS {
+            drop(state.guard(format!("c/{i}")));
+        }
+        let guards = state.guards.lock().unwrap();
+        assert!(guards.len() <= KEPT_GUARDS, "{}", guards.len());
+        assert!(
+            Arc::ptr_eq(&guards["c/held"], &held),
+            "a guard a request holds stays"
+        );
+    }
 }

@@ -1,0 +1,287 @@
+//! mnemo under a long, steady load, as a busy deployment lives: 16 clients chatting through
+//! the proxy for ten minutes (every third streamed), each turn's write path running on the
+//! scripted upstream, which answers as a model would (a fact per message, every fact added,
+//! a summary). Reported: requests, errors, latency p50/p99 overall and minute by minute,
+//! the process's resident memory and open files each minute, how many acknowledged user
+//! turns are missing from the store (a turn is on disk before its answer is sent), and the
+//! write-path passes still queued at the end.
+//!
+//! The scripted upstream answers in microseconds, so chats arrive far faster than with a
+//! real model, and faster than the write path learns from them (each pass embeds, searches,
+//! reconciles and commits): passes queue up, journaled, and are counted at the end rather
+//! than waited for. `--no-learn` sends `memory_learn: false`, the same chats without the
+//! write path, to show what the passes cost the chats beside them.
+//!
+//! The pass criteria: 0 errors, 0 missing, memory and descriptors flat after the first
+//! minute, p99 under 1 s.
+//!
+//! `cargo bench --workspace --bench soak [-- --minutes N] [-- --seconds N] [-- --no-learn] [-- --json]`.
+//! Eviction is kept out of the way (`max_entries` high), so a missing turn is a lost one.
+
+mod support;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures_util::StreamExt;
+use mnemo_core::{Config, ConversationId, Role};
+use mnemo_engine::{MemoryClient, OpenOptions};
+use mnemo_scripted_llm::{add_every_fact, echo, ChatRequest, Reply, ScriptedLlm};
+use mnemo_server::ServerOptions;
+use serde_json::{json, Value};
+use support::{models_dir, round};
+
+const CLIENTS: usize = 16;
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let value = |name: &str| {
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|at| args.get(at + 1))
+            .map(|n| n.parse::<u64>().expect("a whole number"))
+    };
+    let seconds = value("--seconds").unwrap_or_else(|| value("--minutes").unwrap_or(10) * 60);
+    let json_out = args.iter().any(|a| a == "--json");
+    let learn = !args.iter().any(|a| a == "--no-learn");
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    let (report, store) = runtime.block_on(run(Duration::from_secs(seconds), learn));
+    drop(runtime);
+    drop(store);
+    if json_out {
+        println!("{}", serde_json::to_string_pretty(&report).unwrap());
+    } else {
+        println!("{report:#}");
+    }
+}
+
+/// Echoes chats; turns each message into one fact, adds every new fact, and answers a new
+/// summary, as a model would.
+fn model(request: &ChatRequest) -> Reply {
+    let message = request.last_user_message().unwrap_or_default();
+    match request.schema_name() {
+        Some("facts") => {
+            let fact = message.replacen("My ", "The user's ", 1);
+            Reply::Json(json!({ "facts": [fact] }))
+        }
+        Some("memory_operations") => add_every_fact(request),
+        Some("summary") => {
+            let facts = message.lines().filter(|l| l.starts_with("- ")).count();
+            Reply::Json(json!({"summary": format!("The user told {facts} more things.")}))
+        }
+        _ => echo(request),
+    }
+}
+
+/// One request's outcome: the minute it started in, its latency, and the user's words when
+/// it was acknowledged.
+struct Outcome {
+    minute: usize,
+    ms: f64,
+    acknowledged: Option<(String, String)>,
+}
+
+async fn run(duration: Duration, learn: bool) -> (Value, tempfile::TempDir) {
+    let upstream = ScriptedLlm::with_handler(model).await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = Config {
+        memory_path: dir.path().to_owned(),
+        models_dir: models_dir(),
+        openai_base_url: Some(upstream.base_url()),
+        start_watcher: false,
+        max_entries: 1_000_000,
+        ..Config::default()
+    };
+    config.retrieval.reranker = mnemo_core::RerankerMode::Off;
+    let client = MemoryClient::open(config, OpenOptions::default())
+        .await
+        .unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!(
+        "http://{}/v1/chat/completions",
+        listener.local_addr().unwrap()
+    );
+    let server_client = client.clone();
+    tokio::spawn(async move {
+        mnemo_server::serve(
+            listener,
+            server_client,
+            ServerOptions::default(),
+            std::future::pending(),
+        )
+        .await
+    });
+    let http = reqwest::Client::builder()
+        .no_proxy()
+        .timeout(Duration::from_secs(120))
+        .build()
+        .unwrap();
+
+    let started = Instant::now();
+    let deadline = started + duration;
+    let outcomes = Arc::new(Mutex::new(Vec::<Outcome>::new()));
+    let tasks: Vec<_> = (0..CLIENTS)
+        .map(|c| {
+            let (http, url, outcomes) = (http.clone(), url.clone(), outcomes.clone());
+            tokio::spawn(async move {
+                let mut i = 0;
+                while Instant::now() < deadline {
+                    let conversation = format!("soak{c}");
+                    let text = format!("My locker {c}-{i} holds a spare key.");
+                    let minute = (started.elapsed().as_secs() / 60) as usize;
+                    let begun = Instant::now();
+                    let ok = chat(&http, &url, &conversation, &text, c % 3 == 0, learn).await;
+                    outcomes.lock().unwrap().push(Outcome {
+                        minute,
+                        ms: begun.elapsed().as_secs_f64() * 1000.0,
+                        acknowledged: ok.then_some((conversation, text)),
+                    });
+                    i += 1;
+                }
+            })
+        })
+        .collect();
+    let mut samples = vec![sample(0)];
+    let mut next = 60;
+    while Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        if started.elapsed().as_secs() >= next {
+            samples.push(sample(next / 60));
+            next += 60;
+        }
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    samples.push(sample(started.elapsed().as_secs().div_ceil(60)));
+    let queued = client.pending_passes();
+    client.stop_background_passes();
+
+    let outcomes = std::mem::take(&mut *outcomes.lock().unwrap());
+    let missing = if learn {
+        missing_turns(&client, &outcomes).await
+    } else {
+        0
+    };
+    let mut all: Vec<f64> = outcomes.iter().map(|o| o.ms).collect();
+    let errors = outcomes.iter().filter(|o| o.acknowledged.is_none()).count();
+    let minutes: Vec<Value> = (0..=outcomes.iter().map(|o| o.minute).max().unwrap_or(0))
+        .map(|m| {
+            let mut ms: Vec<f64> = outcomes
+                .iter()
+                .filter(|o| o.minute == m)
+                .map(|o| o.ms)
+                .collect();
+            json!({
+                "minute": m,
+                "requests": ms.len(),
+                "p50_ms": percentile(&mut ms, 0.5),
+                "p99_ms": percentile(&mut ms, 0.99),
+            })
+        })
+        .collect();
+    let calls = |schema: &str| upstream.structured_calls(schema).len();
+    let report = json!({
+        "seconds": duration.as_secs(),
+        "clients": CLIENTS,
+        "streamed_clients": (0..CLIENTS).filter(|c| c % 3 == 0).count(),
+        "requests": outcomes.len(),
+        "errors": errors,
+        "acknowledged_turns_missing": missing,
+        "p50_ms": percentile(&mut all, 0.5),
+        "p99_ms": percentile(&mut all, 0.99),
+        "max_ms": round(all.iter().cloned().fold(0.0, f64::max)),
+        "learn": learn,
+        "passes_still_queued": queued,
+        "write_path_calls": {
+            "extraction": calls("facts"),
+            "reconciliation": calls("memory_operations"),
+            "summary": calls("summary"),
+        },
+        "by_minute": minutes,
+        "process_by_minute": samples,
+    });
+    (report, dir)
+}
+
+/// Sends one chat; whether it was answered whole (a streamed one read to its end).
+async fn chat(
+    http: &reqwest::Client,
+    url: &str,
+    conversation: &str,
+    text: &str,
+    stream: bool,
+    learn: bool,
+) -> bool {
+    let body = json!({
+        "model": "scripted",
+        "stream": stream,
+        "memory_learn": learn,
+        "memory_id": conversation,
+        "messages": [{"role": "user", "content": text}],
+    });
+    let Ok(response) = http.post(url).json(&body).send().await else {
+        return false;
+    };
+    if !response.status().is_success() {
+        return false;
+    }
+    if !stream {
+        return response.bytes().await.is_ok();
+    }
+    let mut chunks = response.bytes_stream();
+    while let Some(chunk) = chunks.next().await {
+        if chunk.is_err() {
+            return false;
+        }
+    }
+    true
+}
+
+/// Acknowledged user turns not found among the store's user turns of their conversation.
+async fn missing_turns(client: &MemoryClient, outcomes: &[Outcome]) -> usize {
+    let mut wanted: HashMap<&str, Vec<&str>> = HashMap::new();
+    for (conversation, text) in outcomes.iter().filter_map(|o| o.acknowledged.as_ref()) {
+        wanted.entry(conversation).or_default().push(text);
+    }
+    let mut missing = 0;
+    for (conversation, texts) in wanted {
+        let stored: HashSet<String> = client
+            .list(Some(ConversationId::new(conversation).unwrap()))
+            .await
+            .unwrap()
+            .into_iter()
+            .filter(|m| m.record.role == Role::User)
+            .map(|m| m.record.content)
+            .collect();
+        missing += texts.iter().filter(|t| !stored.contains(**t)).count();
+    }
+    missing
+}
+
+/// The process's resident memory and open files now.
+fn sample(minute: u64) -> Value {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let rss_kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0);
+    let fds = std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count());
+    json!({"minute": minute, "rss_mib": round(rss_kib as f64 / 1024.0), "open_files": fds})
+}
+
+fn percentile(v: &mut [f64], q: f64) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    round(support::percentile(v, q))
+}
