@@ -10,12 +10,14 @@
 //! real model, and faster than the write path learns from them (each pass embeds, searches,
 //! reconciles and commits): passes queue up, journaled, and are counted at the end rather
 //! than waited for. `--no-learn` sends `memory_learn: false`, the same chats without the
-//! write path, to show what the passes cost the chats beside them.
+//! write path, to show what the passes cost the chats beside them. `--answer-ms N` makes the
+//! scripted model take N ms over each chat answer (not over the write path's calls), as a
+//! real model does: the clients then wait as agents wait, and the write path can keep up.
 //!
 //! The pass criteria: 0 errors, 0 missing, memory and descriptors flat after the first
 //! minute, p99 under 1 s.
 //!
-//! `cargo bench --workspace --bench soak [-- --minutes N] [-- --seconds N] [-- --no-learn] [-- --json]`.
+//! `cargo bench --workspace --bench soak [-- --minutes N] [-- --seconds N] [-- --answer-ms N] [-- --no-learn] [-- --json]`.
 //! Eviction is kept out of the way (`max_entries` high), so a missing turn is a lost one.
 
 mod support;
@@ -45,6 +47,7 @@ fn main() {
     let seconds = value("--seconds").unwrap_or_else(|| value("--minutes").unwrap_or(10) * 60);
     let json_out = args.iter().any(|a| a == "--json");
     let learn = !args.iter().any(|a| a == "--no-learn");
+    let answer_ms = value("--answer-ms").unwrap_or(0);
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .with_writer(std::io::stderr)
@@ -53,7 +56,7 @@ fn main() {
         .enable_all()
         .build()
         .expect("a tokio runtime");
-    let (report, store) = runtime.block_on(run(Duration::from_secs(seconds), learn));
+    let (report, store) = runtime.block_on(run(Duration::from_secs(seconds), learn, answer_ms));
     drop(runtime);
     drop(store);
     if json_out {
@@ -89,8 +92,15 @@ struct Outcome {
     acknowledged: Option<(String, String)>,
 }
 
-async fn run(duration: Duration, learn: bool) -> (Value, tempfile::TempDir) {
-    let upstream = ScriptedLlm::with_handler(model).await;
+async fn run(duration: Duration, learn: bool, answer_ms: u64) -> (Value, tempfile::TempDir) {
+    let think = Duration::from_millis(answer_ms);
+    let upstream = ScriptedLlm::with_handler(move |request: &ChatRequest| {
+        match (request.schema_name(), think.is_zero()) {
+            (None, false) => Reply::Delay(think, Box::new(model(request))),
+            _ => model(request),
+        }
+    })
+    .await;
     let dir = tempfile::tempdir().unwrap();
     let mut config = Config {
         memory_path: dir.path().to_owned(),
@@ -200,6 +210,7 @@ async fn run(duration: Duration, learn: bool) -> (Value, tempfile::TempDir) {
         "p99_ms": percentile(&mut all, 0.99),
         "max_ms": round(all.iter().cloned().fold(0.0, f64::max)),
         "learn": learn,
+        "answer_ms": answer_ms,
         "passes_still_queued": queued,
         "write_path_calls": {
             "extraction": calls("facts"),

@@ -35,6 +35,7 @@ use crate::index::vocabulary::{BackgroundBuild, BuildReport, Vocabulary};
 use crate::index::vocabulary_file::VocabularyFile;
 use crate::retrieval::{ReadPath, ResolvedSearch, SearchRequest, Searched};
 use crate::state::governance::ContextState;
+use crate::state::index_queue::IndexQueue;
 use crate::state::locks::LockMap;
 use crate::state::pass_queue::PassQueue;
 use crate::state::revisions::Revisions;
@@ -152,6 +153,8 @@ struct IndexPart {
     backend: IndexBackend,
     /// Re-syncs an index server that was lost, once it answers again.
     recovery: std::sync::OnceLock<Recovery>,
+    /// Turns written by chats, waiting to be indexed.
+    turns_to_index: IndexQueue,
 }
 
 /// The write wing's part.
@@ -248,6 +251,10 @@ impl Engine {
 
     pub(crate) fn recovery(&self) -> &std::sync::OnceLock<Recovery> {
         &self.index_part.recovery
+    }
+
+    pub(crate) fn turns_to_index(&self) -> &IndexQueue {
+        &self.index_part.turns_to_index
     }
 }
 
@@ -512,6 +519,7 @@ impl Engine {
                 startup_sync,
                 backend: index_backend,
                 recovery: std::sync::OnceLock::new(),
+                turns_to_index: IndexQueue::default(),
             },
             write_part: WritePart {
                 conversation_locks: LockMap::new(),

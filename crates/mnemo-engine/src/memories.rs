@@ -3,7 +3,7 @@
 //! the index, and their git history. [`MemoryWing`] is the handle ([`Engine::memories`]);
 //! every call runs its blocking work off the async runtime.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -94,16 +94,29 @@ impl MemoryWing {
             .engine
             .blocking(move |engine| engine.write_unindexed(record))
             .await?;
-        let engine = self.engine.clone();
-        let paths = BTreeSet::from([memory.path.clone()]);
-        self.engine.background().spawn(async move {
-            let _ = blocking(move || {
-                engine.index_later(paths);
-                Ok(())
-            })
-            .await;
-        });
+        self.index_soon(memory.path.clone());
         Ok(memory)
+    }
+
+    /// Indexes `path` in the background, with every other turn written meanwhile: one task
+    /// at a time drains what has queued up, so under load the index, the timeline and the
+    /// keys are brought up to date once per batch rather than once per turn (each is a
+    /// pass over the whole snapshot, under its lock).
+    fn index_soon(&self, path: PathBuf) {
+        if !self.engine.turns_to_index().push(path) {
+            return;
+        }
+        let engine = self.engine.clone();
+        self.engine.background().spawn(async move {
+            while let Some(paths) = engine.turns_to_index().take() {
+                let engine = engine.clone();
+                let _ = blocking(move || {
+                    engine.index_later(paths);
+                    Ok(())
+                })
+                .await;
+            }
+        });
     }
 
     pub(crate) async fn list(

@@ -9,10 +9,13 @@
 //! - [`pass_queue`]: the journal of queued write-path passes, and how many run at once (the
 //!   write wing's); [`locks`]: one lock per conversation, so its passes run one at a time.
 //! - [`usage`]: the upstream tokens and cost of answers (the chat wing's).
+//! - [`index_queue`]: the turns written and not yet indexed, drained a batch at a time
+//!   (the index's).
 //! - [`revisions`]: the engines over the store as it was at recent revisions (searches as
 //!   of a revision).
 
 pub(crate) mod governance;
+pub(crate) mod index_queue;
 pub(crate) mod locks;
 pub(crate) mod pass_queue;
 pub(crate) mod revisions;
