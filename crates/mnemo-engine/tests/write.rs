@@ -442,7 +442,7 @@ async fn a_reconciler_that_fails_or_talks_nonsense_means_add() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn every_failure_of_the_llm_keeps_the_turn_on_disk() {
+async fn a_failing_write_path_keeps_the_turn_and_a_chat_the_upstream_refuses_stores_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let llm = ScriptedLlm::start().await;
     let client = open(dir.path(), &llm).await;
@@ -457,7 +457,8 @@ async fn every_failure_of_the_llm_keeps_the_turn_on_disk() {
     assert_eq!(files(dir.path(), "c1", "turns/assistant").len(), 1);
     assert!(files(dir.path(), "c1", "facts").is_empty());
 
-    // The upstream is down for the chat: an error, and the user's words are still kept.
+    // The upstream is down for the chat: an error, and nothing of it is stored (the
+    // client's retry stores the message once).
     llm.set_handler(|_: &ChatRequest| Reply::status(503, "down"));
     let err = client
         .chat(user("I adopted a cat.", "c1"))
@@ -467,13 +468,29 @@ async fn every_failure_of_the_llm_keeps_the_turn_on_disk() {
     assert!(err.to_string().contains("503"), "{err}");
     let turns = files(dir.path(), "c1", "turns/user");
     assert!(
-        turns.iter().any(|t| t.contains("I adopted a cat.")),
+        !turns.iter().any(|t| t.contains("I adopted a cat.")),
         "{turns:?}"
     );
-    // The turn is indexed in the background even though no answer came.
     client.wait_idle().await;
     let verify = client.verify().await.unwrap();
-    assert_eq!((verify.files, verify.points), (3, 3), "{verify:?}");
+    assert_eq!((verify.files, verify.points), (2, 2), "{verify:?}");
+
+    // The retry, answered, stores it once and indexes it.
+    llm.set_handler(|r: &ChatRequest| match r.schema_name() {
+        Some(_) => Reply::status(500, "boom"),
+        None => Reply::text("noted"),
+    });
+    client.chat(user("I adopted a cat.", "c1")).await.unwrap();
+    client.wait_idle().await;
+    let turns = files(dir.path(), "c1", "turns/user");
+    assert_eq!(
+        turns
+            .iter()
+            .filter(|t| t.contains("I adopted a cat."))
+            .count(),
+        1,
+        "{turns:?}"
+    );
     let hits = client
         .search(SearchRequest::new("adopted a cat", conv("c1")).top_k(3))
         .await
