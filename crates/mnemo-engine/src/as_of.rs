@@ -113,13 +113,13 @@ impl AsOfWing {
     /// The commit `rev` resolves to.
     async fn commit_of(&self, rev: &str) -> Result<CommitInfo, EngineError> {
         check_rev(rev)?;
-        let engine = self.engine.clone();
         let rev = rev.to_owned();
-        blocking(move || {
-            let git = versioned(&engine, &rev)?;
-            git.commit_of(&rev).map_err(revision_error)
-        })
-        .await
+        self.engine
+            .blocking(move |engine| {
+                let git = versioned(&engine, &rev)?;
+                git.commit_of(&rev).map_err(revision_error)
+            })
+            .await
     }
 
     /// The engine of `commit`: the one kept, or a new one.

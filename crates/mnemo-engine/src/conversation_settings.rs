@@ -141,33 +141,33 @@ impl ConversationSettings {
     ) -> Result<Strategy, EngineError> {
         let dir = self.settings_dir(conversation);
         let relative = self.relative(&dir.file(layout::STRATEGY_FILE));
-        let engine = self.engine.clone();
         let conversation = conversation.clone();
         // One writer at a time per conversation, like its write path.
         let lock = self.engine.conversation_lock(&conversation);
         let _held = lock.lock().await;
-        crate::blocking::blocking(move || {
-            let current = read_strategy(&dir, &relative)?;
-            let patched = current
-                .patch(patch)
-                .map_err(|e| EngineError::InvalidInput(e.to_string()))?;
-            let yaml = strategy_yaml(&patched)?;
-            let path = dir.file(layout::STRATEGY_FILE);
-            dir.create().map_err(|e| folder_fault(&relative, e))?;
-            mnemo_store::atomic::write_atomic(&path, yaml.as_bytes()).map_err(|source| {
-                EngineError::Io {
-                    action: "cannot write",
-                    path: path.clone(),
-                    source,
+        self.engine
+            .blocking(move |engine| {
+                let current = read_strategy(&dir, &relative)?;
+                let patched = current
+                    .patch(patch)
+                    .map_err(|e| EngineError::InvalidInput(e.to_string()))?;
+                let yaml = strategy_yaml(&patched)?;
+                let path = dir.file(layout::STRATEGY_FILE);
+                dir.create().map_err(|e| folder_fault(&relative, e))?;
+                mnemo_store::atomic::write_atomic(&path, yaml.as_bytes()).map_err(|source| {
+                    EngineError::Io {
+                        action: "cannot write",
+                        path: path.clone(),
+                        source,
+                    }
+                })?;
+                if let Some(git) = &engine.git() {
+                    git.note_changed([&path]);
                 }
-            })?;
-            if let Some(git) = &engine.git() {
-                git.note_changed([&path]);
-            }
-            engine.commit(&format!("strategy of conversation {conversation}"));
-            Ok(patched)
-        })
-        .await
+                engine.commit(&format!("strategy of conversation {conversation}"));
+                Ok(patched)
+            })
+            .await
     }
 
     /// `conversations/<id>/`, checked at every level whenever it is used.

@@ -556,9 +556,10 @@ impl ChatWing {
         let nothing_relevant = searched.below_floor > 0;
         let hits = self.with_what_holds_now(searched.hits).await;
         let summary = {
-            let engine = self.engine.clone();
             let conversation = fields.conversation.clone();
-            crate::blocking::blocking(move || Ok(engine.summary(&conversation))).await?
+            self.engine
+                .blocking(move |engine| Ok(engine.summary(&conversation)))
+                .await?
         };
         let found = inject::Found {
             memories: &hits,

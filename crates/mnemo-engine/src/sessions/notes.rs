@@ -45,17 +45,17 @@ impl SessionWing {
         let notes = AgentNotes::new(self.engine.store().root(), agent)?;
         let lock = self.engine.agent_lock().clone();
         let _held = lock.lock().await;
-        let engine = self.engine.clone();
         let agent = agent.to_owned();
-        blocking(move || {
-            let text = change(&notes)?;
-            if let Some(git) = &engine.git() {
-                git.note_changed([notes.path()]);
-            }
-            engine.commit(&format!("{verb} the notes of agent {agent}"));
-            Ok(text)
-        })
-        .await
+        self.engine
+            .blocking(move |engine| {
+                let text = change(&notes)?;
+                if let Some(git) = &engine.git() {
+                    git.note_changed([notes.path()]);
+                }
+                engine.commit(&format!("{verb} the notes of agent {agent}"));
+                Ok(text)
+            })
+            .await
     }
 
     /// The first lines of `agent`'s notes, which go into the system prompt of every request

@@ -33,7 +33,6 @@ use utoipa::ToSchema;
 
 use super::{Contested, WritePath, WriteReport};
 use crate::api_types::Memory;
-use crate::blocking::blocking;
 use crate::engine::Engine;
 use crate::error::EngineError;
 use crate::text::subjects::may_conflict;
@@ -135,9 +134,11 @@ impl WritePath<'_> {
         if new.is_empty() {
             return Ok(());
         }
-        let engine = self.engine.clone();
         let conv = conversation.clone();
-        let marked = blocking(move || engine.mark_conflicts(&conv, &new)).await?;
+        let marked = self
+            .engine
+            .blocking(move |engine| engine.mark_conflicts(&conv, &new))
+            .await?;
         for contested in marked {
             info!(conversation = %conversation, earlier = %contested.earlier_text, later = %contested.later, similarity = contested.similarity, "marked: a later fact may say otherwise");
             report.contested.push(contested);
@@ -221,15 +222,15 @@ impl WriteWing {
         &self,
         conversation: &ConversationId,
     ) -> Result<Conflicts, EngineError> {
-        let engine = self.engine.clone();
         let conversation_id = conversation.clone();
-        blocking(move || {
-            Ok(Conflicts {
-                conflicts: engine.conflicts(&conversation_id),
-                conversation_id,
+        self.engine
+            .blocking(move |engine| {
+                Ok(Conflicts {
+                    conflicts: engine.conflicts(&conversation_id),
+                    conversation_id,
+                })
             })
-        })
-        .await
+            .await
     }
 
     /// Resolves the conflict between `earlier` and `later` in `conversation` as a person
@@ -268,9 +269,10 @@ impl WriteWing {
         if !open {
             return Err(no_such());
         }
-        let engine = self.engine.clone();
         let conversation = conversation.clone();
-        blocking(move || engine.resolve(&conversation, first, second, resolution)).await
+        self.engine
+            .blocking(move |engine| engine.resolve(&conversation, first, second, resolution))
+            .await
     }
 }
 

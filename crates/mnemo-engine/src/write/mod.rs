@@ -456,10 +456,11 @@ impl WritePath<'_> {
             .iter()
             .filter(|m| !replacing.contains(&m.record.id))
         {
-            let engine = self.engine.clone();
             let (conv, text) = (conversation.clone(), vec![new.record.content.clone()]);
-            let near =
-                blocking(move || engine.nearest_facts(&conv, &text, CHANGE_CANDIDATE)).await?;
+            let near = self
+                .engine
+                .blocking(move |engine| engine.nearest_facts(&conv, &text, CHANGE_CANDIDATE))
+                .await?;
             let person = subject_of(&new.record.content);
             let closest = near
                 .into_iter()
@@ -481,9 +482,10 @@ impl WritePath<'_> {
             match answer {
                 Ok(prompts::Replaces { replaces: true }) => {
                     info!(conversation = %conversation, old = %old.content, new = %new_text, "replaced: the user's change");
-                    let engine = self.engine.clone();
                     let tombstone = vec![(old.path.clone(), Some(new_id))];
-                    blocking(move || engine.tombstone(&tombstone)).await?;
+                    self.engine
+                        .blocking(move |engine| engine.tombstone(&tombstone))
+                        .await?;
                     report.updated.push((old.id, new_id));
                     report.retracted.push(old.content);
                 }
@@ -520,34 +522,36 @@ impl WritePath<'_> {
     /// it ("It's green."). Turns written in the same millisecond as `turn` (its own answer,
     /// stored with it) are not before it.
     async fn earlier_exchange(&self, turn: &StoredMemory) -> Result<Earlier, EngineError> {
-        let engine = self.engine.clone();
         let (id, at) = (turn.record.id, turn.record.created_at);
-        blocking(move || {
-            let timeline = engine.timeline();
-            let mut before = Vec::new();
-            let mut cursor = timeline.neighbours(id).previous;
-            while let Some(previous) = cursor.filter(|_| before.len() < EARLIER_TURNS) {
-                before.push(previous);
-                cursor = timeline.neighbours(previous).previous;
-            }
-            let mut hits = engine.index().retrieve(&before, false)?;
-            hits.sort_by_key(|h| before.iter().position(|id| *id == h.id));
-            let mut earlier = Earlier::default();
-            for hit in hits.into_iter().filter(|h| h.payload.created_at < at) {
-                match hit.payload.role {
-                    Role::Assistant if earlier.assistant.is_none() && earlier.user.is_none() => {
-                        earlier.assistant = Some(hit.payload.content)
-                    }
-                    Role::User if earlier.user.is_none() => {
-                        earlier.user = Some(hit.payload.content);
-                        break;
-                    }
-                    _ => {}
+        self.engine
+            .blocking(move |engine| {
+                let timeline = engine.timeline();
+                let mut before = Vec::new();
+                let mut cursor = timeline.neighbours(id).previous;
+                while let Some(previous) = cursor.filter(|_| before.len() < EARLIER_TURNS) {
+                    before.push(previous);
+                    cursor = timeline.neighbours(previous).previous;
                 }
-            }
-            Ok(earlier)
-        })
-        .await
+                let mut hits = engine.index().retrieve(&before, false)?;
+                hits.sort_by_key(|h| before.iter().position(|id| *id == h.id));
+                let mut earlier = Earlier::default();
+                for hit in hits.into_iter().filter(|h| h.payload.created_at < at) {
+                    match hit.payload.role {
+                        Role::Assistant
+                            if earlier.assistant.is_none() && earlier.user.is_none() =>
+                        {
+                            earlier.assistant = Some(hit.payload.content)
+                        }
+                        Role::User if earlier.user.is_none() => {
+                            earlier.user = Some(hit.payload.content);
+                            break;
+                        }
+                        _ => {}
+                    }
+                }
+                Ok(earlier)
+            })
+            .await
     }
 
     /// The extracted facts the user's words support (all of them with `fact_grounding`
@@ -642,9 +646,10 @@ impl WritePath<'_> {
             return Ok(());
         }
         let existing = {
-            let engine = self.engine.clone();
             let (conversation, facts) = (conversation.clone(), facts.clone());
-            blocking(move || engine.nearest_facts(&conversation, &facts, RELATED)).await?
+            self.engine
+                .blocking(move |engine| engine.nearest_facts(&conversation, &facts, RELATED))
+                .await?
         };
         let config = &self.engine.config();
         let rules = config.fact_grounding && config.applies(WriteRule::SamePerson);
@@ -738,11 +743,12 @@ impl WritePath<'_> {
         if operations.is_empty() {
             return Ok(());
         }
-        let engine = self.engine.clone();
         let conversation = conversation.clone();
         let origin = origin.clone();
-        let applied =
-            blocking(move || engine.apply(&conversation, &existing, operations, &origin)).await?;
+        let applied = self
+            .engine
+            .blocking(move |engine| engine.apply(&conversation, &existing, operations, &origin))
+            .await?;
         report.added.extend(applied.added);
         report.updated.extend(applied.updated);
         report.deleted.extend(applied.deleted);
@@ -762,15 +768,19 @@ impl WritePath<'_> {
         if report.changed_facts() && self.engine.config().enable_summarization {
             self.update_summary(conversation, report).await?;
         }
-        let engine = self.engine.clone();
         let conv = conversation.clone();
         // What this pass just acknowledged is never what it evicts.
         let keep: std::collections::HashSet<MemoryId> =
             report.added.iter().map(|m| m.record.id).collect();
-        report.evicted = blocking(move || engine.evict(&conv, &keep)).await?;
-        let engine = self.engine.clone();
+        report.evicted = self
+            .engine
+            .blocking(move |engine| engine.evict(&conv, &keep))
+            .await?;
         let message = report.commit_message(turns_written);
-        report.commit = blocking(move || Ok(engine.commit(&message))).await?;
+        report.commit = self
+            .engine
+            .blocking(move |engine| Ok(engine.commit(&message)))
+            .await?;
         report.engine_time = started.elapsed().saturating_sub(report.llm_time);
         info!(
             conversation = %conversation,
@@ -794,9 +804,10 @@ impl WritePath<'_> {
             return Ok(());
         };
         let previous = {
-            let engine = self.engine.clone();
             let conv = conversation.clone();
-            blocking(move || Ok(engine.summary(&conv))).await?
+            self.engine
+                .blocking(move |engine| Ok(engine.summary(&conv)))
+                .await?
         };
         let added: Vec<String> = report
             .added
@@ -840,9 +851,10 @@ impl WritePath<'_> {
         if text.is_empty() && !report.summary_cuts.is_empty() && previous.is_some() {
             // All it would say was retracted: no summary beats a false one (the old one is
             // kept as a tombstone, and the next pass with news writes a new one).
-            let engine = self.engine.clone();
-            let path = engine.store().summary_path(conversation);
-            blocking(move || engine.tombstone(&[(path, None)])).await?;
+            let path = self.engine.store().summary_path(conversation);
+            self.engine
+                .blocking(move |engine| engine.tombstone(&[(path, None)]))
+                .await?;
             report.summary_updated = true;
             return Ok(());
         }
