@@ -19,10 +19,10 @@ use std::time::{Duration, Instant};
 use futures_util::StreamExt;
 use mnemo_core::{Config, ConversationId, MemoryRecord, Role};
 use mnemo_engine::{MemoryClient, OpenOptions};
-use mnemo_scripted_llm::{add_every_fact, echo, ChatRequest, Reply, ScriptedLlm};
+use mnemo_scripted_llm::ScriptedLlm;
 use mnemo_server::ServerOptions;
 use serde_json::{json, Value};
-use support::{memory_text, models_dir};
+use support::{memory_text, models_dir, percentile_ms as percentile, round, scripted_model};
 
 const MEMORIES: usize = 10_000;
 const CONVERSATIONS: usize = 50;
@@ -60,26 +60,8 @@ fn main() {
     }
 }
 
-/// Echoes chats; turns each message into one fact, adds every new fact, and answers a new
-/// summary, as a model would.
-fn model(request: &ChatRequest) -> Reply {
-    let message = request.last_user_message().unwrap_or_default();
-    match request.schema_name() {
-        Some("facts") => {
-            let fact = message.replacen("My ", "The user's ", 1);
-            Reply::Json(json!({ "facts": [fact] }))
-        }
-        Some("memory_operations") => add_every_fact(request),
-        Some("summary") => {
-            let facts = message.lines().filter(|l| l.starts_with("- ")).count();
-            Reply::Json(json!({"summary": format!("The user told {facts} more things.")}))
-        }
-        _ => echo(request),
-    }
-}
-
 async fn run(quick: bool, vocabulary_expansion: Option<usize>) -> (Value, tempfile::TempDir) {
-    let upstream = ScriptedLlm::with_handler(model).await;
+    let upstream = ScriptedLlm::with_handler(scripted_model).await;
     let dir = tempfile::tempdir().unwrap();
     let mut config = Config {
         memory_path: dir.path().to_owned(),
@@ -281,12 +263,4 @@ async fn load(
         totals.1 += failed;
     }
     totals
-}
-
-fn percentile(v: &mut [f64], q: f64) -> f64 {
-    round(support::percentile(v, q))
-}
-
-fn round(x: f64) -> f64 {
-    (x * 100.0).round() / 100.0
 }

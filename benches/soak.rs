@@ -29,10 +29,10 @@ use std::time::{Duration, Instant};
 use futures_util::StreamExt;
 use mnemo_core::{Config, ConversationId, Role};
 use mnemo_engine::{MemoryClient, OpenOptions};
-use mnemo_scripted_llm::{add_every_fact, echo, ChatRequest, Reply, ScriptedLlm};
+use mnemo_scripted_llm::{ChatRequest, Reply, ScriptedLlm};
 use mnemo_server::ServerOptions;
 use serde_json::{json, Value};
-use support::{models_dir, round};
+use support::{models_dir, percentile_ms as percentile, round, scripted_model};
 
 const CLIENTS: usize = 16;
 
@@ -66,24 +66,6 @@ fn main() {
     }
 }
 
-/// Echoes chats; turns each message into one fact, adds every new fact, and answers a new
-/// summary, as a model would.
-fn model(request: &ChatRequest) -> Reply {
-    let message = request.last_user_message().unwrap_or_default();
-    match request.schema_name() {
-        Some("facts") => {
-            let fact = message.replacen("My ", "The user's ", 1);
-            Reply::Json(json!({ "facts": [fact] }))
-        }
-        Some("memory_operations") => add_every_fact(request),
-        Some("summary") => {
-            let facts = message.lines().filter(|l| l.starts_with("- ")).count();
-            Reply::Json(json!({"summary": format!("The user told {facts} more things.")}))
-        }
-        _ => echo(request),
-    }
-}
-
 /// One request's outcome: the minute it started in, its latency, and the user's words when
 /// it was acknowledged.
 struct Outcome {
@@ -96,8 +78,8 @@ async fn run(duration: Duration, learn: bool, answer_ms: u64) -> (Value, tempfil
     let think = Duration::from_millis(answer_ms);
     let upstream = ScriptedLlm::with_handler(move |request: &ChatRequest| {
         match (request.schema_name(), think.is_zero()) {
-            (None, false) => Reply::Delay(think, Box::new(model(request))),
-            _ => model(request),
+            (None, false) => Reply::Delay(think, Box::new(scripted_model(request))),
+            _ => scripted_model(request),
         }
     })
     .await;
@@ -288,11 +270,4 @@ fn sample(minute: u64) -> Value {
         .unwrap_or(0);
     let fds = std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count());
     json!({"minute": minute, "rss_mib": round(rss_kib as f64 / 1024.0), "open_files": fds})
-}
-
-fn percentile(v: &mut [f64], q: f64) -> f64 {
-    if v.is_empty() {
-        return 0.0;
-    }
-    round(support::percentile(v, q))
 }

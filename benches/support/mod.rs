@@ -60,6 +60,37 @@ pub fn locomo_session_number(key: &str) -> u32 {
 
 pub use mnemo_test_support::{models_dir, percentile};
 
+use mnemo_scripted_llm::{add_every_fact, echo, ChatRequest, Reply};
+
+/// The scripted model the proxy and soak benches chat with: echoes chats; turns each message
+/// into one fact, adds every new fact, and answers a new summary, as a model would, so each
+/// turn's write path does all its work.
+pub fn scripted_model(request: &ChatRequest) -> Reply {
+    let message = request.last_user_message().unwrap_or_default();
+    match request.schema_name() {
+        Some("facts") => {
+            let fact = message.replacen("My ", "The user's ", 1);
+            Reply::Json(serde_json::json!({ "facts": [fact] }))
+        }
+        Some("memory_operations") => add_every_fact(request),
+        Some("summary") => {
+            let facts = message.lines().filter(|l| l.starts_with("- ")).count();
+            Reply::Json(
+                serde_json::json!({"summary": format!("The user told {facts} more things.")}),
+            )
+        }
+        _ => echo(request),
+    }
+}
+
+/// The `q` quantile of `values` in milliseconds, rounded for a report; 0 for none.
+pub fn percentile_ms(values: &mut [f64], q: f64) -> f64 {
+    if values.is_empty() {
+        return 0.0;
+    }
+    round(percentile(values, q))
+}
+
 /// Starts the local LLM set-up installed (`scripts/setup llm`); returns it and a config
 /// with the models' folder set, for the bench to complete.
 pub async fn local_llm() -> (mnemo_llm::LocalLlm, mnemo_core::Config) {
