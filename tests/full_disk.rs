@@ -1,7 +1,8 @@
 //! A full disk and a store mnemo may not write, as an operator meets them: the store on a
 //! small filesystem (a tmpfs) that another file fills. `mnemo serve` stays up, refuses
 //! writes with 507 `insufficient_storage` in words that name no server path, says so in
-//! `/health`, loses nothing it acknowledged, and writes again once space is back; a store on
+//! `/health`, loses nothing it acknowledged, and writes again once space is back; a
+//! write-path pass the full disk failed runs again by itself once there is room; a store on
 //! a read-only filesystem is a clear error at start-up.
 //!
 //! Mounting a tmpfs needs root (CI has it): without it these tests say why and pass, and
@@ -12,6 +13,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use std::sync::{Arc, Mutex};
+
+use mnemo_scripted_llm::{add_every_fact, echo, ChatRequest, Reply, ScriptedLlm};
 use serde_json::{json, Value};
 
 mod support;
@@ -195,6 +199,106 @@ async fn a_full_disk_refuses_writes_with_507_and_loses_nothing() {
         "{log}"
     );
     assert!(!log.contains("backtrace"), "{log}");
+}
+
+/// The facts of conversation `disk` as listed now.
+async fn facts(url: &str) -> Vec<String> {
+    let (status, listed) =
+        send(http().get(format!("{url}/v1/memories?conversation_id=disk&limit=100"))).await;
+    assert_eq!(status, 200, "{listed}");
+    listed["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "memory")
+        .map(|m| m["content"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pass_the_full_disk_failed_runs_again_once_there_is_room() {
+    let Some(fs) = mnemo_test_support::require(Tmpfs::mount("64m")) else {
+        return;
+    };
+    let root = fs.path().join("store");
+    // The model fills the disk as it is asked for the turn's facts: the chat was answered
+    // and its turn stored, and the pass meets a full disk when it writes the fact.
+    // (the filler, once made)
+    let filler: Arc<Mutex<Option<Option<PathBuf>>>> = Arc::default();
+    let llm = {
+        let (filler, disk) = (filler.clone(), fs.path().to_owned());
+        ScriptedLlm::with_handler(move |request: &ChatRequest| match request.schema_name() {
+            Some("facts") => {
+                let mut filler = filler.lock().unwrap();
+                if filler.is_none() {
+                    *filler = Some(Some(fill(&disk)));
+                }
+                Reply::Json(json!({"facts": ["The user keeps the kayak in the boathouse."]}))
+            }
+            Some("memory_operations") => add_every_fact(request),
+            Some("summary") => Reply::Json(json!({"summary": "The user has a kayak."})),
+            _ => echo(request),
+        })
+        .await
+    };
+    let log_dir = tempfile::tempdir().unwrap();
+    let log = log_dir.path().join("stderr");
+    let (mut server, url) = support::spawn_server_with_stderr(
+        support::mnemo_command(&root)
+            .args(["serve", "--port", "0", "--no-local-llm"])
+            .env("MNEMO_START_WATCHER", "false")
+            .env("MNEMO_OPENAI_BASE_URL", llm.base_url()),
+        Stdio::from(std::fs::File::create(&log).unwrap()),
+    );
+    let (status, answer) = send(
+        http()
+            .post(format!("{url}/v1/chat/completions"))
+            .json(&json!({
+                "model": "scripted",
+                "memory_id": "disk",
+                "messages": [{"role": "user", "content": "I keep the kayak in the boathouse."}],
+            })),
+    )
+    .await;
+    assert_eq!(status, 200, "{answer}");
+
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !std::fs::read_to_string(&log)
+        .unwrap()
+        .contains("failed write-path passes run again once it has room")
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the pass never met the full disk: {}",
+            std::fs::read_to_string(&log).unwrap()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        facts(&url).await.is_empty(),
+        "nothing was learnt on a full disk"
+    );
+
+    let filled = filler.lock().unwrap().as_mut().unwrap().take().unwrap();
+    std::fs::remove_file(filled).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let learnt = facts(&url).await;
+        if !learnt.is_empty() {
+            assert_eq!(learnt, ["The user keeps the kayak in the boathouse."]);
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the pass did not run again once there was room: {}",
+            std::fs::read_to_string(&log).unwrap()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    server.kill().unwrap();
+    server.wait().unwrap();
+    let log = std::fs::read_to_string(&log).unwrap();
+    assert!(!log.contains("panicked"), "{log}");
 }
 
 #[test]

@@ -11,6 +11,7 @@ use std::sync::Mutex;
 
 use serde_json::Value;
 
+use mnemo_fs::faults::{self, Seam};
 use mnemo_fs::StoreDir;
 
 use crate::messages::{answered_call, output_text};
@@ -161,9 +162,18 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
         .write(true)
         .create_new(true)
         .open(&tmp)?;
-    file.write_all(bytes)?;
-    file.sync_all()?;
+    let written = (|| {
+        faults::check(path, Seam::Write)?;
+        file.write_all(bytes)?;
+        faults::check(path, Seam::Sync)?;
+        file.sync_all()?;
+        faults::check(path, Seam::Rename)
+    })();
     drop(file);
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
+    }
     std::fs::rename(&tmp, path)?;
     std::fs::File::open(dir)?.sync_all()
 }

@@ -17,6 +17,7 @@ use tracing::debug;
 use crate::api::{ApiEmbeddings, ApiEmbeddingsConfig};
 use crate::error::EmbedError;
 use crate::files::ModelFiles;
+use crate::recent::RecentVectors;
 use crate::runtime;
 
 /// Where the model lives and how to run it.
@@ -57,6 +58,8 @@ pub struct Embedder {
     batch_size: usize,
     /// Queries waiting for the model: bulk embedding lets them go first, batch by batch.
     queries_waiting: AtomicUsize,
+    /// Texts embedded lately, answered without the model.
+    recent: RecentVectors,
 }
 
 /// What computes the vectors. One per process, behind an `Arc`: its size does not matter.
@@ -103,6 +106,7 @@ impl Embedder {
             dimension,
             batch_size: config.batch_size.max(1),
             queries_waiting: AtomicUsize::new(0),
+            recent: RecentVectors::default(),
         })
     }
 
@@ -118,6 +122,7 @@ impl Embedder {
             backend: Backend::Api(api),
             dimension,
             queries_waiting: AtomicUsize::new(0),
+            recent: RecentVectors::default(),
         })
     }
 
@@ -135,6 +140,12 @@ impl Embedder {
         // One batch per hold of the model: a search's query waiting meanwhile goes next, so
         // indexing a thousand files or a long turn cannot stall a chat request.
         for batch in texts.chunks(self.batch_size) {
+            let known: Option<Vec<Vec<f32>>> =
+                batch.iter().map(|t| self.recent.get(t.as_ref())).collect();
+            if let Some(known) = known {
+                vectors.extend(known);
+                continue;
+            }
             // Bounded: a steady stream of queries delays a batch, never starves it (bulk
             // embedding may run under the index's write lock).
             let mut waited = 0;
@@ -156,8 +167,33 @@ impl Embedder {
             .ok_or_else(|| EmbedError::Inference("the model returned no vector".into()))
     }
 
-    /// Embeds `texts` in one hold of the model (one request to an endpoint).
+    /// Embeds `texts` in one hold of the model (one request to an endpoint), but for those
+    /// embedded lately.
     fn run<S: AsRef<str> + Send + Sync>(&self, texts: &[S]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let mut vectors: Vec<Option<Vec<f32>>> =
+            texts.iter().map(|t| self.recent.get(t.as_ref())).collect();
+        let missing: Vec<&str> = texts
+            .iter()
+            .zip(&vectors)
+            .filter(|(_, v)| v.is_none())
+            .map(|(t, _)| t.as_ref())
+            .collect();
+        let mut computed = self.run_model(&missing)?.into_iter();
+        for (text, vector) in missing
+            .iter()
+            .zip(vectors.iter_mut().filter(|v| v.is_none()))
+        {
+            let fresh = computed.next().ok_or_else(|| {
+                EmbedError::Inference("the model returned fewer vectors than texts".into())
+            })?;
+            self.recent.put(text, &fresh);
+            *vector = Some(fresh);
+        }
+        Ok(vectors.into_iter().flatten().collect())
+    }
+
+    /// Embeds `texts` with the model itself.
+    fn run_model(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
         if texts.is_empty() {
             return Ok(Vec::new());
         }

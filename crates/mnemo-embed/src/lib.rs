@@ -16,6 +16,7 @@ pub mod api;
 mod embedder;
 mod error;
 mod files;
+mod recent;
 mod reranker;
 pub mod runtime;
 

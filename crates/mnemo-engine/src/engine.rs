@@ -34,6 +34,7 @@ use crate::index::timeline::Timeline;
 use crate::index::vocabulary::{BackgroundBuild, BuildReport, Vocabulary};
 use crate::index::vocabulary_file::VocabularyFile;
 use crate::retrieval::{ReadPath, ResolvedSearch, SearchRequest, Searched};
+use crate::state::deferred_keys::DeferredKeys;
 use crate::state::governance::ContextState;
 use crate::state::index_queue::IndexQueue;
 use crate::state::locks::LockMap;
@@ -155,6 +156,8 @@ struct IndexPart {
     recovery: std::sync::OnceLock<Recovery>,
     /// Turns written by chats, waiting to be indexed.
     turns_to_index: IndexQueue,
+    /// Conversations whose key upkeep waits for the end of their pass.
+    deferred_keys: DeferredKeys,
 }
 
 /// The write wing's part.
@@ -255,6 +258,10 @@ impl Engine {
 
     pub(crate) fn turns_to_index(&self) -> &IndexQueue {
         &self.index_part.turns_to_index
+    }
+
+    pub(crate) fn deferred_keys(&self) -> &DeferredKeys {
+        &self.index_part.deferred_keys
     }
 }
 
@@ -434,6 +441,7 @@ impl Engine {
             batch_size: config.embed_batch_size,
             vocabulary: None,
             model_words: key_scheme.model_words.as_deref(),
+            ahead: None,
         };
         let startup_sync = startup_indexer.sync(&mut snapshot, &mut |p| {
             if let Some(f) = progress.as_mut() {
@@ -520,6 +528,7 @@ impl Engine {
                 backend: index_backend,
                 recovery: std::sync::OnceLock::new(),
                 turns_to_index: IndexQueue::default(),
+                deferred_keys: DeferredKeys::default(),
             },
             write_part: WritePart {
                 conversation_locks: LockMap::new(),

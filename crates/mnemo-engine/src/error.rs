@@ -159,6 +159,21 @@ impl EngineError {
         text.contains("(os error 28)") || text.contains("(os error 122)")
     }
 
+    /// True when the disk failed a write or read (an I/O error, EIO), however deep the
+    /// error that says so: whether the request's write reached the disk is not known.
+    pub fn is_disk_failure(&self) -> bool {
+        let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(self);
+        while let Some(error) = cause {
+            if let Some(io) = error.downcast_ref::<std::io::Error>() {
+                if io.raw_os_error() == Some(libc::EIO) {
+                    return true;
+                }
+            }
+            cause = error.source();
+        }
+        self.to_string().contains("(os error 5)")
+    }
+
     /// True when set-up has not installed a model or library.
     pub fn is_missing_setup(&self) -> bool {
         matches!(

@@ -2,9 +2,11 @@
 //!
 //! Every write holds the snapshot lock from its first file write until the snapshot records
 //! the file, so the watcher, which takes the same lock, finds the file already indexed with
-//! the same hash and does not index it a second time. The write path ([`crate::write`]) and
-//! the chat turns ([`crate::chat`]) write through here; hand edits come in through
-//! [`Engine::apply_file_changes`], which the watcher calls.
+//! the same hash and does not index it a second time. What a write embeds is embedded before
+//! that lock is taken ([`Indexer::embed_ahead`]): searches go first at the embedder, and a
+//! writer waiting there under the lock would hold every other writer behind them. The write
+//! path ([`crate::write`]) and the chat turns ([`crate::chat`]) write through here; hand edits
+//! come in through [`Engine::apply_file_changes`], which the watcher calls.
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -17,7 +19,7 @@ use tracing::{info, warn};
 use crate::engine::Engine;
 use crate::error::EngineError;
 use crate::index::snapshot::Snapshot;
-use crate::index::sync::{read_file, FileRead, Indexer, PathChange, SyncReport};
+use crate::index::sync::{read_file, EmbeddedAhead, FileRead, Indexer, PathChange, SyncReport};
 use crate::index::timeline::Timeline;
 use crate::index::watcher::FileChanges;
 
@@ -27,6 +29,7 @@ impl Engine {
         &self,
         records: Vec<MemoryRecord>,
     ) -> Result<Vec<StoredMemory>, EngineError> {
+        let ahead = self.indexer().embed_ahead(&records)?;
         let mut snapshot = self.snapshot().lock();
         let mut written = Vec::with_capacity(records.len());
         for record in records {
@@ -40,7 +43,7 @@ impl Engine {
                 file.sha256,
             ));
         }
-        self.index_written(&mut snapshot, &written)?;
+        self.index_written(&mut snapshot, &written, &ahead)?;
         Ok(written.into_iter().map(|(m, _)| m).collect())
     }
 
@@ -51,37 +54,73 @@ impl Engine {
         path: &std::path::Path,
         record: MemoryRecord,
     ) -> Result<StoredMemory, EngineError> {
+        let mut rewritten = self.rewrite_records(vec![(path.to_owned(), record)])?;
+        rewritten
+            .pop()
+            .ok_or_else(|| EngineError::Task("a rewrite returned no memory".into()))
+    }
+
+    /// [`rewrite_record`](Self::rewrite_record) for several files, indexed together: the
+    /// index's upkeep after a write (the timeline, the keys) runs once for all of them.
+    pub(crate) fn rewrite_records(
+        &self,
+        edits: Vec<(PathBuf, MemoryRecord)>,
+    ) -> Result<Vec<StoredMemory>, EngineError> {
+        if edits.is_empty() {
+            return Ok(Vec::new());
+        }
+        let ahead = self.indexer().embed_ahead(edits.iter().map(|(_, r)| r))?;
         let mut snapshot = self.snapshot().lock();
-        let file = self.store().rewrite(path, &record)?;
-        self.note_for_git([&file.path]);
-        let written = [(
-            StoredMemory {
-                record,
-                path: file.path,
-            },
-            file.sha256,
-        )];
-        self.index_written(&mut snapshot, &written)?;
-        let [(memory, _)] = written;
-        Ok(memory)
+        let mut written = Vec::with_capacity(edits.len());
+        let result = (|| {
+            for (path, record) in edits {
+                let file = self.store().rewrite(&path, &record)?;
+                self.note_for_git([&file.path]);
+                let memory = StoredMemory {
+                    record,
+                    path: file.path,
+                };
+                written.push((memory, file.sha256));
+            }
+            Ok::<(), EngineError>(())
+        })();
+        // What was rewritten before a failure is on disk, so it is indexed all the same.
+        self.index_written(&mut snapshot, &written, &ahead)?;
+        result.map(|()| written.into_iter().map(|(m, _)| m).collect())
     }
 
     /// Indexes files just written (with their hashes), under the snapshot lock their
-    /// writer holds.
+    /// writer holds, with the vectors their writer embedded before taking it.
     fn index_written(
         &self,
         snapshot: &mut Snapshot,
         written: &[(StoredMemory, String)],
+        ahead: &EmbeddedAhead,
     ) -> Result<(), EngineError> {
-        let indexer = self.indexer();
+        let indexer = self.indexer().with_ahead(ahead);
+        let conversations = written.iter().map(|(m, _)| &m.record.conversation_id);
+        let keys_later = self.deferred_keys().all_deferred(conversations);
         let indexed = indexer
             .index_memories(snapshot, written, &mut |_| {})
             .and_then(|()| {
                 let timeline = self.refresh_timeline(snapshot);
-                indexer.refresh_keys(snapshot, &timeline)
+                match keys_later {
+                    true => Ok(0),
+                    false => indexer.refresh_keys(snapshot, &timeline),
+                }
             });
         self.refresh_timeline(snapshot);
         indexed.map(drop)
+    }
+
+    /// Rebuilds every stale lexical key now: the end of a pass whose writes left them (see
+    /// [`crate::state::deferred_keys`]).
+    pub(crate) fn refresh_stale_keys(&self) -> Result<(), EngineError> {
+        let mut snapshot = self.snapshot().lock();
+        let timeline = self.refresh_timeline(&snapshot);
+        self.indexer()
+            .refresh_keys(&mut snapshot, &timeline)
+            .map(drop)
     }
 
     /// Writes one record to disk, without indexing it (see
@@ -123,6 +162,7 @@ impl Engine {
         let mut snapshot = self.snapshot().lock();
         let mut tombstones = Vec::new();
         let mut ids = Vec::new();
+        let mut conversations = Vec::new();
         let result = (|| {
             for (path, replaced_by, reason) in files {
                 if !path.is_file() {
@@ -134,13 +174,17 @@ impl Engine {
                         .soft_delete_because(path, *replaced_by, reason.as_deref())?;
                 self.note_for_git([path, &tombstone]);
                 tombstones.push(tombstone);
-                snapshot.files.remove(self.store().relative(path).as_ref());
+                if let Some(entry) = snapshot.files.remove(self.store().relative(path).as_ref()) {
+                    conversations.push(entry.conversation_id);
+                }
                 ids.push(id);
             }
             self.index().delete(&ids)?;
             snapshot.mark_changed();
             let timeline = self.refresh_timeline(&snapshot);
-            self.indexer().refresh_keys(&mut snapshot, &timeline)?;
+            if !self.deferred_keys().all_deferred(&conversations) {
+                self.indexer().refresh_keys(&mut snapshot, &timeline)?;
+            }
             Ok(())
         })();
         self.refresh_timeline(&snapshot);
@@ -165,8 +209,20 @@ impl Engine {
                 .map(|p| (p, read_file(self.store(), p)))
                 .collect(),
         };
+        // Embedded before locking too. A file that does not parse is skipped under the lock;
+        // an embedder that fails here fails again there, at the file it fails on, after the
+        // changes before it are taken in.
+        let records: Vec<MemoryRecord> = reads
+            .iter()
+            .filter_map(|(path, read)| match read {
+                FileRead::Bytes(bytes) => self.store().parse(path, bytes).ok(),
+                _ => None,
+            })
+            .map(|memory| memory.record)
+            .collect();
+        let ahead = self.indexer().embed_ahead(&records).unwrap_or_default();
         let mut snapshot = self.snapshot().lock();
-        let result = self.sync_paths(&mut snapshot, reads, changes.rescan);
+        let result = self.sync_paths(&mut snapshot, reads, changes.rescan, &ahead);
         self.refresh_timeline(&snapshot);
         result
     }
@@ -176,8 +232,9 @@ impl Engine {
         snapshot: &mut Snapshot,
         reads: Vec<(&PathBuf, FileRead)>,
         rescan: bool,
+        ahead: &EmbeddedAhead,
     ) -> Result<(), EngineError> {
-        let indexer = self.indexer();
+        let indexer = self.indexer().with_ahead(ahead);
         if rescan {
             indexer.sync(snapshot, &mut |_| {})?;
             return Ok(());
@@ -233,6 +290,7 @@ impl Engine {
             batch_size: self.config().embed_batch_size,
             vocabulary: self.vocabulary().as_deref(),
             model_words: self.key_scheme().model_words.as_deref(),
+            ahead: None,
         }
     }
 

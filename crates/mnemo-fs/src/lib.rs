@@ -15,7 +15,10 @@
 //! check for the store's files and for git alike.
 //!
 //! Every crate that reads the store (memories, sessions, context state) reads through here.
-//! And since a store also fills its disk: [`free_space`] says how much room is left.
+//! And since a store also fills its disk: [`free_space`] says how much room is left, and
+//! [`faults`] lets tests make chosen writes fail as a failing disk would.
+
+pub mod faults;
 
 use std::fs::File;
 use std::io::{self, Read};
@@ -328,6 +331,18 @@ pub struct FreeSpace {
     pub bytes: u64,
     /// Files that may still be created, when the filesystem counts them.
     pub files: Option<u64>,
+}
+
+/// Below this much free room a store counts as full: a memory file (at most 1 MiB), its
+/// commit and the index's flush need a little more than one file's worth.
+pub const MIN_FREE_BYTES: u64 = 4 << 20;
+
+impl FreeSpace {
+    /// Whether a write would likely fail for lack of room: less than [`MIN_FREE_BYTES`],
+    /// or no new file.
+    pub fn is_full(&self) -> bool {
+        self.bytes < MIN_FREE_BYTES || self.files == Some(0)
+    }
 }
 
 /// How much room is left on the filesystem that holds `path`.

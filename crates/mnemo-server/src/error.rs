@@ -202,6 +202,14 @@ impl From<EngineError> for ApiError {
                 "the disk that holds the store is full: this request was not stored (what was acknowledged before is kept). Free space there and send it again",
             );
         }
+        if error.is_disk_failure() {
+            warn!("the disk failed a write: {error}");
+            return Self::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "storage_error",
+                "the disk that holds the store failed (an I/O error): this request may not have been stored, and what was acknowledged before is kept. The server's log names the file; check the disk, then send it again",
+            );
+        }
         if error.is_index_unavailable() {
             // Said once per outage by the engine; the client may simply try again.
             return Self::new(

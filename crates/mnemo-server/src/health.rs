@@ -103,15 +103,13 @@ pub struct StorageHealth {
     pub free_bytes: Option<u64>,
 }
 
-/// Below this much free room the store counts as full: a memory file (at most 1 MiB), its
-/// commit and the index's flush need a little more than one file's worth.
-pub const MIN_FREE_BYTES: u64 = 4 << 20;
+pub use mnemo_store::MIN_FREE_BYTES;
 
 impl StorageHealth {
     async fn of(client: &mnemo_engine::MemoryClient, detailed: bool) -> Self {
         match client.free_space().await {
             Ok(free) => Self {
-                full: free.bytes < MIN_FREE_BYTES || free.files == Some(0),
+                full: free.is_full(),
                 free_bytes: detailed.then_some(free.bytes),
             },
             // A disk that cannot be measured is not called full: its writes say so if it is.

@@ -329,7 +329,9 @@ pub fn append(path: &Path, records: &[Record]) -> io::Result<u64> {
         ));
     }
     // O_APPEND: whatever else writes to the file, a record is never written over another.
+    mnemo_fs::faults::check(path, mnemo_fs::faults::Seam::Write)?;
     file.write_all(&bytes)?;
+    mnemo_fs::faults::check(path, mnemo_fs::faults::Seam::Sync)?;
     file.sync_data()?;
     if created {
         sync_parent(path)?;

@@ -4,6 +4,8 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
+use mnemo_fs::faults::{self, Seam};
+
 /// Prefix of the temporary files [`write_atomic`] creates; hidden, so scans and watchers skip them.
 pub const TEMP_PREFIX: &str = ".mnemo-tmp-";
 
@@ -16,9 +18,12 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     create_dirs_durably(dir)?;
     let (tmp_path, mut tmp) = create_temp(dir)?;
     let result = (|| {
+        faults::check(path, Seam::Write)?;
         tmp.write_all(bytes)?;
+        faults::check(path, Seam::Sync)?;
         tmp.sync_all()?;
         drop(tmp);
+        faults::check(path, Seam::Rename)?;
         fs::rename(&tmp_path, path)?;
         sync_dir(dir)
     })();
@@ -34,6 +39,7 @@ pub fn rename_durably(from: &Path, to: &Path) -> io::Result<()> {
         .parent()
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "path has no parent"))?;
     create_dirs_durably(to_dir)?;
+    faults::check(to, Seam::Rename)?;
     fs::rename(from, to)?;
     sync_dir(to_dir)?;
     if let Some(from_dir) = from.parent() {
@@ -75,6 +81,7 @@ pub fn create_dirs_durably(dir: &Path) -> io::Result<()> {
 }
 
 fn sync_dir(dir: &Path) -> io::Result<()> {
+    faults::check(dir, Seam::Sync)?;
     File::open(dir)?.sync_all()
 }
 

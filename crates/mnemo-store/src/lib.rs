@@ -18,7 +18,7 @@ mod store;
 pub mod untrusted;
 
 pub use layout::{Location, MemoryKind};
-pub use mnemo_fs::FreeSpace;
+pub use mnemo_fs::{FreeSpace, MIN_FREE_BYTES};
 pub use store::{
     duplicate_id, sha256_hex, FileStore, ListedFile, Scan, SkippedFile, StoreError, StoredMemory,
     WrittenFile,

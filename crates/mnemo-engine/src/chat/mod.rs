@@ -528,6 +528,13 @@ impl ChatWing {
         let user_text = inject::last_user_text(&body)
             .filter(|t| !t.trim().is_empty())
             .filter(|_| pending.as_ref().is_none_or(|p| p.user_message_is_new));
+        if fields.learn {
+            // Before retrieval, so what was learnt meanwhile is found.
+            self.engine
+                .write()
+                .wait_for_room(&fields.conversation)
+                .await;
+        }
 
         let started = std::time::Instant::now();
         let searched = match &user_text {

@@ -17,6 +17,7 @@
 //! (a damaged file, or one whose words are not the tokenizer's, is embedded again and
 //! rewritten). A process loads them once for every store it opens.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -70,6 +71,51 @@ pub struct ModelWords {
     dimension: usize,
     /// Identifies the vectors: keys built from other vectors are rebuilt.
     fingerprint: String,
+    /// Answers given lately, by a hash of the question: a turn's key is rebuilt each time a
+    /// neighbour or fact of it changes, and its nearest words do not change with them.
+    recent: Mutex<RecentAnswers>,
+}
+
+/// Lately found nearest words (positions in `words`), in two generations of
+/// [`RECENT_ANSWERS`] each: bounded, and what is asked again keeps its place.
+#[derive(Debug, Default)]
+struct RecentAnswers {
+    newer: HashMap<u64, Vec<usize>>,
+    older: HashMap<u64, Vec<usize>>,
+}
+
+/// Answers kept per generation.
+const RECENT_ANSWERS: usize = 2048;
+
+impl RecentAnswers {
+    fn get(&mut self, question: u64) -> Option<Vec<usize>> {
+        if let Some(answer) = self.newer.get(&question) {
+            return Some(answer.clone());
+        }
+        let answer = self.older.remove(&question)?;
+        self.put(question, answer.clone());
+        Some(answer)
+    }
+
+    fn put(&mut self, question: u64, answer: Vec<usize>) {
+        if self.newer.len() >= RECENT_ANSWERS {
+            self.older = std::mem::take(&mut self.newer);
+        }
+        self.newer.insert(question, answer);
+    }
+}
+
+/// Identifies a nearest-words question: every bit of the vector, the stems left out, `n`.
+fn question(vector: &[f32], own: &SparseVector, n: usize) -> u64 {
+    let mut hasher = xxhash_rust::xxh3::Xxh3::new();
+    for x in vector {
+        hasher.update(&x.to_le_bytes());
+    }
+    for term in &own.indices {
+        hasher.update(&term.to_le_bytes());
+    }
+    hasher.update(&n.to_le_bytes());
+    hasher.digest()
 }
 
 /// Model words loaded in this process, by folder and model: every store opened shares them.
@@ -156,6 +202,7 @@ impl ModelWords {
             vectors,
             dimension: embedder.dimension(),
             fingerprint,
+            recent: Mutex::default(),
         })
     }
 
@@ -185,23 +232,42 @@ impl ModelWords {
     /// [`nearest`](Self::nearest) for each `(vector, own)`, scored in blocks of
     /// 64 vectors: one matrix product each.
     pub fn nearest_each(&self, queries: &[(&[f32], &SparseVector)], n: usize) -> Vec<Vec<&str>> {
-        let mut nearest = Vec::with_capacity(queries.len());
-        for block in queries.chunks(QUERY_BLOCK) {
-            let vectors: Vec<&[f32]> = block.iter().map(|(v, _)| *v).collect();
+        let questions: Vec<u64> = queries.iter().map(|(v, own)| question(v, own, n)).collect();
+        let mut answers: Vec<Option<Vec<usize>>> = {
+            let mut recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
+            questions.iter().map(|q| recent.get(*q)).collect()
+        };
+        let unanswered: Vec<usize> = (0..queries.len())
+            .filter(|&i| answers[i].is_none())
+            .collect();
+        for block in unanswered.chunks(QUERY_BLOCK) {
+            let vectors: Vec<&[f32]> = block.iter().map(|&i| queries[i].0).collect();
             let scores = if n > 0 {
                 scores(&self.vectors, self.dimension, &vectors)
             } else {
                 vec![Vec::new(); block.len()]
             };
-            for ((_, own), scores) in block.iter().zip(scores) {
-                nearest.push(self.best(scores, own, n));
+            let mut recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
+            for (&i, scores) in block.iter().zip(scores) {
+                let answer = self.best(scores, queries[i].1, n);
+                recent.put(questions[i], answer.clone());
+                answers[i] = Some(answer);
             }
         }
-        nearest
+        answers
+            .into_iter()
+            .map(|positions| {
+                positions
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|at| self.words[at].as_str())
+                    .collect()
+            })
+            .collect()
     }
 
     /// The `n` best-scored words, one per stem, leaving out stems `own` holds.
-    fn best(&self, scores: Vec<f32>, own: &SparseVector, n: usize) -> Vec<&str> {
+    fn best(&self, scores: Vec<f32>, own: &SparseVector, n: usize) -> Vec<usize> {
         let mut scored: Vec<(f32, usize)> = scores
             .into_iter()
             .enumerate()
@@ -233,9 +299,6 @@ impl ModelWords {
             pick(&scored[head..], &mut taken);
         }
         taken
-            .into_iter()
-            .map(|at| self.words[at].as_str())
-            .collect()
     }
 }
 
@@ -454,6 +517,7 @@ mod tests {
             vectors: entries.iter().flat_map(|(_, v)| *v).collect(),
             dimension: 2,
             fingerprint: String::new(),
+            recent: Mutex::default(),
         }
     }
 

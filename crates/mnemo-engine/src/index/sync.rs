@@ -69,9 +69,66 @@ pub struct Indexer<'a> {
     pub vocabulary: Option<&'a RwLock<Vocabulary>>,
     /// The model's words, when document expansion is on.
     pub model_words: Option<&'a ModelWords>,
+    /// Vectors embedded before the snapshot lock was taken ([`Indexer::embed_ahead`]), used
+    /// instead of embedding again under it.
+    pub ahead: Option<&'a EmbeddedAhead>,
+}
+
+/// Vectors of memories about to be indexed, and of their words the vocabulary lacks,
+/// computed before the snapshot lock is taken: the embedder serves searches first, so a
+/// writer that embedded under that lock would hold every other writer (the write path, the
+/// turns of other chats) behind the searches of a busy server.
+#[derive(Debug, Default)]
+pub struct EmbeddedAhead {
+    /// By the dense key embedded.
+    dense: HashMap<String, Vec<f32>>,
+    /// Words the vocabulary lacked, with their vectors.
+    words: Vec<(String, Vec<f32>)>,
+}
+
+impl<'a> Indexer<'a> {
+    /// This indexer, taking the vectors in `ahead` instead of embedding them again.
+    pub fn with_ahead(self, ahead: &'a EmbeddedAhead) -> Self {
+        Self {
+            ahead: Some(ahead),
+            ..self
+        }
+    }
+
+    /// Embeds what indexing `records` needs (their dense keys, the words the vocabulary
+    /// lacks), without touching the snapshot, so the caller can do it before locking it.
+    pub fn embed_ahead<'r>(
+        &self,
+        records: impl IntoIterator<Item = &'r MemoryRecord>,
+    ) -> Result<EmbeddedAhead, EngineError> {
+        let records: Vec<&MemoryRecord> = records.into_iter().collect();
+        let texts: Vec<String> = records.iter().map(|r| keys::dense_key(r)).collect();
+        let vectors = self.embedder.embed(&texts)?;
+        let contents: Vec<&str> = records.iter().map(|r| r.content.as_str()).collect();
+        Ok(EmbeddedAhead {
+            dense: texts.into_iter().zip(vectors).collect(),
+            words: self.embed_unknown_words(&contents).unwrap_or_default(),
+        })
+    }
 }
 
 impl Indexer<'_> {
+    /// The dense vectors of `texts`: those embedded ahead, the others embedded now.
+    fn dense_vectors_of(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EngineError> {
+        let ahead = |text: &String| self.ahead.and_then(|a| a.dense.get(text));
+        let missing: Vec<&String> = texts.iter().filter(|t| ahead(t).is_none()).collect();
+        let mut embedded = self.embedder.embed(&missing)?.into_iter();
+        texts
+            .iter()
+            .map(|text| match ahead(text) {
+                Some(vector) => Ok(vector.clone()),
+                None => embedded.next().ok_or_else(|| {
+                    EngineError::Task("the embedder returned fewer vectors than texts".into())
+                }),
+            })
+            .collect()
+    }
+
     /// Embeds `memories` and upserts them, in batches, recording each flushed batch.
     pub fn index_memories(
         &self,
@@ -86,7 +143,7 @@ impl Indexer<'_> {
                 .iter()
                 .map(|(m, _)| keys::dense_key(&m.record))
                 .collect();
-            let vectors = self.embedder.embed(&texts)?;
+            let vectors = self.dense_vectors_of(&texts)?;
             // A turn's neighbours, facts and nearest words are filled in by `refresh_keys`,
             // once every new memory is recorded.
             let needing_words: Vec<(&MemoryRecord, Option<&[f32]>)> = batch
@@ -146,21 +203,43 @@ impl Indexer<'_> {
             return;
         };
         let texts: Vec<&str> = texts.collect();
-        let unknown = vocabulary
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .unknown_words(&texts, self.lexical);
-        let vectors = match self.embedder.embed(&unknown) {
-            Ok(vectors) => vectors,
-            Err(e) => {
-                warn!("the vocabulary did not take the new memories' words: {e}");
-                return;
-            }
-        };
+        let mut words = self.ahead.map(|a| a.words.clone()).unwrap_or_default();
+        // Words first seen since they were embedded ahead (another writer's) are embedded now.
+        let known: HashSet<&str> = words.iter().map(|(w, _)| w.as_str()).collect();
+        match self.embed_unknown_words_except(&texts, &known) {
+            Some(more) => words.extend(more),
+            None => return,
+        }
         vocabulary
             .write()
             .unwrap_or_else(|p| p.into_inner())
-            .count(&texts, unknown.into_iter().zip(vectors).collect());
+            .count(&texts, words);
+    }
+
+    /// The words of `texts` the vocabulary lacks, embedded; `None` (logged) when the
+    /// embedder fails, which costs only expansion words.
+    fn embed_unknown_words(&self, texts: &[&str]) -> Option<Vec<(String, Vec<f32>)>> {
+        self.embed_unknown_words_except(texts, &HashSet::new())
+    }
+
+    fn embed_unknown_words_except(
+        &self,
+        texts: &[&str],
+        known: &HashSet<&str>,
+    ) -> Option<Vec<(String, Vec<f32>)>> {
+        let vocabulary = self.vocabulary?;
+        let mut unknown = vocabulary
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .unknown_words(texts, self.lexical);
+        unknown.retain(|w| !known.contains(w.as_str()));
+        match self.embedder.embed(&unknown) {
+            Ok(vectors) => Some(unknown.into_iter().zip(vectors).collect()),
+            Err(e) => {
+                warn!("the vocabulary did not take the new memories' words: {e}");
+                None
+            }
+        }
     }
 
     /// Whether the lexical key of a memory with `role` reads other files (a turn's

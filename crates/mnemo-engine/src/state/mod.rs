@@ -10,10 +10,12 @@
 //!   write wing's); [`locks`]: one lock per conversation, so its passes run one at a time.
 //! - [`usage`]: the upstream tokens and cost of answers (the chat wing's).
 //! - [`index_queue`]: the turns written and not yet indexed, drained a batch at a time
-//!   (the index's).
+//!   (the index's); [`deferred_keys`]: the conversations whose key upkeep waits for the
+//!   end of their write-path pass (the index's, set by the write wing).
 //! - [`revisions`]: the engines over the store as it was at recent revisions (searches as
 //!   of a revision).
 
+pub(crate) mod deferred_keys;
 pub(crate) mod governance;
 pub(crate) mod index_queue;
 pub(crate) mod locks;

@@ -1,15 +1,16 @@
 //! The write path's queue as state: the journal of passes in `<memory_path>/pending/`, the
-//! slots for passes' LLM work, and each conversation's waiting passes. How passes are queued,
-//! run and resumed is in [`crate::write::queue`].
+//! slots for passes' LLM work, each conversation's waiting passes and the room chats wait
+//! for. How passes are queued, run and resumed is in [`crate::write::queue`].
 
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
 use mnemo_core::ConversationId;
 use serde::{Deserialize, Serialize};
-use tokio::sync::Semaphore;
+use tokio::sync::{Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
@@ -18,6 +19,16 @@ use crate::error::EngineError;
 pub use mnemo_store::layout::PENDING_DIR;
 /// Write-path passes running at once; the others wait their turn on disk.
 pub const MAX_RUNNING_PASSES: usize = 2;
+/// Passes one conversation may have waiting (besides the one running) before a chat that
+/// would queue another waits for room: an agent that chats faster than its turns are learnt
+/// is slowed to the write path's pace instead of leaving an ever longer backlog.
+pub const MAX_WAITING_PER_CONVERSATION: usize = 8;
+/// Passes waiting in all, over every conversation, before chats wait for room.
+pub const MAX_WAITING: usize = 128;
+/// The longest a chat waits for room. Past it the chat goes on and its pass waits in the
+/// journal like the others: a write path stalled on a silent LLM must not stall chats for
+/// as long.
+pub const MAX_ROOM_WAIT: Duration = Duration::from_secs(30);
 /// The largest entry read back (an answer is capped far below this upstream).
 const MAX_ENTRY_BYTES: u64 = 32 << 20;
 
@@ -33,11 +44,19 @@ pub(crate) struct PendingPass {
     pub incomplete: bool,
 }
 
-/// A pass waiting for its conversation's worker, with its journal entry (none when it could
-/// not be journaled).
+/// A pass waiting for its conversation's worker.
 pub(crate) struct QueuedPass {
-    pub(crate) entry: Option<PathBuf>,
-    pub(crate) pass: PendingPass,
+    pub(crate) conversation: ConversationId,
+    pub(crate) held: HeldPass,
+}
+
+/// Where a waiting pass is kept.
+pub(crate) enum HeldPass {
+    /// In its journal entry only, read back when its turn comes: a backlog costs memory for
+    /// a path per pass, not for every answer it carries.
+    Journaled(PathBuf),
+    /// In memory, when it could not be journaled.
+    Unjournaled(PendingPass),
 }
 
 /// The queue's state in the engine.
@@ -50,11 +69,15 @@ pub(crate) struct PassQueue {
     /// Cancelled when a shutdown's grace period is over.
     pub(crate) cancel: CancellationToken,
     /// Entries of passes that failed in this process, to run again once what failed
-    /// them (a lost index server) is back.
+    /// them (a lost index server, a full disk) is back.
     pub(crate) failed: Mutex<Vec<PathBuf>>,
+    /// Whether a watch for room on a full disk is running.
+    pub(crate) awaiting_room: AtomicBool,
     /// Each conversation with a worker, and the passes waiting for it in order. A
     /// conversation is here exactly while its worker runs.
     pub(crate) waiting: Mutex<HashMap<ConversationId, VecDeque<QueuedPass>>>,
+    /// Told each time a waiting pass starts or a worker ends, for chats waiting for room.
+    pub(crate) room: Notify,
     /// Orders the journal's entries of one millisecond.
     pub(crate) journaled: AtomicU64,
 }
@@ -66,7 +89,9 @@ impl PassQueue {
             running: Arc::new(Semaphore::new(MAX_RUNNING_PASSES)),
             cancel: CancellationToken::new(),
             failed: Mutex::default(),
+            awaiting_room: AtomicBool::new(false),
             waiting: Mutex::default(),
+            room: Notify::new(),
             journaled: AtomicU64::new(0),
         }
     }
@@ -76,6 +101,15 @@ impl PassQueue {
         self.waiting
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Whether a chat in `conversation` may queue another pass now (see
+    /// [`MAX_WAITING_PER_CONVERSATION`], [`MAX_WAITING`]).
+    pub(crate) fn has_room(&self, conversation: &ConversationId) -> bool {
+        let waiting = self.waiting();
+        let own = waiting.get(conversation).map_or(0, VecDeque::len);
+        let all: usize = waiting.values().map(VecDeque::len).sum();
+        own < MAX_WAITING_PER_CONVERSATION && all < MAX_WAITING
     }
 
     /// Writes `pass` to the journal; returns its entry's path.

@@ -156,6 +156,7 @@ impl Engine {
         let this_pass: HashSet<MemoryId> = new.iter().map(|(id, _)| *id).collect();
         let near_enough = self.config().conflict_similarity;
         let mut marked: Vec<Contested> = Vec::new();
+        let mut marks = Vec::new();
         for (later, text) in new {
             let near = self.nearest_facts(conversation, std::slice::from_ref(text), near_enough)?;
             for old in near {
@@ -169,7 +170,7 @@ impl Engine {
                 }
                 let mut record = stored.record;
                 record.conflicts_with = Some(*later);
-                self.rewrite_record(&stored.path, record)?;
+                marks.push((stored.path, record));
                 marked.push(Contested {
                     earlier: old.id,
                     earlier_text: old.content,
@@ -178,6 +179,8 @@ impl Engine {
                 });
             }
         }
+        // Written together: the index's upkeep runs once, not once per fact marked.
+        self.rewrite_records(marks)?;
         Ok(marked)
     }
 

@@ -345,7 +345,8 @@ pub(crate) struct WritePath<'a> {
 
 impl WritePath<'_> {
     /// Stores the assistant's answer as a turn of `conversation`: the first step of a chat
-    /// turn's queued pass.
+    /// turn's queued pass. Indexed in the background with the other turns chats wrote, as
+    /// the user's turn is: nothing later in the pass reads it from the index.
     pub(crate) async fn store_assistant_turn(
         &self,
         conversation: &ConversationId,
@@ -357,7 +358,11 @@ impl WritePath<'_> {
         if incomplete {
             record.metadata.insert("incomplete".into(), true.into());
         }
-        self.write_record(record).await
+        self.engine
+            .memories()
+            .write_then_index(record)
+            .await
+            .map(drop)
     }
 
     /// Writes one record and indexes it, off the async threads.

@@ -17,12 +17,14 @@
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
 
 use mnemo_core::ConversationId;
 use tracing::{info, warn};
 
 use crate::blocking::blocking;
-use crate::state::pass_queue::{read_entry, PendingPass, QueuedPass};
+use crate::error::EngineError;
+use crate::state::pass_queue::{read_entry, HeldPass, PendingPass, QueuedPass, MAX_ROOM_WAIT};
 use crate::write::WriteWing;
 
 impl WriteWing {
@@ -31,14 +33,37 @@ impl WriteWing {
     /// a crash right after must not lose its answer); the pass runs in the background, after
     /// the conversation's passes queued before it.
     pub(crate) fn queue_pass(&self, pass: PendingPass) {
-        let entry = match self.engine.queue().journal(&pass) {
-            Ok(path) => Some(path),
+        let conversation = pass.conversation.clone();
+        let held = match self.engine.queue().journal(&pass) {
+            Ok(path) => HeldPass::Journaled(path),
             Err(e) => {
-                warn!(conversation = %pass.conversation, "cannot journal a write-path pass ({e}); running it unjournaled");
-                None
+                warn!(conversation = %conversation, "cannot journal a write-path pass ({e}); running it unjournaled");
+                HeldPass::Unjournaled(pass)
             }
         };
-        self.enqueue(QueuedPass { entry, pass });
+        self.enqueue(QueuedPass { conversation, held });
+    }
+
+    /// Waits until `conversation` may queue another pass (its backlog and the server's
+    /// under their bounds), or [`MAX_ROOM_WAIT`] at most. A chat that learns calls this
+    /// before asking its model, so a server that takes turns faster than it learns from
+    /// them slows its chats down rather than falling ever further behind.
+    pub(crate) async fn wait_for_room(&self, conversation: &ConversationId) {
+        let queue = self.engine.queue();
+        let deadline = tokio::time::Instant::now() + MAX_ROOM_WAIT;
+        loop {
+            let room = queue.room.notified();
+            tokio::pin!(room);
+            // Registered before the check, so a pass starting in between is not missed.
+            room.as_mut().enable();
+            if queue.has_room(conversation) {
+                return;
+            }
+            if tokio::time::timeout_at(deadline, room).await.is_err() {
+                warn!(conversation = %conversation, "the write path is {} s behind; this chat goes on without waiting for it", MAX_ROOM_WAIT.as_secs());
+                return;
+            }
+        }
     }
 
     pub(crate) fn resume_pending_passes(&self) -> usize {
@@ -76,8 +101,8 @@ impl WriteWing {
             for path in paths {
                 if let Some(pass) = client.read_journaled(&path).await {
                     client.enqueue(QueuedPass {
-                        entry: Some(path),
-                        pass,
+                        conversation: pass.conversation,
+                        held: HeldPass::Journaled(path),
                     });
                 }
             }
@@ -108,7 +133,7 @@ impl WriteWing {
     /// Puts `queued` behind its conversation's waiting passes, starting the conversation's
     /// worker when it has none.
     fn enqueue(&self, queued: QueuedPass) {
-        let conversation = queued.pass.conversation.clone();
+        let conversation = queued.conversation.clone();
         {
             let mut waiting = self.engine.queue().waiting();
             if let Some(passes) = waiting.get_mut(&conversation) {
@@ -135,6 +160,7 @@ impl WriteWing {
                 }
                 next
             };
+            self.engine.queue().room.notify_waiters();
             match next {
                 Some(queued) if !self.engine.queue().cancel.is_cancelled() => {
                     self.run_pass(queued).await;
@@ -154,28 +180,98 @@ impl WriteWing {
 
     /// Runs a queued pass, then removes its entry; a pass stopped at shutdown or failed
     /// keeps it.
-    async fn run_pass(&self, QueuedPass { entry, pass }: QueuedPass) {
+    async fn run_pass(&self, QueuedPass { held, .. }: QueuedPass) {
+        let (entry, pass) = match held {
+            HeldPass::Journaled(path) => match self.read_journaled(&path).await {
+                Some(pass) => (Some(path), pass),
+                None => return,
+            },
+            HeldPass::Unjournaled(pass) => (None, pass),
+        };
         let cancelled = self.engine.queue().cancel.clone();
-        let done = tokio::select! {
-            _ = cancelled.cancelled() => false,
-            done = self.apply_pass(pass, entry.as_deref()) => done,
+        let end = tokio::select! {
+            _ = cancelled.cancelled() => PassEnd::Stopped,
+            end = self.apply_pass(pass, entry.as_deref()) => end,
         };
         let Some(path) = entry else { return };
-        if done {
-            if let Err(e) = std::fs::remove_file(&path) {
-                warn!(entry = %path.display(), "cannot remove a finished pass from the queue: {e}");
+        let run_again = match end {
+            PassEnd::Done => {
+                if let Err(e) = std::fs::remove_file(&path) {
+                    warn!(entry = %path.display(), "cannot remove a finished pass from the queue: {e}");
+                }
+                return;
             }
-        } else if !cancelled.is_cancelled() && self.engine.recovery().get().is_some() {
-            // Only a recovery ever runs them again before the next start.
+            PassEnd::Stopped => false,
+            PassEnd::NoRoom => true,
+            // Only a recovery of the index runs these again before the next start.
+            PassEnd::Failed => self.engine.recovery().get().is_some(),
+        };
+        if run_again && !cancelled.is_cancelled() {
             if let Ok(mut failed) = self.engine.queue().failed.lock() {
                 failed.push(path);
+            }
+            // After the entry is listed, so a watch ending meanwhile cannot miss it.
+            if matches!(end, PassEnd::NoRoom) {
+                self.rerun_when_room_returns();
             }
         }
     }
 
+    /// Runs the failed passes again once the store's disk has room, checking every
+    /// [`ROOM_CHECK`]; one watch at a time, until the engine shuts down.
+    fn rerun_when_room_returns(&self) {
+        let queue = self.engine.queue();
+        if queue.awaiting_room.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        warn!("the store's disk is full: failed write-path passes run again once it has room");
+        let wing = self.clone();
+        self.engine.background().spawn(async move {
+            let cancelled = wing.engine.queue().cancel.clone();
+            loop {
+                tokio::select! {
+                    _ = cancelled.cancelled() => return,
+                    _ = tokio::time::sleep(ROOM_CHECK) => {}
+                }
+                let free = wing
+                    .engine
+                    .blocking(|engine| Ok(engine.store().free_space()?))
+                    .await;
+                if free.is_ok_and(|free| !free.is_full()) {
+                    wing.engine
+                        .queue()
+                        .awaiting_room
+                        .store(false, Ordering::Release);
+                    let passes = wing.rerun_failed_passes();
+                    info!(
+                        passes,
+                        "the store's disk has room again: failed write-path passes run again"
+                    );
+                    return;
+                }
+            }
+        });
+    }
+
+    /// The pass with its conversation's key upkeep left to its end (see
+    /// [`crate::state::deferred_keys`]).
+    async fn apply_pass(&self, pass: PendingPass, entry: Option<&Path>) -> PassEnd {
+        let deferral = KeysDeferred::begin(self, &pass.conversation);
+        let done = self.apply_pass_writes(pass, entry).await;
+        drop(deferral);
+        if let Err(e) = self
+            .engine
+            .blocking(|engine| engine.refresh_stale_keys())
+            .await
+        {
+            warn!("the lexical keys of the pass's turns are not rebuilt yet ({e}); the next write rebuilds them");
+        }
+        done
+    }
+
     /// The pass itself: the assistant's turn stored (then dropped from the entry), then the
-    /// write path. Returns whether it is done; `false` keeps the entry for a later run.
-    async fn apply_pass(&self, mut pass: PendingPass, entry: Option<&Path>) -> bool {
+    /// write path. Anything but [`PassEnd::Done`] keeps the entry for a later run.
+    async fn apply_pass_writes(&self, mut pass: PendingPass, entry: Option<&Path>) -> PassEnd {
         let conversation = pass.conversation.clone();
         let mut turns = usize::from(pass.user_turn.is_some());
         if let Some(text) = pass.assistant_text.clone() {
@@ -185,7 +281,7 @@ impl WriteWing {
                 .await
             {
                 warn!(conversation = %conversation, "cannot store the assistant's turn now ({e}); it stays queued");
-                return false;
+                return PassEnd::failed(&e);
             }
             turns += 1;
             pass.assistant_text = None;
@@ -214,11 +310,58 @@ impl WriteWing {
             .learn_from_turn(&conversation, user_turn.as_ref(), turns)
             .await
         {
-            Ok(_) => true,
+            Ok(_) => PassEnd::Done,
             Err(e) => {
                 warn!(conversation = %conversation, "the write path failed ({e}); the pass stays queued");
-                false
+                PassEnd::failed(&e)
             }
         }
+    }
+}
+
+/// How a pass ended.
+enum PassEnd {
+    Done,
+    /// Stopped by a shutdown.
+    Stopped,
+    /// Failed for lack of room on the store's disk: run again once there is room.
+    NoRoom,
+    /// Failed otherwise (run again after a lost index server answers again, or at the next
+    /// start).
+    Failed,
+}
+
+impl PassEnd {
+    fn failed(error: &EngineError) -> Self {
+        match error.is_out_of_space() {
+            true => Self::NoRoom,
+            false => Self::Failed,
+        }
+    }
+}
+
+/// How often a full disk is looked at again while passes wait for room.
+const ROOM_CHECK: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// A conversation's key upkeep deferred while it lives; ended however the pass ends (a
+/// shutdown drops a pass midway).
+struct KeysDeferred<'w> {
+    wing: &'w WriteWing,
+    conversation: ConversationId,
+}
+
+impl<'w> KeysDeferred<'w> {
+    fn begin(wing: &'w WriteWing, conversation: &ConversationId) -> Self {
+        wing.engine.deferred_keys().begin(conversation);
+        Self {
+            wing,
+            conversation: conversation.clone(),
+        }
+    }
+}
+
+impl Drop for KeysDeferred<'_> {
+    fn drop(&mut self) {
+        self.wing.engine.deferred_keys().end(&self.conversation);
     }
 }
