@@ -87,6 +87,7 @@ impl Embedder {
             UserDefinedEmbeddingModel::new(files.onnx, files.tokenizer).with_pooling(Pooling::Mean);
         let options = InitOptionsUserDefined::new()
             .with_environment(environment)
+            .with_execution_providers(vec![runtime::cpu_without_arena()])
             .with_max_length(config.max_length)
             .with_intra_threads(config.threads.max(1));
         let mut model = TextEmbedding::try_new_from_user_defined(model, options).map_err(|e| {

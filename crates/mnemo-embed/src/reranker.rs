@@ -65,6 +65,7 @@ impl Reranker {
         let environment = runtime::environment(&config.onnxruntime_library)?;
         let options = RerankInitOptionsUserDefined::new()
             .with_environment(environment)
+            .with_execution_providers(vec![runtime::cpu_without_arena()])
             .with_max_length(config.max_length)
             .with_intra_threads(config.threads.max(1));
         let model = UserDefinedRerankingModel::new(files.onnx, files.tokenizer);

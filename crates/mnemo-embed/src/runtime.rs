@@ -43,7 +43,22 @@ pub fn environment(library: &Path) -> Result<Environment, EmbedError> {
         .canonicalize()
         .unwrap_or_else(|_| library.to_owned());
     let _ = LOADED.set((canonical, env.clone()));
+    give_large_blocks_back();
     Ok(env)
+}
+
+/// Large blocks (256 KiB and up) are mapped for each allocation and given back to the
+/// system when freed. A model run allocates tensors of many megabytes and frees them at its
+/// end; glibc raises its mapping threshold past each such block it frees, and then keeps
+/// them in its per-thread heaps: a busy server stayed at 1.2 GiB resident instead of about
+/// 300 MiB (`benches/soak.rs`, the runtime's own arena off as below). Process-wide, set once
+/// when the runtime is loaded.
+fn give_large_blocks_back() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only changes the allocator's tuning; any value is valid to pass.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 256 << 10);
+    }
 }
 
 fn already_loaded(library: &Path) -> Result<Option<Environment>, EmbedError> {
@@ -64,4 +79,14 @@ fn already_loaded(library: &Path) -> Result<Option<Environment>, EmbedError> {
             ),
         })
     }
+}
+
+/// The CPU execution provider without its memory arena. The arena keeps every block it
+/// ever allocated for the largest and oddest shapes it met (a batch of 64 texts of varied
+/// lengths, then one short query), so a server embedding steadily grew by tens of MiB a
+/// minute and never gave them back (heaptrack: 358 MB of 623 MB at the peak of a 5-minute
+/// soak); without it, each run's tensors are allocated and freed as the run needs them
+/// (and, being large, given back to the system: [`give_large_blocks_back`]).
+pub(crate) fn cpu_without_arena() -> ort::ep::ExecutionProviderDispatch {
+    ort::ep::CPU::default().with_arena_allocator(false).build()
 }

@@ -1,7 +1,7 @@
 //! Faults injected at mnemo's write seams, so tests can meet a failing disk where they
 //! choose: every durable write to a store (a memory file, a tombstone, a queued pass, a
 //! session log line, context state) asks [`check`] first, and a test that registered a
-//! [`FaultPlan`] for a folder gets the error the plan gives instead of the write.
+//! plan for a folder ([`inject`]) gets the error the plan gives instead of the write.
 //!
 //! A full disk is tested on a real small filesystem; an I/O error (EIO) cannot be had that
 //! way, and neither can a failure at one chosen write of many. Plans apply only under their
