@@ -17,12 +17,14 @@ mod support;
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
-use mnemo_core::{Config, ConversationId, MemoryRecord, Role};
+use mnemo_core::{ConversationId, MemoryRecord, Role};
 use mnemo_engine::{MemoryClient, OpenOptions};
 use mnemo_scripted_llm::ScriptedLlm;
-use mnemo_server::ServerOptions;
 use serde_json::{json, Value};
-use support::{memory_text, models_dir, percentile_ms as percentile, round, scripted_model};
+use support::{
+    memory_text, percentile_ms as percentile, round, scripted_model, scripted_store_config,
+    serve_on_loopback,
+};
 
 const MEMORIES: usize = 10_000;
 const CONVERSATIONS: usize = 50;
@@ -63,14 +65,7 @@ fn main() {
 async fn run(quick: bool, vocabulary_expansion: Option<usize>) -> (Value, tempfile::TempDir) {
     let upstream = ScriptedLlm::with_handler(scripted_model).await;
     let dir = tempfile::tempdir().unwrap();
-    let mut config = Config {
-        memory_path: dir.path().to_owned(),
-        models_dir: models_dir(),
-        openai_base_url: Some(upstream.base_url()),
-        start_watcher: false,
-        ..Config::default()
-    };
-    config.retrieval.reranker = mnemo_core::RerankerMode::Off;
+    let mut config = scripted_store_config(dir.path(), upstream.base_url());
     if let Some(words) = vocabulary_expansion {
         config.retrieval.vocabulary_expansion = words;
     }
@@ -93,18 +88,7 @@ async fn run(quick: bool, vocabulary_expansion: Option<usize>) -> (Value, tempfi
         started.elapsed().as_secs_f64()
     );
 
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let mnemo = format!("http://{}", listener.local_addr().unwrap());
-    let server_client = client.clone();
-    tokio::spawn(async move {
-        mnemo_server::serve(
-            listener,
-            server_client,
-            ServerOptions::default(),
-            std::future::pending(),
-        )
-        .await
-    });
+    let mnemo = serve_on_loopback(&client).await;
     let http = reqwest::Client::builder().no_proxy().build().unwrap();
     let direct = upstream.base_url();
     let rounds = if quick { 40 } else { 200 };

@@ -31,12 +31,12 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
-use mnemo_core::Config;
 use mnemo_engine::{MemoryClient, OpenOptions};
 use mnemo_scripted_llm::{ChatRequest, Reply, ScriptedLlm};
-use mnemo_server::ServerOptions;
 use serde_json::{json, Value};
-use support::{models_dir, percentile_ms as percentile, round, scripted_model};
+use support::{
+    percentile_ms as percentile, round, scripted_model, scripted_store_config, serve_on_loopback,
+};
 
 const CLIENTS: usize = 16;
 
@@ -99,32 +99,11 @@ async fn run(duration: Duration, learn: bool, answer_ms: u64) -> (Value, tempfil
     })
     .await;
     let dir = tempfile::tempdir().unwrap();
-    let mut config = Config {
-        memory_path: dir.path().to_owned(),
-        models_dir: models_dir(),
-        openai_base_url: Some(upstream.base_url()),
-        start_watcher: false,
-        ..Config::default()
-    };
-    config.retrieval.reranker = mnemo_core::RerankerMode::Off;
+    let config = scripted_store_config(dir.path(), upstream.base_url());
     let client = MemoryClient::open(config, OpenOptions::default())
         .await
         .unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!(
-        "http://{}/v1/chat/completions",
-        listener.local_addr().unwrap()
-    );
-    let server_client = client.clone();
-    tokio::spawn(async move {
-        mnemo_server::serve(
-            listener,
-            server_client,
-            ServerOptions::default(),
-            std::future::pending(),
-        )
-        .await
-    });
+    let url = format!("{}/v1/chat/completions", serve_on_loopback(&client).await);
     let http = reqwest::Client::builder()
         .no_proxy()
         .timeout(Duration::from_secs(120))

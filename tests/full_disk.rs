@@ -103,6 +103,49 @@ async fn add(url: &str, text: &str) -> (u16, Value) {
     .await
 }
 
+/// `mnemo serve` on the store at `root`, with `env` set and its log kept outside the disk
+/// under test.
+struct Served {
+    server: std::process::Child,
+    url: String,
+    log: PathBuf,
+    _log_dir: tempfile::TempDir,
+}
+
+impl Served {
+    fn start(root: &Path, env: &[(&str, &str)]) -> Self {
+        let log_dir = tempfile::tempdir().unwrap();
+        let log = log_dir.path().join("stderr");
+        let mut command = support::mnemo_command(root);
+        command
+            .args(["serve", "--port", "0", "--no-local-llm"])
+            .env("MNEMO_START_WATCHER", "false")
+            .envs(env.iter().copied());
+        let (server, url) = support::spawn_server_with_stderr(
+            &mut command,
+            Stdio::from(std::fs::File::create(&log).unwrap()),
+        );
+        Self {
+            server,
+            url,
+            log,
+            _log_dir: log_dir,
+        }
+    }
+
+    /// The log so far.
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap()
+    }
+
+    /// Stops the server; returns its whole log.
+    fn stop(mut self) -> String {
+        self.server.kill().unwrap();
+        self.server.wait().unwrap();
+        self.log()
+    }
+}
+
 async fn health(url: &str) -> Value {
     send(http().get(format!("{url}/health"))).await.1
 }
@@ -113,16 +156,8 @@ async fn a_full_disk_refuses_writes_with_507_and_loses_nothing() {
         return;
     };
     let root = fs.path().join("store");
-    // The server's log, outside the full disk.
-    let log_dir = tempfile::tempdir().unwrap();
-    let log = log_dir.path().join("stderr");
-    let (mut server, url) = support::spawn_server_with_stderr(
-        support::mnemo_command(&root)
-            .args(["serve", "--port", "0", "--no-local-llm"])
-            .env("MNEMO_START_WATCHER", "false")
-            .env("RUST_BACKTRACE", "1"),
-        Stdio::from(std::fs::File::create(&log).unwrap()),
-    );
+    let served = Served::start(&root, &[("RUST_BACKTRACE", "1")]);
+    let url = served.url.clone();
 
     let mut acknowledged = Vec::new();
     for i in 0..5 {
@@ -169,15 +204,8 @@ async fn a_full_disk_refuses_writes_with_507_and_loses_nothing() {
     acknowledged.push(body["added"][0]["id"].as_str().unwrap().to_owned());
     assert_eq!(health(&url).await["storage"]["full"], false);
 
-    let (status, listed) =
-        send(http().get(format!("{url}/v1/memories?conversation_id=disk&limit=100"))).await;
-    assert_eq!(status, 200, "{listed}");
-    let listed: Vec<&str> = listed["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| m["id"].as_str().unwrap())
-        .collect();
+    let listed = listed(&url).await;
+    let listed: Vec<&str> = listed.iter().map(|m| m["id"].as_str().unwrap()).collect();
     for id in &acknowledged {
         assert!(listed.contains(&id.as_str()), "acknowledged {id} is lost");
     }
@@ -186,11 +214,9 @@ async fn a_full_disk_refuses_writes_with_507_and_loses_nothing() {
         acknowledged.len(),
         "no refused write was kept"
     );
-    server.kill().unwrap();
-    server.wait().unwrap();
     // The index's flushes failed meanwhile (qdrant-edge panics when one does): contained,
     // and said once in the log, not as a panic with its backtrace every half second.
-    let log = std::fs::read_to_string(&log).unwrap();
+    let log = served.stop();
     assert!(!log.contains("panicked"), "{log}");
     assert!(
         log.matches("cannot flush the index and its snapshot")
@@ -201,14 +227,18 @@ async fn a_full_disk_refuses_writes_with_507_and_loses_nothing() {
     assert!(!log.contains("backtrace"), "{log}");
 }
 
-/// The facts of conversation `disk` as listed now.
-async fn facts(url: &str) -> Vec<String> {
+/// The live memories of conversation `disk`, as `GET /v1/memories` lists them.
+async fn listed(url: &str) -> Vec<Value> {
     let (status, listed) =
         send(http().get(format!("{url}/v1/memories?conversation_id=disk&limit=100"))).await;
     assert_eq!(status, 200, "{listed}");
-    listed["items"]
-        .as_array()
-        .unwrap()
+    listed["items"].as_array().unwrap().clone()
+}
+
+/// The facts of conversation `disk` as listed now.
+async fn facts(url: &str) -> Vec<String> {
+    listed(url)
+        .await
         .iter()
         .filter(|m| m["role"] == "memory")
         .map(|m| m["content"].as_str().unwrap().to_owned())
@@ -241,15 +271,8 @@ async fn a_pass_the_full_disk_failed_runs_again_once_there_is_room() {
         })
         .await
     };
-    let log_dir = tempfile::tempdir().unwrap();
-    let log = log_dir.path().join("stderr");
-    let (mut server, url) = support::spawn_server_with_stderr(
-        support::mnemo_command(&root)
-            .args(["serve", "--port", "0", "--no-local-llm"])
-            .env("MNEMO_START_WATCHER", "false")
-            .env("MNEMO_OPENAI_BASE_URL", llm.base_url()),
-        Stdio::from(std::fs::File::create(&log).unwrap()),
-    );
+    let served = Served::start(&root, &[("MNEMO_OPENAI_BASE_URL", &llm.base_url())]);
+    let url = served.url.clone();
     let (status, answer) = send(
         http()
             .post(format!("{url}/v1/chat/completions"))
@@ -263,14 +286,14 @@ async fn a_pass_the_full_disk_failed_runs_again_once_there_is_room() {
     assert_eq!(status, 200, "{answer}");
 
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while !std::fs::read_to_string(&log)
-        .unwrap()
+    while !served
+        .log()
         .contains("failed write-path passes run again once it has room")
     {
         assert!(
             std::time::Instant::now() < deadline,
             "the pass never met the full disk: {}",
-            std::fs::read_to_string(&log).unwrap()
+            served.log()
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -291,13 +314,11 @@ async fn a_pass_the_full_disk_failed_runs_again_once_there_is_room() {
         assert!(
             std::time::Instant::now() < deadline,
             "the pass did not run again once there was room: {}",
-            std::fs::read_to_string(&log).unwrap()
+            served.log()
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    server.kill().unwrap();
-    server.wait().unwrap();
-    let log = std::fs::read_to_string(&log).unwrap();
+    let log = served.stop();
     assert!(!log.contains("panicked"), "{log}");
 }
 

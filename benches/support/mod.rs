@@ -162,3 +162,34 @@ pub async fn filled_store(
     }
     client
 }
+
+/// The configuration of a store at `root` whose upstream is `upstream` (a scripted model):
+/// the checkout's models, no watcher, no cross-encoder; the rest as a user gets it.
+pub fn scripted_store_config(root: &std::path::Path, upstream: String) -> mnemo_core::Config {
+    let mut config = mnemo_core::Config {
+        memory_path: root.to_owned(),
+        models_dir: models_dir(),
+        openai_base_url: Some(upstream),
+        start_watcher: false,
+        ..mnemo_core::Config::default()
+    };
+    config.retrieval.reranker = mnemo_core::RerankerMode::Off;
+    config
+}
+
+/// Serves `client` on a free loopback port until the runtime ends; returns `http://ADDR`.
+pub async fn serve_on_loopback(client: &mnemo_engine::MemoryClient) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let client = client.clone();
+    tokio::spawn(async move {
+        mnemo_server::serve(
+            listener,
+            client,
+            mnemo_server::ServerOptions::default(),
+            std::future::pending(),
+        )
+        .await
+    });
+    url
+}

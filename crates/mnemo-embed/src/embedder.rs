@@ -17,7 +17,7 @@ use tracing::debug;
 use crate::api::{ApiEmbeddings, ApiEmbeddingsConfig};
 use crate::error::EmbedError;
 use crate::files::ModelFiles;
-use crate::recent::RecentVectors;
+use crate::recent::Recent;
 use crate::runtime;
 
 /// Where the model lives and how to run it.
@@ -58,8 +58,9 @@ pub struct Embedder {
     batch_size: usize,
     /// Queries waiting for the model: bulk embedding lets them go first, batch by batch.
     queries_waiting: AtomicUsize,
-    /// Texts embedded lately, answered without the model.
-    recent: RecentVectors,
+    /// Texts embedded lately (of at most [`MAX_RECENT_TEXT_BYTES`]), answered without the
+    /// model.
+    recent: Recent<String, Vec<f32>>,
 }
 
 /// What computes the vectors. One per process, behind an `Arc`: its size does not matter.
@@ -107,7 +108,7 @@ impl Embedder {
             dimension,
             batch_size: config.batch_size.max(1),
             queries_waiting: AtomicUsize::new(0),
-            recent: RecentVectors::default(),
+            recent: Recent::new(RECENT_TEXTS),
         })
     }
 
@@ -123,7 +124,7 @@ impl Embedder {
             backend: Backend::Api(api),
             dimension,
             queries_waiting: AtomicUsize::new(0),
-            recent: RecentVectors::default(),
+            recent: Recent::new(RECENT_TEXTS),
         })
     }
 
@@ -141,10 +142,8 @@ impl Embedder {
         // One batch per hold of the model: a search's query waiting meanwhile goes next, so
         // indexing a thousand files or a long turn cannot stall a chat request.
         for batch in texts.chunks(self.batch_size) {
-            let known: Option<Vec<Vec<f32>>> =
-                batch.iter().map(|t| self.recent.get(t.as_ref())).collect();
-            if let Some(known) = known {
-                vectors.extend(known);
+            if batch.iter().all(|t| self.recent.contains(t.as_ref())) {
+                vectors.extend(self.run(batch)?);
                 continue;
             }
             // Bounded: a steady stream of queries delays a batch, never starves it (bulk
@@ -187,7 +186,9 @@ impl Embedder {
             let fresh = computed.next().ok_or_else(|| {
                 EmbedError::Inference("the model returned fewer vectors than texts".into())
             })?;
-            self.recent.put(text, &fresh);
+            if worth_keeping(text) {
+                self.recent.put((*text).to_owned(), fresh.clone());
+            }
             *vector = Some(fresh);
         }
         Ok(vectors.into_iter().flatten().collect())
@@ -219,6 +220,16 @@ impl Embedder {
 
 /// The text embedded on opening, to learn the dimension.
 const PROBE: &str = "dimension probe";
+
+/// Texts whose vectors are kept per generation of [`Recent`] (two are kept).
+const RECENT_TEXTS: usize = 1024;
+/// Longer texts are not kept: they are rarely embedded twice.
+const MAX_RECENT_TEXT_BYTES: usize = 2048;
+
+/// Whether the vector of `text` is kept among [`Recent`] ones.
+fn worth_keeping(text: &str) -> bool {
+    text.len() <= MAX_RECENT_TEXT_BYTES
+}
 
 /// The longest a batch of bulk embedding gives way to queries, in milliseconds.
 const MAX_YIELD_MS: u32 = 200;
@@ -256,5 +267,16 @@ pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
         0.0
     } else {
         dot / (na * nb)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_texts_are_not_kept() {
+        assert!(worth_keeping("a short query"));
+        assert!(!worth_keeping(&"x".repeat(MAX_RECENT_TEXT_BYTES + 1)));
     }
 }

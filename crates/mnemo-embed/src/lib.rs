@@ -23,4 +23,5 @@ pub mod runtime;
 pub use api::ApiEmbeddingsConfig;
 pub use embedder::{cosine, Embedder, EmbedderConfig};
 pub use error::{EmbedError, SETUP_COMMAND};
+pub use recent::Recent;
 pub use reranker::{Reranker, RerankerConfig};

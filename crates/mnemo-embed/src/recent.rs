@@ -1,65 +1,84 @@
-//! The vectors of texts embedded lately, so the same text is not embedded twice in a row.
+//! [`Recent`]: answers given lately, kept so the same question is not worked out twice in a
+//! row. The embedder keeps the vectors of texts embedded lately (a chat turn's write path
+//! embeds one fact to find the facts related to it, to index it, to look for the facts it
+//! may contradict); the index keeps the model's words nearest a vector.
 //!
-//! A chat turn's write path embeds one fact several times: to find the facts related to it,
-//! to index it, to look for the facts it may contradict, and again when an older fact's
-//! front matter changes. The model is the costliest thing a busy server runs, and its
-//! answer for a text does not change, so those repeats are answered from here.
-//!
-//! Bounded by count and by text length: two generations of [`GENERATION`] entries each;
-//! when the newer fills up the older is dropped, so what is used keeps its place and the
-//! rest ages out without bookkeeping per entry.
+//! Bounded by count: two generations of at most `generation` entries each; when the newer
+//! fills up the older is dropped, so what is used keeps its place and the rest ages out
+//! without bookkeeping per entry.
 
+use std::borrow::Borrow;
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::hash::Hash;
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
-/// Entries per generation.
-const GENERATION: usize = 1024;
-/// Texts longer than this (bytes) are not kept: long texts are rarely embedded twice.
-const MAX_TEXT_BYTES: usize = 2048;
-
-#[derive(Default)]
-pub(crate) struct RecentVectors {
-    generations: Mutex<Generations>,
+/// A bounded map of answers given lately (see the module doc). Thread-safe.
+#[derive(Debug)]
+pub struct Recent<K, V> {
+    generation: usize,
+    generations: Mutex<Generations<K, V>>,
 }
 
-#[derive(Default)]
-struct Generations {
-    newer: HashMap<String, Vec<f32>>,
-    older: HashMap<String, Vec<f32>>,
+#[derive(Debug)]
+struct Generations<K, V> {
+    newer: HashMap<K, V>,
+    older: HashMap<K, V>,
 }
 
-impl Generations {
-    fn insert(&mut self, text: String, vector: Vec<f32>) {
-        if self.newer.len() >= GENERATION {
-            self.older = std::mem::take(&mut self.newer);
+impl<K: Hash + Eq, V: Clone> Recent<K, V> {
+    /// Empty, keeping at most `generation` entries per generation.
+    pub fn new(generation: usize) -> Self {
+        Self {
+            generation: generation.max(1),
+            generations: Mutex::new(Generations {
+                newer: HashMap::new(),
+                older: HashMap::new(),
+            }),
         }
-        self.newer.insert(text, vector);
     }
-}
 
-impl RecentVectors {
-    /// The vector kept for `text`, if any (kept in the newer generation from now on).
-    pub(crate) fn get(&self, text: &str) -> Option<Vec<f32>> {
+    /// The answer kept for `key`, if any (kept in the newer generation from now on).
+    pub fn get<Q>(&self, key: &Q) -> Option<V>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
         let mut generations = self.lock();
-        if let Some(vector) = generations.newer.get(text) {
-            return Some(vector.clone());
+        if let Some(value) = generations.newer.get(key) {
+            return Some(value.clone());
         }
-        let vector = generations.older.remove(text)?;
-        generations.insert(text.to_owned(), vector.clone());
-        Some(vector)
+        let value = generations.older.remove(key)?;
+        self.insert(&mut generations, key.to_owned(), value.clone());
+        Some(value)
     }
 
-    /// Keeps `vector` as the vector of `text`.
-    pub(crate) fn put(&self, text: &str, vector: &[f32]) {
-        if text.len() <= MAX_TEXT_BYTES {
-            self.lock().insert(text.to_owned(), vector.to_vec());
-        }
+    /// Whether an answer is kept for `key`.
+    pub fn contains<Q>(&self, key: &Q) -> bool
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let generations = self.lock();
+        generations.newer.contains_key(key) || generations.older.contains_key(key)
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Generations> {
+    /// Keeps `value` as the answer for `key`.
+    pub fn put(&self, key: K, value: V) {
+        let mut generations = self.lock();
+        self.insert(&mut generations, key, value);
+    }
+
+    fn insert(&self, generations: &mut Generations<K, V>, key: K, value: V) {
+        if generations.newer.len() >= self.generation {
+            generations.older = std::mem::take(&mut generations.newer);
+        }
+        generations.newer.insert(key, value);
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Generations<K, V>> {
         self.generations
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -69,17 +88,18 @@ mod tests {
 
     #[test]
     fn keeps_what_is_used_and_forgets_the_rest() {
-        let recent = RecentVectors::default();
-        recent.put("used", &[1.0]);
-        recent.put("unused", &[2.0]);
+        const GENERATION: usize = 1024;
+        let recent: Recent<String, Vec<f32>> = Recent::new(GENERATION);
+        recent.put("used".into(), vec![1.0]);
+        recent.put("unused".into(), vec![2.0]);
         for i in 0..GENERATION {
-            recent.put(&format!("filler {i}"), &[0.0]);
+            recent.put(format!("filler {i}"), vec![0.0]);
             if i % 100 == 0 {
                 assert_eq!(recent.get("used"), Some(vec![1.0]));
             }
         }
         for i in 0..GENERATION {
-            recent.put(&format!("more {i}"), &[0.0]);
+            recent.put(format!("more {i}"), vec![0.0]);
         }
         assert_eq!(recent.get("unused"), None, "aged out after two generations");
         assert_eq!(recent.get("used"), None, "unless used meanwhile");
@@ -88,13 +108,5 @@ mod tests {
             g.newer.len() + g.older.len()
         };
         assert!(total <= 2 * GENERATION, "bounded: {total}");
-    }
-
-    #[test]
-    fn long_texts_are_not_kept() {
-        let recent = RecentVectors::default();
-        let long = "x".repeat(MAX_TEXT_BYTES + 1);
-        recent.put(&long, &[1.0]);
-        assert_eq!(recent.get(&long), None);
     }
 }

@@ -141,37 +141,38 @@ impl EngineError {
     /// reached), however deep the error that says so: the request may succeed once space
     /// is freed (a server answers 507).
     pub fn is_out_of_space(&self) -> bool {
-        let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(self);
-        while let Some(error) = cause {
-            if let Some(io) = error.downcast_ref::<std::io::Error>() {
-                if matches!(
+        self.has_io_cause(
+            |io| {
+                matches!(
                     io.kind(),
                     std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
-                ) {
-                    return true;
-                }
-            }
-            cause = error.source();
-        }
-        // Errors that carry the OS's words only (the index's, git's): ENOSPC and EDQUOT as
-        // Rust's I/O errors print them.
-        let text = self.to_string();
-        text.contains("(os error 28)") || text.contains("(os error 122)")
+                )
+            },
+            &[libc::ENOSPC, libc::EDQUOT],
+        )
     }
 
     /// True when the disk failed a write or read (an I/O error, EIO), however deep the
     /// error that says so: whether the request's write reached the disk is not known.
     pub fn is_disk_failure(&self) -> bool {
+        self.has_io_cause(|io| io.raw_os_error() == Some(libc::EIO), &[libc::EIO])
+    }
+
+    /// Whether an I/O error in this error's chain passes `test`, or, for errors that carry
+    /// only the OS's words (the index's, git's), its text ends one of `codes` as Rust's I/O
+    /// errors print them ("(os error 28)").
+    fn has_io_cause(&self, test: impl Fn(&std::io::Error) -> bool, codes: &[i32]) -> bool {
         let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(self);
         while let Some(error) = cause {
-            if let Some(io) = error.downcast_ref::<std::io::Error>() {
-                if io.raw_os_error() == Some(libc::EIO) {
-                    return true;
-                }
+            if error.downcast_ref::<std::io::Error>().is_some_and(&test) {
+                return true;
             }
             cause = error.source();
         }
-        self.to_string().contains("(os error 5)")
+        let text = self.to_string();
+        codes
+            .iter()
+            .any(|code| text.contains(&format!("(os error {code})")))
     }
 
     /// True when set-up has not installed a model or library.

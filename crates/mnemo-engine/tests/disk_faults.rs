@@ -109,6 +109,25 @@ fn chat(text: &str) -> serde_json::Value {
     json!({"model": "m", "memory_id": "c", "messages": [{"role": "user", "content": text}]})
 }
 
+/// Chats `text` while every write under `folder` fails with EIO, and waits until what the
+/// chat queued is done.
+async fn chat_while_failing(
+    client: &MemoryClient,
+    folder: std::path::PathBuf,
+    text: &str,
+) -> Result<mnemo_engine::ChatReply, EngineError> {
+    let plan = faults::inject(folder, |_: &Path, _: Seam, _: u64| Some(faults::io_error()));
+    let answered = client.chat(chat(text)).await;
+    client.wait_idle().await;
+    drop(plan);
+    answered
+}
+
+/// Entries in the journal of queued passes.
+fn journaled(store: &Path) -> usize {
+    std::fs::read_dir(store.join("pending")).unwrap().count()
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_chat_on_a_failing_disk_says_so_and_its_pass_waits_in_the_journal() {
     let dir = tempfile::tempdir().unwrap();
@@ -120,52 +139,36 @@ async fn a_chat_on_a_failing_disk_says_so_and_its_pass_waits_in_the_journal() {
         ..config_without_reranker(dir.path())
     };
     let client = open(config.clone()).await;
-    let always = |_: &Path, _: Seam, _: u64| Some(faults::io_error());
 
     // The user's turn cannot be written: the chat is an error, and nothing of it is kept.
-    let plan = faults::inject(dir.path().join("entries/c/turns/user"), always);
-    let answered = client.chat(chat("I keep the oars in the shed.")).await;
-    drop(plan);
+    let turns = dir.path().join("entries/c/turns/user");
+    let answered = chat_while_failing(&client, turns, "I keep the oars in the shed.").await;
     assert!(is_disk_failure(&answered), "{:?}", answered.err());
-    client.wait_idle().await;
     assert!(contents(&client).await.is_empty());
 
     // The journal cannot be written: the pass runs all the same, from memory.
-    let plan = faults::inject(dir.path().join("pending"), always);
-    client
-        .chat(chat("I keep the kayak in the boathouse."))
+    let journal = dir.path().join("pending");
+    chat_while_failing(&client, journal, "I keep the kayak in the boathouse.")
         .await
         .unwrap();
-    client.wait_idle().await;
-    drop(plan);
-    assert!(contents(&client)
-        .await
-        .contains(&"The user keeps the kayak in the boathouse.".to_owned()));
+    let kayak = "The user keeps the kayak in the boathouse.".to_owned();
+    assert!(contents(&client).await.contains(&kayak));
 
     // The pass cannot write its fact: the chat was answered, the pass stays journaled and
     // is learnt at the next start.
-    let plan = faults::inject(dir.path().join("entries/c/facts"), always);
-    client
-        .chat(chat("I keep the paddles in the loft."))
+    let facts = dir.path().join("entries/c/facts");
+    chat_while_failing(&client, facts, "I keep the paddles in the loft.")
         .await
         .unwrap();
-    client.wait_idle().await;
-    drop(plan);
     let fact = "The user keeps the paddles in the loft.".to_owned();
     assert!(!contents(&client).await.contains(&fact));
-    let journal = std::fs::read_dir(dir.path().join("pending"))
-        .unwrap()
-        .count();
-    assert_eq!(journal, 1, "the failed pass keeps its entry");
+    assert_eq!(journaled(dir.path()), 1, "the failed pass keeps its entry");
     drop(client);
     let client = open(config).await;
     assert_eq!(client.resume_pending_passes(), 1);
     client.wait_idle().await;
     let listed = contents(&client).await;
     assert!(listed.contains(&fact), "{listed:?}");
-    assert!(listed.contains(&"The user keeps the kayak in the boathouse.".to_owned()));
-    let journal = std::fs::read_dir(dir.path().join("pending"))
-        .unwrap()
-        .count();
-    assert_eq!(journal, 0, "resumed and done");
+    assert!(listed.contains(&kayak));
+    assert_eq!(journaled(dir.path()), 0, "resumed and done");
 }

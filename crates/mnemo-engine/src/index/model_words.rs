@@ -17,12 +17,11 @@
 //! (a damaged file, or one whose words are not the tokenizer's, is embedded again and
 //! rewritten). A process loads them once for every store it opens.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use mnemo_core::{Config, EmbeddingProvider};
-use mnemo_embed::{ApiEmbeddingsConfig, Embedder, EmbedderConfig};
+use mnemo_embed::{ApiEmbeddingsConfig, Embedder, EmbedderConfig, Recent};
 use mnemo_index::{LexicalEncoder, LexicalOptions, SparseVector};
 use tracing::{info, warn};
 
@@ -71,39 +70,14 @@ pub struct ModelWords {
     dimension: usize,
     /// Identifies the vectors: keys built from other vectors are rebuilt.
     fingerprint: String,
-    /// Answers given lately, by a hash of the question: a turn's key is rebuilt each time a
-    /// neighbour or fact of it changes, and its nearest words do not change with them.
-    recent: Mutex<RecentAnswers>,
+    /// Answers given lately (positions in `words`), by a hash of the question: a turn's
+    /// key is rebuilt each time a neighbour or fact of it changes, and its nearest words do
+    /// not change with them.
+    recent: Recent<u64, Vec<usize>>,
 }
 
-/// Lately found nearest words (positions in `words`), in two generations of
-/// [`RECENT_ANSWERS`] each: bounded, and what is asked again keeps its place.
-#[derive(Debug, Default)]
-struct RecentAnswers {
-    newer: HashMap<u64, Vec<usize>>,
-    older: HashMap<u64, Vec<usize>>,
-}
-
-/// Answers kept per generation.
+/// Answers kept per generation (two are kept).
 const RECENT_ANSWERS: usize = 2048;
-
-impl RecentAnswers {
-    fn get(&mut self, question: u64) -> Option<Vec<usize>> {
-        if let Some(answer) = self.newer.get(&question) {
-            return Some(answer.clone());
-        }
-        let answer = self.older.remove(&question)?;
-        self.put(question, answer.clone());
-        Some(answer)
-    }
-
-    fn put(&mut self, question: u64, answer: Vec<usize>) {
-        if self.newer.len() >= RECENT_ANSWERS {
-            self.older = std::mem::take(&mut self.newer);
-        }
-        self.newer.insert(question, answer);
-    }
-}
 
 /// Identifies a nearest-words question: every bit of the vector, the stems left out, `n`.
 fn question(vector: &[f32], own: &SparseVector, n: usize) -> u64 {
@@ -202,7 +176,7 @@ impl ModelWords {
             vectors,
             dimension: embedder.dimension(),
             fingerprint,
-            recent: Mutex::default(),
+            recent: Recent::new(RECENT_ANSWERS),
         })
     }
 
@@ -233,10 +207,8 @@ impl ModelWords {
     /// 64 vectors: one matrix product each.
     pub fn nearest_each(&self, queries: &[(&[f32], &SparseVector)], n: usize) -> Vec<Vec<&str>> {
         let questions: Vec<u64> = queries.iter().map(|(v, own)| question(v, own, n)).collect();
-        let mut answers: Vec<Option<Vec<usize>>> = {
-            let mut recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
-            questions.iter().map(|q| recent.get(*q)).collect()
-        };
+        let mut answers: Vec<Option<Vec<usize>>> =
+            questions.iter().map(|q| self.recent.get(q)).collect();
         let unanswered: Vec<usize> = (0..queries.len())
             .filter(|&i| answers[i].is_none())
             .collect();
@@ -247,10 +219,9 @@ impl ModelWords {
             } else {
                 vec![Vec::new(); block.len()]
             };
-            let mut recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
             for (&i, scores) in block.iter().zip(scores) {
                 let answer = self.best(scores, queries[i].1, n);
-                recent.put(questions[i], answer.clone());
+                self.recent.put(questions[i], answer.clone());
                 answers[i] = Some(answer);
             }
         }
@@ -517,7 +488,7 @@ mod tests {
             vectors: entries.iter().flat_map(|(_, v)| *v).collect(),
             dimension: 2,
             fingerprint: String::new(),
-            recent: Mutex::default(),
+            recent: Recent::new(RECENT_ANSWERS),
         }
     }
 
