@@ -472,7 +472,7 @@ impl Engine {
         // Every vector is now the current model's: rebuilt, or recorded before the model was.
         if snapshot.dense_model != dense_model {
             snapshot.dense_model = dense_model;
-            snapshot.mark_changed();
+            snapshot.mark_dirty();
         }
         let timeline = Timeline::build(&snapshot);
         let snapshot = Arc::new(SnapshotCell::new(

@@ -97,29 +97,28 @@ impl Engine {
         written: &[(StoredMemory, String)],
         ahead: &EmbeddedAhead,
     ) -> Result<(), EngineError> {
-        let indexer = self.indexer().with_ahead(ahead);
-        let conversations = written.iter().map(|(m, _)| &m.record.conversation_id);
-        let keys_later = self.deferred_keys().all_deferred(conversations);
-        let indexed = indexer
+        let indexed = self
+            .indexer()
+            .with_ahead(ahead)
             .index_memories(snapshot, written, &mut |_| {})
-            .and_then(|()| {
-                let timeline = self.refresh_timeline(snapshot);
-                match keys_later {
-                    true => Ok(0),
-                    false => indexer.refresh_keys(snapshot, &timeline),
-                }
-            });
+            .and_then(|()| self.refresh_keys(snapshot));
         self.refresh_timeline(snapshot);
-        indexed.map(drop)
+        indexed
     }
 
-    /// Rebuilds every stale lexical key now: the end of a pass whose writes left them (see
-    /// [`crate::state::deferred_keys`]).
+    /// Rebuilds the stale lexical keys of the conversations changed since their keys were
+    /// last checked, but those whose pass leaves them to its end (see
+    /// [`crate::state::deferred_keys`]); a pass's end calls it too.
     pub(crate) fn refresh_stale_keys(&self) -> Result<(), EngineError> {
         let mut snapshot = self.snapshot().lock();
-        let timeline = self.refresh_timeline(&snapshot);
+        self.refresh_keys(&mut snapshot)
+    }
+
+    fn refresh_keys(&self, snapshot: &mut Snapshot) -> Result<(), EngineError> {
+        let timeline = self.refresh_timeline(snapshot);
+        let later = self.deferred_keys().current();
         self.indexer()
-            .refresh_keys(&mut snapshot, &timeline)
+            .refresh_keys(snapshot, &timeline, |c| later.contains(c))
             .map(drop)
     }
 
@@ -162,7 +161,6 @@ impl Engine {
         let mut snapshot = self.snapshot().lock();
         let mut tombstones = Vec::new();
         let mut ids = Vec::new();
-        let mut conversations = Vec::new();
         let result = (|| {
             for (path, replaced_by, reason) in files {
                 if !path.is_file() {
@@ -174,18 +172,11 @@ impl Engine {
                         .soft_delete_because(path, *replaced_by, reason.as_deref())?;
                 self.note_for_git([path, &tombstone]);
                 tombstones.push(tombstone);
-                if let Some(entry) = snapshot.files.remove(self.store().relative(path).as_ref()) {
-                    conversations.push(entry.conversation_id);
-                }
+                snapshot.remove(self.store().relative(path).as_ref());
                 ids.push(id);
             }
             self.index().delete(&ids)?;
-            snapshot.mark_changed();
-            let timeline = self.refresh_timeline(&snapshot);
-            if !self.deferred_keys().all_deferred(&conversations) {
-                self.indexer().refresh_keys(&mut snapshot, &timeline)?;
-            }
-            Ok(())
+            self.refresh_keys(&mut snapshot)
         })();
         self.refresh_timeline(&snapshot);
         result.map(|()| tombstones)
@@ -245,9 +236,7 @@ impl Engine {
                 info!(file = %path.display(), ?change, "index follows a file change");
             }
         }
-        let timeline = self.refresh_timeline(snapshot);
-        indexer.refresh_keys(snapshot, &timeline)?;
-        Ok(())
+        self.refresh_keys(snapshot)
     }
 
     /// Brings the whole index in step with the files again (after its server was lost).
@@ -308,7 +297,7 @@ impl Engine {
         if current.generation == snapshot.generation {
             return current;
         }
-        let timeline = Arc::new(Timeline::build(snapshot));
+        let timeline = Arc::new(current.refresh(snapshot));
         *self
             .timeline_cell()
             .write()
@@ -320,7 +309,7 @@ impl Engine {
     pub(crate) fn path_of(&self, id: MemoryId) -> Option<PathBuf> {
         let snapshot = self.snapshot().lock();
         snapshot
-            .files
+            .files()
             .iter()
             .find(|(_, e)| e.id == id)
             .map(|(path, _)| self.store().root().join(path))

@@ -324,7 +324,7 @@ impl ScopedClient {
         let mut conversations: Vec<ConversationId> = {
             let snapshot = self.client.engine.snapshot().lock();
             snapshot
-                .files
+                .files()
                 .values()
                 .filter(|entry| entry.role == Role::Summary)
                 .filter(|entry| self.access.can_read(entry.conversation_id.as_str()))

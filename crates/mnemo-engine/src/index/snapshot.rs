@@ -6,7 +6,7 @@
 //! start-up sync ([`crate::index::sync::Indexer::sync`]) trusts an entry only when the index also
 //! holds its point; a missing or unreadable snapshot costs a full re-embed.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::RecvTimeoutError;
 
@@ -80,6 +80,12 @@ impl SnapshotEntry {
 }
 
 /// What the index holds, per file.
+///
+/// Besides the entries, it knows which conversations changed, for the views derived from
+/// it (the turn timeline, the lexical keys): a write touches one conversation, and
+/// rebuilding only that one keeps a write's upkeep in proportion to its conversation, not
+/// to the store. Every entry's path is under its conversation's folder
+/// (`entries/<conversation>/`), so a conversation's entries are one range of the map.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Snapshot {
     /// The format's version (`SNAPSHOT_VERSION` when written by this mnemo).
@@ -97,13 +103,43 @@ pub struct Snapshot {
     #[serde(default)]
     pub fact_sources: bool,
     /// Every indexed file, by its path relative to the store.
-    pub files: BTreeMap<String, SnapshotEntry>,
+    files: BTreeMap<String, SnapshotEntry>,
     /// Bumped by every change: lets derived views (the turn timeline) know they are stale.
     #[serde(skip)]
     pub generation: u64,
+    /// Which conversations changed, and when.
+    #[serde(skip)]
+    changes: Changes,
     /// Changed since last written to disk.
     #[serde(skip)]
     dirty: bool,
+}
+
+/// The changes the views derived from a snapshot catch up with.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct Changes {
+    /// The generation of each conversation's last change.
+    conversations: HashMap<ConversationId, u64>,
+    /// The generation of the last change not tied to one conversation.
+    everything: u64,
+    /// Conversations changed since their lexical keys were last checked.
+    keys_pending: HashSet<ConversationId>,
+    /// Every conversation's keys are to be checked (a snapshot just loaded).
+    all_keys_pending: bool,
+}
+
+/// Which conversations changed.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Changed {
+    /// Any of them may have.
+    Everything,
+    /// These did.
+    Conversations(Vec<ConversationId>),
+}
+
+/// Where a conversation's entries sit in the snapshot: `entries/<conversation>/`.
+fn folder_of(conversation: &str) -> String {
+    format!("{}/{conversation}/", mnemo_store::layout::ENTRIES_DIR)
 }
 
 impl Snapshot {
@@ -120,7 +156,7 @@ impl Snapshot {
             }
         };
         match serde_json::from_slice::<Snapshot>(&bytes) {
-            Ok(s) if s.version == SNAPSHOT_VERSION => s,
+            Ok(s) if s.version == SNAPSHOT_VERSION => s.checked(path),
             Ok(s) => {
                 warn!(file = %path.display(), version = s.version, "unknown snapshot version; rebuilding the index");
                 Snapshot::default()
@@ -132,16 +168,143 @@ impl Snapshot {
         }
     }
 
-    /// Records that files were added, removed or changed; [`SnapshotCell`] writes the
-    /// snapshot to disk soon after, and views built from it (the timeline) are stale.
+    /// A loaded snapshot without the entries mnemo never writes (a path outside the folder
+    /// of the conversation it names: a hand-edited `memory_index.json`), which the next
+    /// sync indexes again from their files; every key is to be checked.
+    fn checked(mut self, path: &Path) -> Snapshot {
+        let before = self.files.len();
+        self.files
+            .retain(|file, e| file.starts_with(&folder_of(e.conversation_id.as_str())));
+        if self.files.len() < before {
+            let dropped = before - self.files.len();
+            warn!(file = %path.display(), dropped, "snapshot entries outside their conversation's folder; their files are indexed again");
+        }
+        self.changes.all_keys_pending = true;
+        self
+    }
+
+    /// Every indexed file, by its path relative to the store.
+    pub fn files(&self) -> &BTreeMap<String, SnapshotEntry> {
+        &self.files
+    }
+
+    /// The entries of one conversation, by path.
+    pub fn entries_of<'s>(
+        &'s self,
+        conversation: &str,
+    ) -> impl Iterator<Item = (&'s String, &'s SnapshotEntry)> + Clone + 's {
+        let folder = folder_of(conversation);
+        let from = std::ops::Bound::Included(folder.clone());
+        self.files
+            .range((from, std::ops::Bound::Unbounded))
+            .take_while(move |(path, _)| path.starts_with(&folder))
+    }
+
+    /// Every conversation with an entry, each once.
+    pub(crate) fn conversations(&self) -> impl Iterator<Item = &ConversationId> + '_ {
+        let mut last: Option<&ConversationId> = None;
+        self.files.values().filter_map(move |e| {
+            let new = last != Some(&e.conversation_id);
+            last = Some(&e.conversation_id);
+            new.then_some(&e.conversation_id)
+        })
+    }
+
+    /// Records the file at `path` (relative to the store, in the folder of `entry`'s
+    /// conversation) as indexed.
+    pub fn insert(&mut self, path: String, entry: SnapshotEntry) {
+        debug_assert!(path.starts_with(&folder_of(entry.conversation_id.as_str())));
+        self.touch(&entry.conversation_id);
+        self.files.insert(path, entry);
+    }
+
+    /// Forgets the file at `path`; returns its entry, if it had one.
+    pub fn remove(&mut self, path: &str) -> Option<SnapshotEntry> {
+        let removed = self.files.remove(path)?;
+        self.touch(&removed.conversation_id);
+        Some(removed)
+    }
+
+    /// Records the turn the fact at `path` was drawn from.
+    pub(crate) fn set_source(&mut self, path: &str, source_id: Option<MemoryId>) {
+        let Some(entry) = self.files.get_mut(path) else {
+            return;
+        };
+        entry.source_id = source_id;
+        let conversation = entry.conversation_id.clone();
+        self.touch(&conversation);
+    }
+
+    /// Records what the lexical key of the file at `path` was built from; the turn order
+    /// stays as it was.
+    pub(crate) fn set_key_context(&mut self, path: &str, context: Option<KeyContext>) {
+        if let Some(entry) = self.files.get_mut(path) {
+            entry.key_context = context;
+            self.dirty = true;
+        }
+    }
+
+    fn touch(&mut self, conversation: &ConversationId) {
+        self.generation += 1;
+        self.dirty = true;
+        let changes = &mut self.changes;
+        changes
+            .conversations
+            .insert(conversation.clone(), self.generation);
+        changes.keys_pending.insert(conversation.clone());
+    }
+
+    /// Records a change not tied to one conversation: the views derived from the snapshot
+    /// are rebuilt whole, and every key is checked.
     pub fn mark_changed(&mut self) {
         self.generation += 1;
         self.dirty = true;
+        self.changes.everything = self.generation;
+        self.changes.all_keys_pending = true;
     }
 
-    /// Records a change that leaves the turn order as it was (lexical key bookkeeping).
-    pub(crate) fn mark_keys_changed(&mut self) {
+    /// Records a change that only needs writing to disk (something recorded about the
+    /// index as a whole).
+    pub(crate) fn mark_dirty(&mut self) {
         self.dirty = true;
+    }
+
+    /// The conversations changed after `generation`.
+    pub(crate) fn changed_since(&self, generation: u64) -> Changed {
+        if self.changes.everything > generation {
+            return Changed::Everything;
+        }
+        let changed = self.changes.conversations.iter();
+        Changed::Conversations(
+            changed
+                .filter(|(_, at)| **at > generation)
+                .map(|(c, _)| c.clone())
+                .collect(),
+        )
+    }
+
+    /// Takes the conversations whose lexical keys are to be checked, but those `later`
+    /// holds: they stay pending.
+    pub(crate) fn take_keys_pending(
+        &mut self,
+        later: impl Fn(&ConversationId) -> bool,
+    ) -> Vec<ConversationId> {
+        let pending: Vec<ConversationId> = match std::mem::take(&mut self.changes.all_keys_pending)
+        {
+            true => self.conversations().cloned().collect(),
+            false => std::mem::take(&mut self.changes.keys_pending)
+                .into_iter()
+                .collect(),
+        };
+        let (held, taken): (Vec<_>, Vec<_>) = pending.into_iter().partition(|c| later(c));
+        self.changes.keys_pending = held.into_iter().collect();
+        taken
+    }
+
+    /// Puts conversations taken by [`take_keys_pending`](Self::take_keys_pending) back, their
+    /// keys not all rebuilt.
+    pub(crate) fn keys_pending_again(&mut self, conversations: Vec<ConversationId>) {
+        self.changes.keys_pending.extend(conversations);
     }
 
     /// Writes the snapshot to `path`, atomically.
@@ -302,7 +465,7 @@ mod tests {
                 before: vec!["Where do you live?".into()],
                 ..KeyContext::default()
             });
-            snapshot.files.insert(format!("entries/c/{name}"), entry);
+            snapshot.insert(format!("entries/c/{name}"), entry);
         }
         snapshot.write(&path).unwrap();
         let base = std::fs::read(&path).unwrap();

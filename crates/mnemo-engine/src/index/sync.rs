@@ -10,7 +10,7 @@ use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::RwLock;
 
-use mnemo_core::{MemoryId, MemoryRecord, Role};
+use mnemo_core::{ConversationId, MemoryId, MemoryRecord, Role};
 use mnemo_embed::Embedder;
 use mnemo_index::{LexicalEncoder, Point, PointPayload, SparseVector, VectorIndex};
 use mnemo_store::{sha256_hex, FileStore, StoredMemory};
@@ -180,12 +180,11 @@ impl Indexer<'_> {
             self.index.upsert(points)?;
             self.grow_vocabulary(batch.iter().map(|(m, _)| m.record.content.as_str()));
             for (memory, sha256) in batch {
-                snapshot.files.insert(
+                snapshot.insert(
                     store.relative(&memory.path).into_owned(),
                     SnapshotEntry::of(&memory.record, sha256.clone()),
                 );
             }
-            snapshot.mark_changed();
             done += batch.len();
             progress(SyncProgress {
                 embedded: done,
@@ -297,7 +296,7 @@ impl Indexer<'_> {
         // The snapshot on disk may lag the index (it is written shortly after each change), or
         // the index may have lost points: what counts is what the index holds now.
         let indexed: HashSet<MemoryId> = index.ids()?.into_iter().collect();
-        if snapshot.files.is_empty() {
+        if snapshot.files().is_empty() {
             // Everything is about to be keyed with the current scheme.
             snapshot.key_scheme = self.scheme_description.clone();
         }
@@ -321,7 +320,7 @@ impl Indexer<'_> {
             let key = store.relative(&path).into_owned();
             let sha256 = sha256_hex(&bytes);
             let known = snapshot
-                .files
+                .files()
                 .get(&key)
                 .filter(|e| e.sha256 == sha256 && indexed.contains(&e.id));
             let record_id = match known {
@@ -360,13 +359,13 @@ impl Indexer<'_> {
         }
 
         let gone: Vec<String> = snapshot
-            .files
+            .files()
             .keys()
             .filter(|k| !live_paths.contains(*k))
             .cloned()
             .collect();
         for key in &gone {
-            snapshot.files.remove(key);
+            snapshot.remove(key);
         }
         // Points of files that are gone, of ids edited away, or that the snapshot never saw.
         let stale_ids: Vec<MemoryId> = indexed
@@ -376,14 +375,12 @@ impl Indexer<'_> {
             .collect();
         index.delete(&stale_ids)?;
         report.deleted = stale_ids.len();
-        if !gone.is_empty() || !stale_ids.is_empty() {
-            snapshot.mark_changed();
+        if !stale_ids.is_empty() {
+            // The index changed: the next flush makes that durable.
+            snapshot.mark_dirty();
         }
-
         for (key, source_id) in sources {
-            if let Some(entry) = snapshot.files.get_mut(&key) {
-                entry.source_id = source_id;
-            }
+            snapshot.set_source(&key, source_id);
         }
         if !snapshot.fact_sources {
             snapshot.fact_sources = true;
@@ -391,7 +388,7 @@ impl Indexer<'_> {
         }
         report.embedded = to_embed.len();
         self.index_memories(snapshot, &to_embed, progress)?;
-        self.refresh_keys(snapshot, &Timeline::build(snapshot))?;
+        self.refresh_keys(snapshot, &Timeline::build(snapshot), |_| false)?;
         report.seconds = started.elapsed().as_secs_f64();
         if report.embedded > 0 || report.deleted > 0 {
             info!(
@@ -425,7 +422,11 @@ impl Indexer<'_> {
         let parsed = match read {
             FileRead::Bytes(bytes) => {
                 let sha256 = sha256_hex(&bytes);
-                if snapshot.files.get(&key).is_some_and(|e| e.sha256 == sha256) {
+                if snapshot
+                    .files()
+                    .get(&key)
+                    .is_some_and(|e| e.sha256 == sha256)
+                {
                     return Ok(PathChange::Unchanged);
                 }
                 match store.parse(path, &bytes) {
@@ -442,34 +443,31 @@ impl Indexer<'_> {
                 None
             }
         };
-        let old = snapshot.files.remove(&key);
+        let old = snapshot.remove(&key);
         let new_id = parsed.as_ref().map(|(m, _)| m.record.id);
         if let Some(old) = &old {
-            let still_used = snapshot.files.values().any(|e| e.id == old.id);
+            let still_used = snapshot.files().values().any(|e| e.id == old.id);
             if Some(old.id) != new_id && !still_used {
                 self.index.delete(&[old.id])?;
             }
         }
         match parsed {
             Some(memory) => {
-                if let Some(other) = snapshot.files.iter().find(|(_, e)| Some(e.id) == new_id) {
+                let files = snapshot.files();
+                if let Some(other) = files.iter().find(|(_, e)| Some(e.id) == new_id) {
                     let first = store.root().join(other.0);
                     let id = memory.0.record.id;
                     warn!("skipping {}", mnemo_store::duplicate_id(path, id, &first));
-                    snapshot.mark_changed();
                     return Ok(PathChange::Ignored);
                 }
                 self.index_memories(snapshot, &[memory], &mut |_| {})?;
                 Ok(PathChange::Indexed)
             }
-            None => {
-                snapshot.mark_changed();
-                Ok(if old.is_some() {
-                    PathChange::Removed
-                } else {
-                    PathChange::Ignored
-                })
-            }
+            None => Ok(if old.is_some() {
+                PathChange::Removed
+            } else {
+                PathChange::Ignored
+            }),
         }
     }
 }
@@ -477,24 +475,57 @@ impl Indexer<'_> {
 impl Indexer<'_> {
     /// Rebuilds the lexical vectors whose key context is out of date: turns whose neighbours
     /// or facts changed (added, edited, removed), turns indexed from their file alone, and
-    /// every memory when the key scheme changed. Returns how many were rebuilt. `timeline`
-    /// must be built from `snapshot` as it is (this changes nothing it depends on).
+    /// every memory when the key scheme changed. Looks only at the conversations changed
+    /// since their keys were last checked ([`Snapshot::take_keys_pending`]), but those
+    /// `later` holds (a pass whose writes leave the keys to its end). Returns how many were
+    /// rebuilt. `timeline` must be built from `snapshot` as it is (this changes nothing it
+    /// depends on).
     pub(crate) fn refresh_keys(
         &self,
         snapshot: &mut Snapshot,
         timeline: &Timeline,
+        later: impl Fn(&ConversationId) -> bool,
     ) -> Result<usize, EngineError> {
-        let rebuild_all = snapshot.key_scheme != self.scheme_description;
         debug_assert_eq!(timeline.generation, snapshot.generation);
-        // Runs after every write: one pass over the entries, allocating only for stale ones.
-        let file_of: HashMap<MemoryId, (&str, &str)> = snapshot
-            .files
-            .iter()
+        let rebuild_all = snapshot.key_scheme != self.scheme_description;
+        let pending = snapshot.take_keys_pending(later);
+        let conversations = match rebuild_all {
+            true => snapshot.conversations().cloned().collect(),
+            false => pending,
+        };
+        let mut stale = Vec::new();
+        for conversation in &conversations {
+            self.stale_keys(snapshot, timeline, conversation, rebuild_all, &mut stale);
+        }
+        if let Err(e) = self.rebuild_keys(snapshot, &stale) {
+            // Checked again at the next write: what was rebuilt is recorded, the rest is not.
+            snapshot.keys_pending_again(conversations);
+            return Err(e);
+        }
+        if rebuild_all {
+            snapshot.key_scheme = self.scheme_description.clone();
+            snapshot.mark_dirty();
+        }
+        Ok(stale.len())
+    }
+
+    /// Adds to `stale` the entries of `conversation` whose lexical key is out of date (all
+    /// of them with `rebuild_all`), each with the context it is to be built from.
+    fn stale_keys(
+        &self,
+        snapshot: &Snapshot,
+        timeline: &Timeline,
+        conversation: &ConversationId,
+        rebuild_all: bool,
+        stale: &mut Vec<StaleKey>,
+    ) {
+        // A key reads only turns and facts of its own conversation.
+        let entries = || snapshot.entries_of(conversation.as_str());
+        let file_of: HashMap<MemoryId, (&str, &str)> = entries()
             .map(|(path, e)| (e.id, (path.as_str(), e.sha256.as_str())))
             .collect();
         let file = |id: MemoryId| file_of.get(&id).copied();
-        let mut stale: Vec<(String, Option<KeyContext>, ContextFiles)> = Vec::new();
-        for (path, entry) in &snapshot.files {
+        for (path, entry) in entries() {
             if !self.key_reads_context(entry.role) {
                 if rebuild_all || entry.key_context.is_some() {
                     stale.push((path.clone(), None, ContextFiles::default()));
@@ -544,6 +575,10 @@ impl Indexer<'_> {
                 stale.push((path.clone(), Some(expected), files));
             }
         }
+    }
+
+    /// Builds the lexical keys of `stale` again, and records what each was built from.
+    fn rebuild_keys(&self, snapshot: &mut Snapshot, stale: &[StaleKey]) -> Result<(), EngineError> {
         let store = self.store;
         // Each turn is read once per pass, though it is its neighbours' neighbour too.
         let mut records: HashMap<String, Option<MemoryRecord>> = HashMap::new();
@@ -589,19 +624,16 @@ impl Indexer<'_> {
             }
             self.index.set_lexical(updates)?;
             for (path, expected, _) in batch {
-                if let Some(entry) = snapshot.files.get_mut(path) {
-                    entry.key_context = expected.clone();
-                }
+                snapshot.set_key_context(path, expected.clone());
             }
-            snapshot.mark_keys_changed();
         }
-        if rebuild_all {
-            snapshot.key_scheme = self.scheme_description.clone();
-            snapshot.mark_keys_changed();
-        }
-        Ok(stale.len())
+        Ok(())
     }
 }
+
+/// A turn whose lexical key is to be built again: its path, what the key will have read
+/// (`None`: the file alone), and the files it reads.
+type StaleKey = (String, Option<KeyContext>, ContextFiles);
 
 /// Whether the hashes a key was built from are those of `files` (path, hash), in order.
 fn same_hashes<'a>(recorded: &[String], files: impl Iterator<Item = (&'a str, &'a str)>) -> bool {

@@ -5,14 +5,16 @@
 //! less than [`SESSION_GAP`] apart, i.e. part of the same exchange. Lexical keys include the
 //! neighbours' words and the turn's facts, and the read path lets a turn borrow relevance from
 //! its neighbours. Built from the snapshot, which records every indexed file's conversation,
-//! role, time and (for a fact) source turn.
+//! role, time and (for a fact) source turn: after a write, only the conversations written
+//! are built again ([`Timeline::refresh`]), the others shared with the timeline before.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use chrono::{DateTime, Duration, Utc};
-use mnemo_core::{MemoryId, Role};
+use mnemo_core::{ConversationId, MemoryId, Role};
 
-use crate::index::snapshot::Snapshot;
+use crate::index::snapshot::{Changed, Snapshot, SnapshotEntry};
 
 /// Turns further apart than this belong to different sessions and are not neighbours.
 pub const SESSION_GAP: Duration = Duration::hours(6);
@@ -30,77 +32,129 @@ pub struct Neighbours {
 type TurnOrder = (DateTime<Utc>, bool, MemoryId);
 
 /// Every conversation's turns in order, built from a snapshot.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub(crate) struct Timeline {
     /// The snapshot generation this was built from.
     pub generation: u64,
-    /// Turns of each conversation, oldest first.
-    turns: Vec<Vec<(DateTime<Utc>, MemoryId)>>,
-    /// Where each turn sits: (conversation slot, position).
-    position: HashMap<MemoryId, (usize, usize)>,
-    /// The facts drawn from each turn (of the same conversation), oldest first.
+    /// Each conversation's turns and facts.
+    conversations: Vec<Arc<ConversationTimeline>>,
+    /// Where each conversation is in `conversations`.
+    slot_of_conversation: HashMap<ConversationId, usize>,
+    /// Which conversation each turn is of.
+    slot_of_turn: HashMap<MemoryId, usize>,
+}
+
+/// One conversation's turns in order, and the facts drawn from each.
+#[derive(Debug, Default)]
+struct ConversationTimeline {
+    /// Turns, oldest first.
+    turns: Vec<(DateTime<Utc>, MemoryId)>,
+    /// Where each turn is in `turns`.
+    position: HashMap<MemoryId, usize>,
+    /// The facts drawn from each turn, oldest first.
     facts: HashMap<MemoryId, Vec<MemoryId>>,
 }
 
-impl Timeline {
-    pub fn build(snapshot: &Snapshot) -> Self {
-        let mut by_conversation: HashMap<&str, Vec<TurnOrder>> = HashMap::new();
-        let mut conversation_of: HashMap<MemoryId, &str> = HashMap::new();
-        for entry in snapshot.files.values().filter(|e| e.is_turn()) {
-            let conversation = entry.conversation_id.as_str();
+impl ConversationTimeline {
+    /// Built from the entries of one conversation.
+    fn of<'e>(entries: impl Iterator<Item = &'e SnapshotEntry> + Clone) -> Self {
+        let mut turns: Vec<TurnOrder> = entries
+            .clone()
+            .filter(|e| e.is_turn())
             // A message and its answer written in the same millisecond: the answer follows.
-            let answer = entry.role == Role::Assistant;
-            by_conversation.entry(conversation).or_default().push((
-                entry.created_at,
-                answer,
-                entry.id,
-            ));
-            conversation_of.insert(entry.id, conversation);
-        }
-        let mut facts: HashMap<MemoryId, Vec<(DateTime<Utc>, MemoryId)>> = HashMap::new();
-        for entry in snapshot.files.values().filter(|e| e.role == Role::Memory) {
+            .map(|e| (e.created_at, e.role == Role::Assistant, e.id))
+            .collect();
+        // Other ties (turns written in the same millisecond) keep a stable, id-based order.
+        turns.sort();
+        let position: HashMap<MemoryId, usize> = turns
+            .iter()
+            .enumerate()
+            .map(|(i, (_, _, id))| (*id, i))
+            .collect();
+        let mut drawn: HashMap<MemoryId, Vec<(DateTime<Utc>, MemoryId)>> = HashMap::new();
+        for entry in entries.filter(|e| e.role == Role::Memory) {
             // A hand-edited `source_id` naming another conversation's turn must not put this
             // conversation's words into that turn's key.
-            let Some(turn) = entry
-                .source_id
-                .filter(|turn| conversation_of.get(turn) == Some(&entry.conversation_id.as_str()))
-            else {
-                continue;
-            };
-            facts
-                .entry(turn)
-                .or_default()
-                .push((entry.created_at, entry.id));
-        }
-        let mut timeline = Timeline {
-            generation: snapshot.generation,
-            ..Timeline::default()
-        };
-        for (turn, mut drawn) in facts {
-            drawn.sort();
-            let ids = drawn.into_iter().map(|(_, id)| id).collect();
-            timeline.facts.insert(turn, ids);
-        }
-        for (_, mut turns) in by_conversation {
-            // Other ties (turns written in the same millisecond) keep a stable, id-based order.
-            turns.sort();
-            let slot = timeline.turns.len();
-            for (i, (_, _, id)) in turns.iter().enumerate() {
-                timeline.position.insert(*id, (slot, i));
+            if let Some(turn) = entry.source_id.filter(|t| position.contains_key(t)) {
+                drawn
+                    .entry(turn)
+                    .or_default()
+                    .push((entry.created_at, entry.id));
             }
-            timeline
-                .turns
-                .push(turns.into_iter().map(|(at, _, id)| (at, id)).collect());
         }
+        let facts = drawn
+            .into_iter()
+            .map(|(turn, mut facts)| {
+                facts.sort();
+                (turn, facts.into_iter().map(|(_, id)| id).collect())
+            })
+            .collect();
+        Self {
+            turns: turns.into_iter().map(|(at, _, id)| (at, id)).collect(),
+            position,
+            facts,
+        }
+    }
+}
+
+impl Timeline {
+    /// Every conversation's timeline, built from `snapshot`.
+    pub fn build(snapshot: &Snapshot) -> Self {
+        let mut timeline = Timeline::default();
+        for conversation in snapshot.conversations() {
+            timeline.rebuild(snapshot, conversation);
+        }
+        timeline.generation = snapshot.generation;
         timeline
+    }
+
+    /// The timeline of `snapshot`, built again only for the conversations that changed
+    /// since this one was built.
+    pub fn refresh(&self, snapshot: &Snapshot) -> Self {
+        let Changed::Conversations(changed) = snapshot.changed_since(self.generation) else {
+            return Timeline::build(snapshot);
+        };
+        let mut timeline = self.clone();
+        for conversation in &changed {
+            timeline.rebuild(snapshot, conversation);
+        }
+        timeline.generation = snapshot.generation;
+        timeline
+    }
+
+    /// Builds `conversation`'s part again from `snapshot`.
+    fn rebuild(&mut self, snapshot: &Snapshot, conversation: &ConversationId) {
+        let entries = snapshot.entries_of(conversation.as_str()).map(|(_, e)| e);
+        let built = Arc::new(ConversationTimeline::of(entries));
+        let slot = match self.slot_of_conversation.get(conversation) {
+            Some(&slot) => {
+                for (_, turn) in &self.conversations[slot].turns {
+                    self.slot_of_turn.remove(turn);
+                }
+                slot
+            }
+            None => {
+                self.conversations.push(Arc::default());
+                let slot = self.conversations.len() - 1;
+                self.slot_of_conversation.insert(conversation.clone(), slot);
+                slot
+            }
+        };
+        for (_, turn) in &built.turns {
+            self.slot_of_turn.insert(*turn, slot);
+        }
+        self.conversations[slot] = built;
     }
 
     /// The turns right before and after `id` in the same session (none if `id` is not a turn).
     pub fn neighbours(&self, id: MemoryId) -> Neighbours {
-        let Some(&(slot, i)) = self.position.get(&id) else {
+        let Some(conversation) = self.conversation_of(id) else {
             return Neighbours::default();
         };
-        let turns = &self.turns[slot];
+        let Some(&i) = conversation.position.get(&id) else {
+            return Neighbours::default();
+        };
+        let turns = &conversation.turns;
         let at = turns[i].0;
         let near = |j: Option<usize>| {
             let (t, id) = *turns.get(j?)?;
@@ -134,14 +188,20 @@ impl Timeline {
 
     /// The live facts drawn from the turn `id`, oldest first.
     pub fn facts(&self, id: MemoryId) -> &[MemoryId] {
-        self.facts.get(&id).map_or(&[], Vec::as_slice)
+        self.conversation_of(id)
+            .and_then(|c| c.facts.get(&id))
+            .map_or(&[], Vec::as_slice)
+    }
+
+    fn conversation_of(&self, turn: MemoryId) -> Option<&ConversationTimeline> {
+        let slot = *self.slot_of_turn.get(&turn)?;
+        Some(&self.conversations[slot])
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::index::snapshot::SnapshotEntry;
     use mnemo_core::ConversationId;
 
     fn entry(conversation: &str, role: Role, minute: u32) -> SnapshotEntry {
@@ -159,6 +219,12 @@ mod tests {
         }
     }
 
+    /// Records `entry` in `snapshot` as the file `name` of its conversation.
+    fn put(snapshot: &mut Snapshot, name: &str, entry: &SnapshotEntry) {
+        let path = format!("entries/{}/{name}.md", entry.conversation_id);
+        snapshot.insert(path, entry.clone());
+    }
+
     #[test]
     fn neighbours_are_adjacent_turns_of_the_same_conversation() {
         let mut snapshot = Snapshot::default();
@@ -171,7 +237,7 @@ mod tests {
             entry("a", Role::User, 4 + 7 * 60),
         ];
         for (i, e) in entries.iter().enumerate() {
-            snapshot.files.insert(format!("f{i}"), e.clone());
+            put(&mut snapshot, &format!("f{i}"), e);
         }
         let timeline = Timeline::build(&snapshot);
         let ids: Vec<MemoryId> = entries.iter().map(|e| e.id).collect();
@@ -225,7 +291,7 @@ mod tests {
             .into_iter()
             .enumerate()
         {
-            snapshot.files.insert(format!("f{i}"), e.clone());
+            put(&mut snapshot, &format!("f{i}"), e);
         }
         let timeline = Timeline::build(&snapshot);
         assert_eq!(timeline.facts(turn.id), [first.id, later.id]);
@@ -246,12 +312,63 @@ mod tests {
             })
             .collect();
         for (i, (message, answer)) in pairs.iter().enumerate() {
-            snapshot.files.insert(format!("m{i}"), message.clone());
-            snapshot.files.insert(format!("a{i}"), answer.clone());
+            put(&mut snapshot, &format!("m{i}"), message);
+            put(&mut snapshot, &format!("a{i}"), answer);
         }
         let timeline = Timeline::build(&snapshot);
         for (message, answer) in &pairs {
             assert_eq!(timeline.neighbours(answer.id).previous, Some(message.id));
         }
+    }
+
+    /// What a refresh after each change answers is what a whole build answers.
+    #[test]
+    fn a_refreshed_timeline_is_the_timeline_built_whole() {
+        let mut snapshot = Snapshot::default();
+        let mut timeline = Timeline::build(&snapshot);
+        let mut entries: Vec<(String, SnapshotEntry)> = Vec::new();
+        let answers = |t: &Timeline, entries: &[(String, SnapshotEntry)]| {
+            let ids = entries.iter().map(|(_, e)| e.id);
+            ids.map(|id| (t.neighbours(id), t.facts(id).to_vec()))
+                .collect::<Vec<_>>()
+        };
+        for step in 0..40u32 {
+            let conversation = ["a", "b", "c"][step as usize % 3];
+            let mut added = entry(
+                conversation,
+                [Role::User, Role::Assistant][step as usize % 2],
+                step,
+            );
+            if step % 5 == 4 {
+                added.role = Role::Memory;
+                let mut turns = entries.iter().map(|(_, e)| e).filter(|e| e.is_turn());
+                let same = turns.rfind(|e| e.conversation_id.as_str() == conversation);
+                added.source_id = same.map(|e| e.id);
+            }
+            let name = format!("e{step}");
+            put(&mut snapshot, &name, &added);
+            entries.push((format!("entries/{conversation}/{name}.md"), added));
+            if step % 7 == 6 {
+                let (path, _) = entries.remove(step as usize / 3);
+                snapshot.remove(&path);
+            }
+            timeline = timeline.refresh(&snapshot);
+            assert_eq!(timeline.generation, snapshot.generation);
+            let whole = Timeline::build(&snapshot);
+            assert_eq!(
+                answers(&timeline, &entries),
+                answers(&whole, &entries),
+                "step {step}"
+            );
+        }
+        assert!(
+            entries
+                .iter()
+                .any(|(_, e)| !timeline.facts(e.id).is_empty())
+                && entries
+                    .iter()
+                    .any(|(_, e)| timeline.neighbours(e.id).next.is_some()),
+            "the steps made neighbours and facts"
+        );
     }
 }

@@ -5,10 +5,10 @@
 //! writes several times in a row (the answer, the facts, the marks on facts they may
 //! contradict, the summary, the evictions), and each write made the same turns stale again,
 //! so their keys were rebuilt four or five times a pass. While a conversation's pass runs,
-//! its writes leave the keys to the pass's end, which rebuilds each stale key once. Another
-//! writer's upkeep in between rebuilds them too, as it rebuilds whatever is stale.
+//! its writes leave the keys to the pass's end, which rebuilds each stale key once; other
+//! writers' upkeep in between (turns indexed, another conversation's pass) leaves them too.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 
 use mnemo_core::ConversationId;
@@ -32,21 +32,9 @@ impl DeferredKeys {
         }
     }
 
-    /// Whether every one of `conversations` leaves its keys to the end of a pass (false
-    /// for none).
-    pub(crate) fn all_deferred<'c>(
-        &self,
-        conversations: impl IntoIterator<Item = &'c ConversationId>,
-    ) -> bool {
-        let deferred = self.lock();
-        let mut any = false;
-        for conversation in conversations {
-            if !deferred.contains_key(conversation) {
-                return false;
-            }
-            any = true;
-        }
-        any
+    /// The conversations whose keys wait for the end of their pass, now.
+    pub(crate) fn current(&self) -> HashSet<ConversationId> {
+        self.lock().keys().cloned().collect()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<ConversationId, usize>> {
@@ -61,23 +49,24 @@ mod tests {
     use super::*;
 
     #[test]
-    fn defers_only_while_every_conversation_written_has_a_pass() {
+    fn defers_while_a_pass_runs() {
         let keys = DeferredKeys::default();
         let (a, b) = (
             ConversationId::new("a").unwrap(),
             ConversationId::new("b").unwrap(),
         );
-        assert!(!keys.all_deferred([&a]));
+        assert!(keys.current().is_empty());
         keys.begin(&a);
-        assert!(keys.all_deferred([&a]));
-        assert!(!keys.all_deferred([&a, &b]), "b has no pass running");
-        assert!(
-            !keys.all_deferred(std::iter::empty()),
-            "nothing written defers nothing"
+        assert_eq!(
+            keys.current(),
+            HashSet::from([a.clone()]),
+            "b has no pass running"
         );
         keys.end(&a);
-        assert!(!keys.all_deferred([&a]));
+        assert!(keys.current().is_empty());
         keys.end(&a);
-        assert!(!keys.all_deferred([&a]), "an extra end does no harm");
+        assert!(keys.current().is_empty(), "an extra end does no harm");
+        keys.begin(&b);
+        assert_eq!(keys.current(), HashSet::from([b]));
     }
 }

@@ -1137,9 +1137,8 @@ impl Engine {
         let (total, mut entries) = {
             let snapshot = self.snapshot().lock();
             let all: Vec<_> = snapshot
-                .files
-                .iter()
-                .filter(|(_, e)| e.conversation_id == *conversation && e.role != Role::Summary)
+                .entries_of(conversation.as_str())
+                .filter(|(_, e)| e.role != Role::Summary)
                 .collect();
             let candidates: Vec<(chrono::DateTime<chrono::Utc>, String)> = all
                 .iter()
