@@ -90,7 +90,8 @@ impl Embedder {
             .with_environment(environment)
             .with_execution_providers(vec![runtime::cpu_without_arena()])
             .with_max_length(config.max_length)
-            .with_intra_threads(config.threads.max(1));
+            .with_intra_threads(config.threads.max(1))
+            .with_session_config(runtime::SPINNING, "0");
         let mut model = TextEmbedding::try_new_from_user_defined(model, options).map_err(|e| {
             EmbedError::Model {
                 path: config.model_dir.clone(),
@@ -165,6 +166,11 @@ impl Embedder {
         self.run(&[text])?
             .pop()
             .ok_or_else(|| EmbedError::Inference("the model returned no vector".into()))
+    }
+
+    /// The vector of `text` if it was embedded lately, without running the model.
+    pub fn recently_embedded(&self, text: &str) -> Option<Vec<f32>> {
+        self.recent.get(text)
     }
 
     /// Embeds `texts` in one hold of the model (one request to an endpoint), but for those

@@ -67,7 +67,8 @@ impl Reranker {
             .with_environment(environment)
             .with_execution_providers(vec![runtime::cpu_without_arena()])
             .with_max_length(config.max_length)
-            .with_intra_threads(config.threads.max(1));
+            .with_intra_threads(config.threads.max(1))
+            .with_session_config(runtime::SPINNING, "0");
         let model = UserDefinedRerankingModel::new(files.onnx, files.tokenizer);
         let model = TextRerank::try_new_from_user_defined(model, options).map_err(|e| {
             EmbedError::Model {

@@ -81,6 +81,12 @@ fn already_loaded(library: &Path) -> Result<Option<Environment>, EmbedError> {
     }
 }
 
+/// The session setting that lets the runtime's worker threads spin while they wait for work.
+/// Off: a spinning thread holds a core that the rest of a server needs (searches, the write
+/// path), and a server's runs are too short and far apart for spinning to pay (16 clients on
+/// 2 cores, `benches/soak.rs`: 18% more requests served with it off).
+pub(crate) const SPINNING: &str = "session.intra_op.allow_spinning";
+
 /// The CPU execution provider without its memory arena. The arena keeps every block it
 /// ever allocated for the largest and oddest shapes it met (a batch of 64 texts of varied
 /// lengths, then one short query), so a server embedding steadily grew by tens of MiB a

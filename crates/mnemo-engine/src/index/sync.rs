@@ -104,6 +104,15 @@ impl<'a> Indexer<'a> {
         let records: Vec<&MemoryRecord> = records.into_iter().collect();
         let texts: Vec<String> = records.iter().map(|r| keys::dense_key(r)).collect();
         let vectors = self.embedder.embed(&texts)?;
+        // The model's words nearest each: the answers are kept (`ModelWords`), and the key
+        // upkeep under the lock finds them there, since it takes a new memory's vector from
+        // the embedder's recent ones too.
+        let with_vectors: Vec<(&MemoryRecord, Option<&[f32]>)> = records
+            .iter()
+            .zip(&vectors)
+            .map(|(r, v)| (*r, Some(v.as_slice())))
+            .collect();
+        self.nearest_words(&with_vectors);
         let contents: Vec<&str> = records.iter().map(|r| r.content.as_str()).collect();
         Ok(EmbeddedAhead {
             dense: texts.into_iter().zip(vectors).collect(),
@@ -271,16 +280,32 @@ impl Indexer<'_> {
         nearest
     }
 
-    /// The dense vectors the index holds for `ids`, when document expansion needs them.
-    fn dense_vectors(&self, ids: &[MemoryId]) -> Result<HashMap<MemoryId, Vec<f32>>, EngineError> {
-        if self.model_words.is_none() || ids.is_empty() {
+    /// The dense vectors of `records`, when document expansion needs them: as the embedder
+    /// made them lately (the vectors their nearest words were found for ahead), else as
+    /// the index holds them.
+    fn dense_vectors(
+        &self,
+        records: &[&MemoryRecord],
+    ) -> Result<HashMap<MemoryId, Vec<f32>>, EngineError> {
+        if self.model_words.is_none() {
             return Ok(HashMap::new());
         }
-        let hits = self.index.retrieve(ids, true)?;
-        Ok(hits
-            .into_iter()
-            .filter_map(|hit| Some((hit.id, hit.vector?)))
-            .collect())
+        let mut vectors = HashMap::new();
+        let mut stored = Vec::new();
+        for record in records {
+            match self.embedder.recently_embedded(&keys::dense_key(record)) {
+                Some(vector) => drop(vectors.insert(record.id, vector)),
+                None => stored.push(record.id),
+            }
+        }
+        if !stored.is_empty() {
+            let hits = self.index.retrieve(&stored, true)?;
+            vectors.extend(
+                hits.into_iter()
+                    .filter_map(|hit| Some((hit.id, hit.vector?))),
+            );
+        }
+        Ok(vectors)
     }
 
     /// Brings the index in step with the files. See the module docs.
@@ -595,8 +620,8 @@ impl Indexer<'_> {
                 .iter()
                 .filter_map(|(path, _, files)| Some((files, read(path)?)))
                 .collect();
-            let ids: Vec<MemoryId> = records.iter().map(|(_, r)| r.id).collect();
-            let vectors = self.dense_vectors(&ids)?;
+            let vectors =
+                self.dense_vectors(&records.iter().map(|(_, r)| r).collect::<Vec<_>>())?;
             let needing_words: Vec<(&MemoryRecord, Option<&[f32]>)> = records
                 .iter()
                 .map(|(_, r)| (r, vectors.get(&r.id).map(Vec::as_slice)))
