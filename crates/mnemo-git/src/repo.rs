@@ -85,6 +85,13 @@ impl Versioning {
             .canonicalize()
             .map_err(io_err("cannot resolve", root))?;
         let fresh = !root.join(".git").exists();
+        // libgit2 keeps every small object it reads or writes (each commit's trees) in a
+        // cache of up to 256 MiB for the life of the repository, and a busy server's memory
+        // grew with its commits. A commit reads little back, and reading it from disk costs
+        // nothing measurable (`benches/soak.rs`, 5 minutes: 4,730 requests without the
+        // cache, 4,617 with it; anonymous memory flat after the first minute instead of
+        // growing 18 MiB a minute). Process-wide, and idempotent.
+        git2::opts::enable_caching(false);
         // `Repository::open` looks at `root` only, never at its parents.
         let opened = if fresh {
             Repository::init(&root)

@@ -10,21 +10,26 @@
 //! - `EdgeShard::new` does not create its directory;
 //! - a flush that fails (a full disk, a removed folder) panics, and dropping a shard
 //!   flushes it: both are run through [`contained`], which turns the panic into an error the
-//!   caller reports once, and keeps the panic hook quiet meanwhile.
+//!   caller reports once, and keeps the panic hook quiet meanwhile;
+//! - a deleted or rewritten point stays in its segment, marked, until the shard's optimizers
+//!   run, which only [`EdgeShard::optimize`] does: [`VectorIndex::compact`] runs them once
+//!   enough has been written, with indexing off (searches are exact, so an HNSW graph would
+//!   be built for nothing), so a store that lives with eviction does not grow for ever.
 
 use std::cell::Cell;
 use std::mem::ManuallyDrop;
 use std::num::NonZeroUsize;
 use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Once;
 
 use mnemo_core::MemoryId;
 use parking_lot::Mutex;
 use qdrant_edge::{
-    CountRequest, CreateIndex, Distance, EdgeConfig, EdgeShard, EdgeSparseVectorParams,
-    EdgeVectorParams, FieldIndexOperations, Filter as EdgeFilter, JsonPath, Modifier,
-    PayloadFieldSchema, PayloadSchemaType, PointId, PointIdsList, PointInsertOperations,
+    CountRequest, CreateIndex, Distance, EdgeConfig, EdgeOptimizersConfig, EdgeShard,
+    EdgeSparseVectorParams, EdgeVectorParams, FieldIndexOperations, Filter as EdgeFilter, JsonPath,
+    Modifier, PayloadFieldSchema, PayloadSchemaType, PointId, PointIdsList, PointInsertOperations,
     PointOperations, PointStruct, PointVectorsPersisted, QueryEnum, QueryRequest, ScoringQuery,
     ScrollRequest, UpdateOperation, UpdateVectorsOp, VectorInternal, VectorOperations,
     VectorPersisted, VectorStructInternal, VectorStructPersisted, Vectors, WalOptions,
@@ -65,7 +70,17 @@ pub struct EdgeIndex {
     dimension: usize,
     /// Serialises update + flush (see module docs).
     writer: Mutex<()>,
+    /// Keeps flushes out of the optimizers' way: a flush panics if it meets them swapping
+    /// segments. Updates go on while they run.
+    optimizing: Mutex<()>,
+    /// Points written or deleted since the optimizers last ran.
+    written_since_compaction: AtomicUsize,
 }
+
+/// How many points are written or deleted between two runs of the optimizers. Each run
+/// first plans, which is cheap; it rewrites a segment only when a fifth of its points or
+/// more are deleted (qdrant's vacuum threshold).
+const COMPACT_EVERY: usize = 1_000;
 
 impl std::fmt::Debug for EdgeIndex {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -104,11 +119,20 @@ impl EdgeIndex {
                 options.dimension
             )));
         }
+        if shard.config().optimizers != optimizers() {
+            // An index made before compaction ran has the default optimizers, which would
+            // build a graph for each large segment.
+            shard
+                .set_optimizers_config(optimizers())
+                .map_err(|e| open_error(e.to_string()))?;
+        }
         let index = Self {
             shard: ManuallyDrop::new(shard),
             path: path.to_owned(),
             dimension,
             writer: Mutex::new(()),
+            optimizing: Mutex::new(()),
+            written_since_compaction: AtomicUsize::new(0),
         };
         if !exists {
             index.create_payload_indexes()?;
@@ -142,8 +166,12 @@ impl EdgeIndex {
         self.apply_all(vec![op])
     }
 
-    /// Applies updates in order, under the writer lock.
+    /// Applies updates in order, under the writer lock; `points` is how many they write or
+    /// delete.
     fn apply_all(&self, ops: Vec<UpdateOperation>) -> Result<(), IndexError> {
+        let points: usize = ops.iter().map(points_touched).sum();
+        self.written_since_compaction
+            .fetch_add(points, Ordering::Relaxed);
         let _writer = self.writer.lock();
         for op in ops {
             self.shard.update(op).map_err(backend)?;
@@ -208,8 +236,35 @@ fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
     }
 }
 
+/// How many points an update writes or deletes.
+fn points_touched(op: &UpdateOperation) -> usize {
+    match op {
+        UpdateOperation::PointOperation(PointOperations::UpsertPoints(
+            PointInsertOperations::PointsList(points),
+        )) => points.len(),
+        UpdateOperation::PointOperation(PointOperations::DeletePoints { ids }) => ids.len(),
+        UpdateOperation::VectorOperation(VectorOperations::UpdateVectors(op)) => op.points.len(),
+        UpdateOperation::VectorOperation(VectorOperations::DeleteVectors(points, _)) => {
+            points.points.len()
+        }
+        _ => 0,
+    }
+}
+
+/// The optimizers the index runs: qdrant's defaults, but never building a graph.
+fn optimizers() -> EdgeOptimizersConfig {
+    EdgeOptimizersConfig {
+        // 0 turns indexing off.
+        indexing_threshold: Some(0),
+        ..EdgeOptimizersConfig::default()
+    }
+}
+
 fn shard_config(options: &EdgeIndexOptions) -> EdgeConfig {
-    let mut config = EdgeConfig::default();
+    let mut config = EdgeConfig {
+        optimizers: optimizers(),
+        ..EdgeConfig::default()
+    };
     config.vectors.insert(
         DENSE.to_owned(),
         EdgeVectorParams {
@@ -294,6 +349,7 @@ fn point_payload(id: MemoryId, payload: Option<EdgePayload>) -> Result<PointPayl
 
 impl VectorIndex for EdgeIndex {
     fn flush(&self) -> Result<(), IndexError> {
+        let _optimizing = self.optimizing.lock();
         let _writer = self.writer.lock();
         // qdrant-edge panics when a flush fails (a full disk, a removed folder): make that an
         // error the caller can log and retry, not a dead thread.
@@ -301,6 +357,28 @@ impl VectorIndex for EdgeIndex {
             IndexError::Backend(format!(
                 "cannot flush the index in {}: {why}",
                 self.path.display(),
+            ))
+        })
+    }
+
+    fn compact(&self) -> Result<bool, IndexError> {
+        let written = self.written_since_compaction.load(Ordering::Relaxed);
+        if written < COMPACT_EVERY {
+            return Ok(false);
+        }
+        let _optimizing = self.optimizing.lock();
+        self.written_since_compaction
+            .fetch_sub(written, Ordering::Relaxed);
+        let optimized = contained(|| self.shard.optimize()).map_err(|why| {
+            IndexError::Backend(format!(
+                "cannot compact the index in {}: {why}",
+                self.path.display()
+            ))
+        })?;
+        optimized.map_err(|e| {
+            IndexError::Backend(format!(
+                "cannot compact the index in {}: {e}",
+                self.path.display()
             ))
         })
     }

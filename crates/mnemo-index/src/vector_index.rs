@@ -139,6 +139,13 @@ pub enum IndexError {
 pub trait VectorIndex: Send + Sync {
     /// Makes every write so far durable.
     fn flush(&self) -> Result<(), IndexError>;
+    /// Gives back what deleted and rewritten points leave behind, where the backend leaves
+    /// that to its user (the embedded engine; a Qdrant server does it by itself). Cheap
+    /// when there is nothing to do; returns whether anything was rewritten. Searches and
+    /// writes go on meanwhile.
+    fn compact(&self) -> Result<bool, IndexError> {
+        Ok(false)
+    }
     /// Inserts the points, replacing any with the same id (vectors and payload alike).
     fn upsert(&self, points: Vec<Point>) -> Result<(), IndexError>;
     /// Removes the points with these ids; ids not in the index are ignored.

@@ -39,3 +39,62 @@ fn a_failed_flush_is_an_error_not_a_panic() {
     assert!(err.contains("cannot flush the index"), "{err}");
     drop(index);
 }
+
+/// Bytes of the files under `dir`.
+fn size_of(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| match e.file_type().unwrap().is_dir() {
+            true => size_of(&e.path()),
+            false => e.metadata().unwrap().len(),
+        })
+        .sum()
+}
+
+/// A store that lives with eviction deletes as much as it adds: the deleted points go once
+/// enough was written, and what is left is found as before, after a reopen too.
+#[test]
+fn compaction_gives_back_deleted_points_and_keeps_the_rest() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = open_edge(dir.path());
+    assert!(!index.compact().unwrap(), "nothing written, nothing to do");
+    let points: Vec<_> = (0..3_000)
+        .map(|i| point("a", Role::Memory, i % 8, i as f32 / 3_000.0))
+        .collect();
+    let ids: Vec<_> = points.iter().map(|p| p.id).collect();
+    for batch in points.chunks(500) {
+        index.upsert(batch.to_vec()).unwrap();
+    }
+    index.delete(&ids[..2_000]).unwrap();
+    index.flush().unwrap();
+    let before = size_of(&dir.path().join("index"));
+    assert!(
+        index.compact().unwrap(),
+        "two thirds deleted: the segment is rewritten"
+    );
+    index.flush().unwrap();
+    let after = size_of(&dir.path().join("index"));
+    assert!(after < before, "{after} bytes after, {before} before");
+    assert!(!index.compact().unwrap(), "nothing written since");
+    let kept = |index: &dyn VectorIndex| {
+        let mut kept = index.ids().unwrap();
+        kept.sort();
+        kept
+    };
+    let mut expected = ids[2_000..].to_vec();
+    expected.sort();
+    assert_eq!(kept(index.as_ref()), expected);
+    let hits = index.retrieve(&ids[2_990..], true).unwrap();
+    assert_eq!(hits.len(), 10);
+    assert!(hits
+        .iter()
+        .all(|h| h.vector.as_ref().is_some_and(|v| v.len() == DIM)));
+    // Writes go on into the compacted index.
+    index
+        .upsert(vec![point("a", Role::Memory, 3, 0.5)])
+        .unwrap();
+    drop(index);
+    let reopened = open_edge(dir.path());
+    assert_eq!(reopened.ids().unwrap().len(), 1_001);
+}

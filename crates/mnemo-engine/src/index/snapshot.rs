@@ -380,6 +380,19 @@ impl SnapshotCell {
             .inspect_err(|_| self.lock().dirty = true)
     }
 
+    /// Lets the index give back what deleted and rewritten points leave behind
+    /// ([`VectorIndex::compact`]); a failure is logged, and the next call tries again.
+    fn compact(&self) {
+        let started = std::time::Instant::now();
+        match self.index.compact() {
+            Ok(true) => {
+                info!(took = ?started.elapsed(), "the index gave back the space of deleted points")
+            }
+            Ok(false) => {}
+            Err(e) => warn!("{e}"),
+        }
+    }
+
     /// Starts the thread that flushes every [`FLUSH_INTERVAL`]; it stops when the handle
     /// is dropped. `None` (and a warning) when no thread can be started: the snapshot is
     /// then written on `wait_idle` and on close only.
@@ -394,6 +407,7 @@ impl SnapshotCell {
                 let mut failing = false;
                 while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(FLUSH_INTERVAL) {
                     let Some(cell) = cell.upgrade() else { return };
+                    cell.compact();
                     match cell.flush() {
                         Err(e) if !failing => {
                             warn!("cannot flush the index and its snapshot: {e}; trying again every {FLUSH_INTERVAL:?}");
