@@ -119,12 +119,14 @@ impl EdgeIndex {
                 options.dimension
             )));
         }
-        if shard.config().optimizers != optimizers() {
+        let outdated = shard.config().optimizers != optimizers();
+        if outdated {
             // An index made before compaction ran has the default optimizers, which would
-            // build a graph for each large segment.
-            shard
-                .set_optimizers_config(optimizers())
-                .map_err(|e| open_error(e.to_string()))?;
+            // build a graph for each large segment. The setting is saved in the index's
+            // folder; where that fails (a full disk), this run compacts nothing.
+            if let Err(e) = shard.set_optimizers_config(optimizers()) {
+                tracing::warn!(index = %path.display(), "cannot switch the index's optimizers ({e}); it is not compacted until it can");
+            }
         }
         let index = Self {
             shard: ManuallyDrop::new(shard),
@@ -363,7 +365,7 @@ impl VectorIndex for EdgeIndex {
 
     fn compact(&self) -> Result<bool, IndexError> {
         let written = self.written_since_compaction.load(Ordering::Relaxed);
-        if written < COMPACT_EVERY {
+        if written < COMPACT_EVERY || self.shard.config().optimizers != optimizers() {
             return Ok(false);
         }
         let _optimizing = self.optimizing.lock();
