@@ -272,6 +272,32 @@ mod tests {
             .join("\n")
     }
 
+    /// A disk that fails a write of the context's files at any of its steps: an error
+    /// carrying EIO, the file as it was, no temporary file left, and the next write works.
+    #[test]
+    fn a_failed_write_leaves_the_file_as_it_was() {
+        for failing in [Seam::Write, Seam::Sync, Seam::Rename] {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("state.json");
+            write_atomic(&path, b"old").unwrap();
+            let plan = faults::inject(dir.path(), move |_, seam, _| {
+                (seam == failing).then(faults::io_error)
+            });
+            let err = write_atomic(&path, b"new").unwrap_err();
+            drop(plan);
+            let eio = faults::io_error().raw_os_error();
+            assert_eq!(err.raw_os_error(), eio, "{failing:?}: {err}");
+            assert_eq!(std::fs::read(&path).unwrap(), b"old", "{failing:?}");
+            let names: Vec<_> = std::fs::read_dir(dir.path())
+                .unwrap()
+                .map(|e| e.unwrap().file_name())
+                .collect();
+            assert_eq!(names, ["state.json"], "{failing:?}");
+            write_atomic(&path, b"new").unwrap();
+            assert_eq!(std::fs::read(&path).unwrap(), b"new", "{failing:?}");
+        }
+    }
+
     #[test]
     fn large_outputs_go_to_the_store_and_leave_a_head_and_tail_preview() {
         let big = output(5000);

@@ -329,10 +329,16 @@ pub fn append(path: &Path, records: &[Record]) -> io::Result<u64> {
         ));
     }
     // O_APPEND: whatever else writes to the file, a record is never written over another.
-    mnemo_fs::faults::check(path, mnemo_fs::faults::Seam::Write)?;
-    file.write_all(&bytes)?;
-    mnemo_fs::faults::check(path, mnemo_fs::faults::Seam::Sync)?;
-    file.sync_data()?;
+    let written = mnemo_fs::faults::check(path, mnemo_fs::faults::Seam::Write)
+        .and_then(|()| file.write_all(&bytes))
+        .and_then(|()| mnemo_fs::faults::check(path, mnemo_fs::faults::Seam::Sync))
+        .and_then(|()| file.sync_data());
+    if let Err(e) = written {
+        // The caller is told the records are not stored: none of them may stay, or its retry
+        // would log them twice. A part written (a full disk) would be a torn line anyway.
+        let _ = file.set_len(end);
+        return Err(e);
+    }
     if created {
         sync_parent(path)?;
     }
@@ -409,6 +415,43 @@ mod tests {
         assert_eq!(log.bytes, size);
         assert_eq!(log.records[2], read(&path).unwrap().records[2]);
         assert!(log.skipped.is_empty());
+    }
+
+    /// A disk that fails the append's write or its fsync: an error carrying EIO, the
+    /// records before kept, none of the failed append's left behind, and the next append
+    /// (a retry) logs them once.
+    #[test]
+    fn a_failed_append_leaves_the_log_as_it_was() {
+        use mnemo_fs::faults::{self, Seam};
+        for failing in [Seam::Write, Seam::Sync] {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("messages.jsonl");
+            let before = append(&path, &[user("a"), user("b")]).unwrap();
+            let plan = faults::inject(dir.path(), move |_, seam, _| {
+                (seam == failing).then(faults::io_error)
+            });
+            let err = append(&path, &[user("c"), user("d")]).unwrap_err();
+            drop(plan);
+            let eio = faults::io_error().raw_os_error();
+            assert_eq!(err.raw_os_error(), eio, "{failing:?}: {err}");
+            assert_eq!(
+                std::fs::metadata(&path).unwrap().len(),
+                before,
+                "{failing:?}"
+            );
+            append(&path, &[user("c"), user("d")]).unwrap();
+            let log = read(&path).unwrap();
+            let texts: Vec<&str> = log
+                .records
+                .iter()
+                .filter_map(|r| match r {
+                    Record::Message { message, .. } => message["content"].as_str(),
+                    _ => None,
+                })
+                .collect();
+            assert_eq!(texts, ["a", "b", "c", "d"], "{failing:?}");
+            assert!(log.skipped.is_empty(), "{failing:?}: {:?}", log.skipped);
+        }
     }
 
     #[test]
