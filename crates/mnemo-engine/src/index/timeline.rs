@@ -129,7 +129,11 @@ impl Timeline {
         let slot = match self.slot_of_conversation.get(conversation) {
             Some(&slot) => {
                 for (_, turn) in &self.conversations[slot].turns {
-                    self.slot_of_turn.remove(turn);
+                    // A turn moved to another conversation (a file moved by hand) may be
+                    // that one's already, if it was rebuilt first.
+                    if self.slot_of_turn.get(turn) == Some(&slot) {
+                        self.slot_of_turn.remove(turn);
+                    }
                 }
                 slot
             }
@@ -168,7 +172,7 @@ impl Timeline {
 
     /// Up to `n` turns on each side of `id` in the same session, nearest first: its
     /// neighbours, their neighbours on the same side, and so on. Lazy: the index's key check
-    /// runs it for every turn after every write.
+    /// runs it for every turn of a conversation written.
     pub fn around(
         &self,
         id: MemoryId,
@@ -351,6 +355,16 @@ mod tests {
             if step % 7 == 6 {
                 let (path, _) = entries.remove(step as usize / 3);
                 snapshot.remove(&path);
+            }
+            if step % 11 == 10 {
+                // A turn moved by hand to another conversation, keeping its id.
+                let at = entries.iter().position(|(_, e)| e.is_turn()).unwrap();
+                let (path, mut moved) = entries.remove(at);
+                snapshot.remove(&path);
+                moved.conversation_id = ConversationId::new("d").unwrap();
+                let name = format!("moved{step}");
+                put(&mut snapshot, &name, &moved);
+                entries.push((format!("entries/d/{name}.md"), moved));
             }
             timeline = timeline.refresh(&snapshot);
             assert_eq!(timeline.generation, snapshot.generation);
