@@ -6,12 +6,11 @@
 
 use std::collections::HashMap;
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Mutex;
 
 use serde_json::Value;
 
-use mnemo_fs::faults::{self, Seam};
 use mnemo_fs::StoreDir;
 
 use crate::messages::{answered_call, output_text};
@@ -100,7 +99,7 @@ fn file_name(call_id: &str) -> String {
 impl OutputStore for DirOutputStore {
     fn put(&self, call_id: &str, output: &str) -> io::Result<()> {
         self.dir.create().map_err(refused)?;
-        write_atomic(&self.path_of(call_id), output.as_bytes())
+        mnemo_fs::atomic::write_atomic(&self.path_of(call_id), output.as_bytes())
     }
 
     fn read(
@@ -144,38 +143,6 @@ pub fn safe_name(id: &str) -> String {
 fn slice(text: &str, offset: usize, limit: usize) -> (String, usize) {
     let total = text.chars().count();
     (text.chars().skip(offset).take(limit).collect(), total)
-}
-
-pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    use std::io::Write;
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let tmp = dir.join(format!(
-        ".tmp-{}",
-        digest(path.to_string_lossy().as_bytes())
-    ));
-    // Made new, never opened through whatever was at that name (a planted link).
-    match std::fs::remove_file(&tmp) {
-        Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
-        _ => {}
-    }
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&tmp)?;
-    let written = (|| {
-        faults::check(path, Seam::Write)?;
-        file.write_all(bytes)?;
-        faults::check(path, Seam::Sync)?;
-        file.sync_all()?;
-        faults::check(path, Seam::Rename)
-    })();
-    drop(file);
-    if let Err(e) = written {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(e);
-    }
-    std::fs::rename(&tmp, path)?;
-    std::fs::File::open(dir)?.sync_all()
 }
 
 /// The preview that replaces an offloaded output.
@@ -272,32 +239,6 @@ mod tests {
             .join("\n")
     }
 
-    /// A disk that fails a write of the context's files at any of its steps: an error
-    /// carrying EIO, the file as it was, no temporary file left, and the next write works.
-    #[test]
-    fn a_failed_write_leaves_the_file_as_it_was() {
-        for failing in [Seam::Write, Seam::Sync, Seam::Rename] {
-            let dir = tempfile::tempdir().unwrap();
-            let path = dir.path().join("state.json");
-            write_atomic(&path, b"old").unwrap();
-            let plan = faults::inject(dir.path(), move |_, seam, _| {
-                (seam == failing).then(faults::io_error)
-            });
-            let err = write_atomic(&path, b"new").unwrap_err();
-            drop(plan);
-            let eio = faults::io_error().raw_os_error();
-            assert_eq!(err.raw_os_error(), eio, "{failing:?}: {err}");
-            assert_eq!(std::fs::read(&path).unwrap(), b"old", "{failing:?}");
-            let names: Vec<_> = std::fs::read_dir(dir.path())
-                .unwrap()
-                .map(|e| e.unwrap().file_name())
-                .collect();
-            assert_eq!(names, ["state.json"], "{failing:?}");
-            write_atomic(&path, b"new").unwrap();
-            assert_eq!(std::fs::read(&path).unwrap(), b"new", "{failing:?}");
-        }
-    }
-
     #[test]
     fn large_outputs_go_to_the_store_and_leave_a_head_and_tail_preview() {
         let big = output(5000);
@@ -356,7 +297,7 @@ mod tests {
         ] {
             let _ = std::fs::remove_dir_all(root.join("conversations"));
             let _ = std::fs::remove_file(root.join("conversations"));
-            if let Some(parent) = Path::new(level).parent() {
+            if let Some(parent) = std::path::Path::new(level).parent() {
                 std::fs::create_dir_all(root.join(parent)).unwrap();
             }
             std::os::unix::fs::symlink(outside.path(), root.join(level)).unwrap();
@@ -371,17 +312,10 @@ mod tests {
             std::fs::remove_file(root.join(level)).unwrap();
         }
         assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 1);
-        // A link planted where the temporary file goes is replaced, not written through.
+        // Written through `mnemo_fs::atomic`, which never writes through a link planted
+        // where its temporary file goes (its own tests).
         store.put("call_3", "first").unwrap();
-        let tmp = root.join("conversations/c/tool_outputs").join(format!(
-            ".tmp-{}",
-            digest(store.path_of("call_3").to_string_lossy().as_bytes())
-        ));
-        let target = outside.path().join("target");
-        std::fs::write(&target, "untouched").unwrap();
-        std::os::unix::fs::symlink(&target, &tmp).unwrap();
         store.put("call_3", "second").unwrap();
-        assert_eq!(std::fs::read_to_string(&target).unwrap(), "untouched");
         assert_eq!(store.read("call_3", 0, 10).unwrap().unwrap().0, "second");
     }
 }

@@ -176,7 +176,7 @@ impl SummaryStore for DirSummaryStore {
 
     fn put(&self, key: &str, summary: &StoredSummary) -> io::Result<()> {
         self.dir.create().map_err(crate::offload::refused)?;
-        crate::offload::write_atomic(
+        mnemo_fs::atomic::write_atomic(
             &self.dir.file(Self::name(key)),
             &serde_json::to_vec(summary)?,
         )

@@ -14,10 +14,12 @@
 //! A path inside the store is named by its parts below the root ([`store_relative`]), one
 //! check for the store's files and for git alike.
 //!
-//! Every crate that reads the store (memories, sessions, context state) reads through here.
-//! And since a store also fills its disk: [`free_space`] says how much room is left, and
-//! [`faults`] lets tests make chosen writes fail as a failing disk would.
+//! Every crate that reads the store (memories, sessions, context state) reads through here,
+//! and writes whole files through [`atomic`] (crash-safe replacement). And since a store also
+//! fills its disk: [`free_space`] says how much room is left, and [`faults`] lets tests make
+//! chosen writes fail as a failing disk would.
 
+pub mod atomic;
 pub mod faults;
 
 use std::fs::File;

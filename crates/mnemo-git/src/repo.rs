@@ -401,7 +401,9 @@ impl Versioning {
             text.push_str(line);
             text.push('\n');
         }
-        write_replacing(&path, text.as_bytes()).map_err(io_err("cannot write", &path))
+        // Replaced whole: half a `.gitignore` could let the index or a session log into git.
+        mnemo_fs::atomic::write_atomic(&path, text.as_bytes())
+            .map_err(io_err("cannot write", &path))
     }
 
     /// Removes from the index files that are tracked although ignored (e.g. someone ran
@@ -491,21 +493,6 @@ fn chrono_free_stamp() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
-}
-
-/// Replaces `path` whole: a temporary file beside it, fsynced, renamed over it, the folder
-/// fsynced. A crash leaves the old `.gitignore` or the new one, never half of one (half of
-/// one could let the index or a session log into git).
-fn write_replacing(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    use std::io::Write;
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let tmp = dir.join(format!(".mnemo-tmp-gitignore-{}", std::process::id()));
-    let mut file = fs::File::create(&tmp)?;
-    file.write_all(bytes)?;
-    file.sync_all()?;
-    drop(file);
-    fs::rename(&tmp, path)?;
-    fs::File::open(dir)?.sync_all()
 }
 
 fn io_err(action: &'static str, path: &Path) -> impl FnOnce(io::Error) -> GitError {
