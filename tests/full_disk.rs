@@ -8,9 +8,8 @@
 //! Mounting a tmpfs needs root (CI has it): without it these tests say why and pass, and
 //! under `CI=true` they fail.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
 use std::sync::{Arc, Mutex};
@@ -20,65 +19,7 @@ use serde_json::{json, Value};
 
 mod support;
 
-/// A tmpfs of its own, unmounted when dropped.
-struct Tmpfs {
-    dir: tempfile::TempDir,
-}
-
-impl Tmpfs {
-    fn mount(size: &str) -> Result<Self, String> {
-        let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
-        let mounted = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
-            .arg(dir.path())
-            .stderr(Stdio::piped())
-            .output()
-            .map_err(|e| format!("cannot run mount: {e}"))?;
-        if !mounted.status.success() {
-            return Err(format!(
-                "a full disk is tested on a tmpfs, and this user cannot mount one ({}): run as root",
-                String::from_utf8_lossy(&mounted.stderr).trim()
-            ));
-        }
-        Ok(Self { dir })
-    }
-
-    fn path(&self) -> &Path {
-        self.dir.path()
-    }
-
-    fn remount_read_only(&self) {
-        let status = Command::new("mount")
-            .args(["-o", "remount,ro"])
-            .arg(self.path())
-            .status()
-            .unwrap();
-        assert!(status.success(), "remounting read-only failed");
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg("-l").arg(self.path()).status();
-    }
-}
-
-/// Writes zeros into a new file under `dir` until the filesystem is full; returns the file.
-fn fill(dir: &Path) -> PathBuf {
-    let path = dir.join("filler");
-    let mut file = std::fs::File::create(&path).unwrap();
-    let block = vec![0u8; 1 << 16];
-    loop {
-        match file.write_all(&block) {
-            Ok(()) => {}
-            Err(e) if e.raw_os_error() == Some(libc::ENOSPC) => break,
-            Err(e) => panic!("filling the disk: {e}"),
-        }
-    }
-    // Whatever the page cache still held is refused now too.
-    let _ = file.sync_all();
-    path
-}
+use mnemo_test_support::full_disk::{fill, Tmpfs};
 
 fn http() -> reqwest::Client {
     reqwest::Client::builder()

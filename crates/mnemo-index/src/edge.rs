@@ -11,6 +11,10 @@
 //! - a flush that fails (a full disk, a removed folder) panics, and dropping a shard
 //!   flushes it: both are run through [`contained`], which turns the panic into an error the
 //!   caller reports once, and keeps the panic hook quiet meanwhile;
+//! - the shard writes its log and its segments through memory maps, and a write through a
+//!   map into a page that a full disk cannot give is no error but SIGBUS, which ends the
+//!   process without a word: updates and compactions are refused with [`IndexError::NoRoom`]
+//!   while the index's disk counts as full ([`mnemo_fs::FreeSpace::is_full`]);
 //! - a deleted or rewritten point stays in its segment, marked, until the shard's optimizers
 //!   run, which only [`EdgeShard::optimize`] does: [`VectorIndex::compact`] runs them once
 //!   enough has been written, with indexing off (searches are exact, so an HNSW graph would
@@ -119,8 +123,7 @@ impl EdgeIndex {
                 options.dimension
             )));
         }
-        let outdated = shard.config().optimizers != optimizers();
-        if outdated {
+        if shard.config().optimizers != optimizers() {
             // An index made before compaction ran has the default optimizers, which would
             // build a graph for each large segment. The setting is saved in the index's
             // folder; where that fails (a full disk), this run compacts nothing.
@@ -168,9 +171,10 @@ impl EdgeIndex {
         self.apply_all(vec![op])
     }
 
-    /// Applies updates in order, under the writer lock; `points` is how many they write or
-    /// delete.
+    /// Applies updates in order, under the writer lock, counting the points they write or
+    /// delete towards the next compaction.
     fn apply_all(&self, ops: Vec<UpdateOperation>) -> Result<(), IndexError> {
+        self.check_room()?;
         let points: usize = ops.iter().map(points_touched).sum();
         self.written_since_compaction
             .fetch_add(points, Ordering::Relaxed);
@@ -179,6 +183,22 @@ impl EdgeIndex {
             self.shard.update(op).map_err(backend)?;
         }
         Ok(())
+    }
+}
+
+impl EdgeIndex {
+    /// Refuses a write the index's disk has no room for (see the module docs): a full
+    /// disk is an error, not a process ended by SIGBUS. A disk whose room cannot be read
+    /// is let through.
+    fn check_room(&self) -> Result<(), IndexError> {
+        match mnemo_fs::free_space(&self.path) {
+            Ok(free) if free.is_full() => Err(IndexError::NoRoom {
+                path: self.path.clone(),
+                free: free.bytes,
+                source: std::io::ErrorKind::StorageFull.into(),
+            }),
+            _ => Ok(()),
+        }
     }
 }
 
@@ -365,24 +385,24 @@ impl VectorIndex for EdgeIndex {
 
     fn compact(&self) -> Result<bool, IndexError> {
         let written = self.written_since_compaction.load(Ordering::Relaxed);
-        if written < COMPACT_EVERY || self.shard.config().optimizers != optimizers() {
+        // A compaction writes a new segment: on a full disk, it waits for room.
+        if written < COMPACT_EVERY
+            || self.shard.config().optimizers != optimizers()
+            || self.check_room().is_err()
+        {
             return Ok(false);
         }
         let _optimizing = self.optimizing.lock();
         self.written_since_compaction
             .fetch_sub(written, Ordering::Relaxed);
-        let optimized = contained(|| self.shard.optimize()).map_err(|why| {
-            IndexError::Backend(format!(
-                "cannot compact the index in {}: {why}",
-                self.path.display()
-            ))
-        })?;
-        optimized.map_err(|e| {
-            IndexError::Backend(format!(
-                "cannot compact the index in {}: {e}",
-                self.path.display()
-            ))
-        })
+        contained(|| self.shard.optimize().map_err(|e| e.to_string()))
+            .and_then(|optimized| optimized)
+            .map_err(|why| {
+                IndexError::Backend(format!(
+                    "cannot compact the index in {}: {why}",
+                    self.path.display()
+                ))
+            })
     }
 
     fn upsert(&self, points: Vec<Point>) -> Result<(), IndexError> {

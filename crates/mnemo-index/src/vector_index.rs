@@ -129,6 +129,16 @@ pub enum IndexError {
         /// What the client saw.
         message: String,
     },
+    /// The index's disk has no room for a write: it was not tried.
+    #[error("no room on the disk of the vector index in {path} ({free} bytes free): {source}")]
+    NoRoom {
+        /// The index's folder.
+        path: std::path::PathBuf,
+        /// Bytes free there.
+        free: u64,
+        /// The error a write would have met (storage full).
+        source: std::io::Error,
+    },
     /// The backend refused an operation; holds its message.
     #[error("vector index operation failed: {0}")]
     Backend(String),

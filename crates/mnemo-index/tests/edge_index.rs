@@ -98,3 +98,36 @@ fn compaction_gives_back_deleted_points_and_keeps_the_rest() {
     let reopened = open_edge(dir.path());
     assert_eq!(reopened.ids().unwrap().len(), 1_001);
 }
+
+/// qdrant-edge writes through memory maps, where a full disk is no error but SIGBUS, which
+/// ends the process: on a full disk, an update is refused with "storage full", the process
+/// lives on, and once there is room writes go on.
+#[test]
+fn a_full_disk_refuses_updates_and_the_process_lives() {
+    use mnemo_test_support::full_disk::{fill, Tmpfs};
+    let Some(fs) = mnemo_test_support::require(Tmpfs::mount("32m")) else {
+        return;
+    };
+    let index = open_edge(fs.path());
+    index
+        .upsert(vec![point("a", Role::Memory, 1, 0.0)])
+        .unwrap();
+    let filler = fill(fs.path());
+    for round in 0..200 {
+        let points = (0..50)
+            .map(|i| point("a", Role::Memory, i, round as f32))
+            .collect();
+        let err = index.upsert(points).unwrap_err();
+        let storage_full = std::error::Error::source(&err)
+            .and_then(|e| e.downcast_ref::<std::io::Error>())
+            .is_some_and(|e| e.kind() == std::io::ErrorKind::StorageFull);
+        assert!(storage_full, "round {round}: {err}");
+    }
+    assert!(!index.compact().unwrap(), "no compaction on a full disk");
+    std::fs::remove_file(filler).unwrap();
+    index
+        .upsert(vec![point("a", Role::Memory, 2, 0.0)])
+        .unwrap();
+    index.flush().unwrap();
+    assert_eq!(index.ids().unwrap().len(), 2);
+}

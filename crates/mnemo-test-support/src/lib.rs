@@ -13,7 +13,9 @@
 //! - [`percentile`]: the one nearest-rank percentile of every test and benchmark report.
 //! - [`hostile`]: valid documents mutated into inputs nobody wrote by hand, for the
 //!   property tests of every parser of untrusted input.
+//! - [`full_disk`]: a small tmpfs of a test's own, and a way to fill it.
 
+pub mod full_disk;
 pub mod hostile;
 pub mod qdrant;
 
