@@ -309,9 +309,7 @@ impl Engine {
     pub(crate) fn path_of(&self, id: MemoryId) -> Option<PathBuf> {
         let snapshot = self.snapshot().lock();
         snapshot
-            .files()
-            .iter()
-            .find(|(_, e)| e.id == id)
-            .map(|(path, _)| self.store().root().join(path))
+            .path_of(id)
+            .map(|path| self.store().root().join(path))
     }
 }

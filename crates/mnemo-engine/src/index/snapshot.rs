@@ -107,6 +107,9 @@ pub struct Snapshot {
     /// Bumped by every change: lets derived views (the turn timeline) know they are stale.
     #[serde(skip)]
     pub generation: u64,
+    /// The path of each entry, by its id (ids are unique among the entries).
+    #[serde(skip)]
+    paths: HashMap<MemoryId, String>,
     /// Which conversations changed, and when.
     #[serde(skip)]
     changes: Changes,
@@ -173,11 +176,19 @@ impl Snapshot {
     /// sync indexes again from their files; every key is to be checked.
     fn checked(mut self, path: &Path) -> Snapshot {
         let before = self.files.len();
-        self.files
-            .retain(|file, e| file.starts_with(&folder_of(e.conversation_id.as_str())));
+        let mut paths = HashMap::new();
+        self.files.retain(|file, e| {
+            let first = !paths.contains_key(&e.id);
+            let kept = first && file.starts_with(&folder_of(e.conversation_id.as_str()));
+            if kept {
+                paths.insert(e.id, file.clone());
+            }
+            kept
+        });
+        self.paths = paths;
         if self.files.len() < before {
             let dropped = before - self.files.len();
-            warn!(file = %path.display(), dropped, "snapshot entries outside their conversation's folder; their files are indexed again");
+            warn!(file = %path.display(), dropped, "snapshot entries outside their conversation's folder, or with an id another has; their files are indexed again");
         }
         self.changes.all_keys_pending = true;
         self
@@ -210,19 +221,39 @@ impl Snapshot {
         })
     }
 
+    /// The path of the entry with this id.
+    pub fn path_of(&self, id: MemoryId) -> Option<&str> {
+        self.paths.get(&id).map(String::as_str)
+    }
+
     /// Records the file at `path` (relative to the store, in the folder of `entry`'s
-    /// conversation) as indexed.
+    /// conversation) as indexed. No other entry may have its id (the indexer skips a file
+    /// whose id another has).
     pub fn insert(&mut self, path: String, entry: SnapshotEntry) {
         debug_assert!(path.starts_with(&folder_of(entry.conversation_id.as_str())));
         self.touch(&entry.conversation_id);
-        self.files.insert(path, entry);
+        self.paths.insert(entry.id, path.clone());
+        if let Some(replaced) = self.files.insert(path, entry) {
+            self.forget_path(&replaced);
+        }
     }
 
     /// Forgets the file at `path`; returns its entry, if it had one.
     pub fn remove(&mut self, path: &str) -> Option<SnapshotEntry> {
         let removed = self.files.remove(path)?;
         self.touch(&removed.conversation_id);
+        self.forget_path(&removed);
         Some(removed)
+    }
+
+    /// Drops `gone`'s id from the paths, unless an entry still has it.
+    fn forget_path(&mut self, gone: &SnapshotEntry) {
+        let Some(path) = self.paths.get(&gone.id) else {
+            return;
+        };
+        if self.files.get(path).is_none_or(|e| e.id != gone.id) {
+            self.paths.remove(&gone.id);
+        }
     }
 
     /// Records the turn the fact at `path` was drawn from.
@@ -453,6 +484,40 @@ impl Drop for Flusher {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An entry is found by its id through every insert, replacement and removal, and a
+    /// loaded snapshot where two entries claim one id keeps the first.
+    #[test]
+    fn entries_are_found_by_id() {
+        let entry = |conversation: &str| {
+            let record = MemoryRecord::new(
+                ConversationId::new(conversation).unwrap(),
+                Role::Memory,
+                "The user lives in Lisbon.",
+            );
+            SnapshotEntry::of(&record, "ab".repeat(32))
+        };
+        let mut snapshot = Snapshot::default();
+        let (a, b) = (entry("c"), entry("c"));
+        snapshot.insert("entries/c/facts/a.md".into(), a.clone());
+        assert_eq!(snapshot.path_of(a.id), Some("entries/c/facts/a.md"));
+        // The file now holds another memory (an edit of its id).
+        snapshot.insert("entries/c/facts/a.md".into(), b.clone());
+        assert_eq!(snapshot.path_of(a.id), None);
+        assert_eq!(snapshot.path_of(b.id), Some("entries/c/facts/a.md"));
+        snapshot.remove("entries/c/facts/a.md");
+        assert_eq!(snapshot.path_of(b.id), None);
+
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("memory_index.json");
+        let mut twice = Snapshot::default();
+        twice.insert("entries/c/facts/a.md".into(), a.clone());
+        twice.files.insert("entries/c/facts/b.md".into(), a.clone());
+        twice.write(&path).unwrap();
+        let loaded = Snapshot::load(&path);
+        assert_eq!(loaded.files().len(), 1);
+        assert_eq!(loaded.path_of(a.id), Some("entries/c/facts/a.md"));
+    }
 
     /// `memory_index.json` nobody wrote by hand: a snapshot of two files, mutated. Reading
     /// it never fails or panics; what cannot be used is a snapshot to rebuild from.

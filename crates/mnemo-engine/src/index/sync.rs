@@ -471,16 +471,15 @@ impl Indexer<'_> {
         let old = snapshot.remove(&key);
         let new_id = parsed.as_ref().map(|(m, _)| m.record.id);
         if let Some(old) = &old {
-            let still_used = snapshot.files().values().any(|e| e.id == old.id);
+            let still_used = snapshot.path_of(old.id).is_some();
             if Some(old.id) != new_id && !still_used {
                 self.index.delete(&[old.id])?;
             }
         }
         match parsed {
             Some(memory) => {
-                let files = snapshot.files();
-                if let Some(other) = files.iter().find(|(_, e)| Some(e.id) == new_id) {
-                    let first = store.root().join(other.0);
+                if let Some(other) = new_id.and_then(|id| snapshot.path_of(id)) {
+                    let first = store.root().join(other);
                     let id = memory.0.record.id;
                     warn!("skipping {}", mnemo_store::duplicate_id(path, id, &first));
                     return Ok(PathChange::Ignored);
