@@ -7,7 +7,8 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use git2::{Commit, IndexAddOption, Repository, Signature, StatusOptions};
+use git2::build::TreeUpdateBuilder;
+use git2::{Commit, FileMode, IndexAddOption, Oid, Repository, Signature, StatusOptions};
 use tracing::{debug, info, warn};
 
 use crate::commits::{commit_changes, commit_info, head_commit, CommitInfo};
@@ -281,22 +282,31 @@ impl Versioning {
         index
             .read(false)
             .map_err(self.git_err("cannot read the git index"))?;
-        if changes.everything {
+        let parent = head_commit(repo).map_err(self.git_err("cannot read HEAD"))?;
+        let tree_id = if changes.everything {
             index
                 .add_all(["*"], IndexAddOption::DEFAULT, None)
                 .map_err(self.git_err("cannot stage the store's files"))?;
             index
                 .update_all(["*"], None)
                 .map_err(self.git_err("cannot stage removed files"))?;
+            self.write_index_tree(&mut index)?
         } else {
             for path in &changes.paths {
                 self.stage_path(repo, &mut index, path)?;
             }
-        }
-        let tree_id = index
-            .write_tree()
-            .map_err(self.git_err("cannot write the staged tree"))?;
-        let parent = head_commit(repo).map_err(self.git_err("cannot read HEAD"))?;
+            let updated = parent
+                .as_ref()
+                .map(|parent| updated_tree(repo, &index, parent, &changes.paths));
+            match updated {
+                Some(Ok(tree_id)) => tree_id,
+                Some(Err(e)) => {
+                    debug!("the commit's tree is written from the whole index: {e}");
+                    self.write_index_tree(&mut index)?
+                }
+                None => self.write_index_tree(&mut index)?,
+            }
+        };
         if parent.as_ref().is_some_and(|p| p.tree_id() == tree_id) {
             return Ok(None);
         }
@@ -329,6 +339,14 @@ impl Versioning {
         let info = commit_info(&commit, changes.into_iter().map(|(c, _)| c).collect());
         debug!(commit = %info.short_id, files = info.changes.len(), "committed the store");
         Ok(Some(info))
+    }
+
+    /// The tree of everything the index holds (what `git write-tree` writes): its cost is in
+    /// proportion to the whole store, however little changed.
+    fn write_index_tree(&self, index: &mut git2::Index) -> Result<Oid, GitError> {
+        index
+            .write_tree()
+            .map_err(self.git_err("cannot write the staged tree"))
     }
 
     /// Stages one file as it is now: added or updated when it exists (and is not ignored),
@@ -501,5 +519,51 @@ fn io_err(action: &'static str, path: &Path) -> impl FnOnce(io::Error) -> GitErr
         action,
         path,
         source,
+    }
+}
+
+/// `parent`'s tree with `paths` as the index now stages them: a path the index holds is set
+/// to its staged blob, one it does not hold is removed (with the folders it leaves empty).
+/// Only the folders on those paths are read and written again, where the index's own
+/// `write_tree` walks every entry of the store and reads every tree of the new commit back
+/// in: with thousands of files and tombstones that was most of a commit's time. Changes the
+/// index holds for other paths (staged by hand) are not committed. An error (a file where
+/// the parent has a folder, say) is for the caller to meet by writing the whole index.
+fn updated_tree(
+    repo: &Repository,
+    index: &git2::Index,
+    parent: &Commit,
+    paths: &BTreeSet<String>,
+) -> Result<Oid, git2::Error> {
+    let baseline = parent.tree()?;
+    let mut updates = TreeUpdateBuilder::new();
+    for path in paths {
+        let relative = Path::new(path);
+        let committed = baseline.get_path(relative).ok();
+        match index.get_path(relative, 0) {
+            Some(staged) => {
+                let unchanged = committed
+                    .as_ref()
+                    .is_some_and(|c| c.id() == staged.id && c.filemode() as u32 == staged.mode);
+                if !unchanged {
+                    updates.upsert(path.as_str(), staged.id, file_mode(staged.mode));
+                }
+            }
+            None if committed.is_some() => {
+                updates.remove(path.as_str());
+            }
+            None => {}
+        }
+    }
+    updates.create_updated(repo, &baseline)
+}
+
+/// The tree entry mode of an index entry's mode.
+fn file_mode(mode: u32) -> FileMode {
+    match mode {
+        0o100755 => FileMode::BlobExecutable,
+        0o120000 => FileMode::Link,
+        0o160000 => FileMode::Commit,
+        _ => FileMode::Blob,
     }
 }

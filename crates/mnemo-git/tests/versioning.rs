@@ -212,6 +212,94 @@ fn commits_show_added_modified_deleted_and_moved_files() {
     assert_eq!(versioning.log(None, 2).unwrap().len(), 2);
 }
 
+/// A commit of noted files builds its tree from the last commit's, folder by folder: after
+/// every step of 120 adds, edits, tombstone moves and removals (the last file of a folder
+/// too), each noted and committed, the commit holds exactly the files on disk, git sees
+/// nothing uncommitted and no empty folder is left in the tree. A file replaced by a folder
+/// of the same name is committed too (from the whole index).
+#[test]
+fn a_commit_of_noted_files_is_the_store_as_it_is() {
+    let (dir, versioning) = new_store();
+    let root = dir.path();
+    let mut seed: u64 = 0x5eed;
+    let mut next = move |n: usize| {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (seed >> 33) as usize % n
+    };
+    let mut live: Vec<String> = Vec::new();
+    for step in 0..120 {
+        let conversation = ["a", "b", "c"][next(3)];
+        let id = MemoryId::random();
+        let mut noted: Vec<String> = Vec::new();
+        match next(4) {
+            0 | 1 => {
+                let path = fact_path(conversation, id);
+                write(root, &path, &fact(id, &format!("fact {step}")));
+                noted.push(path.clone());
+                live.push(path);
+            }
+            2 if !live.is_empty() => {
+                let path = live[next(live.len())].clone();
+                write(root, &path, &format!("edited at {step}\n"));
+                noted.push(path);
+            }
+            _ if !live.is_empty() => {
+                let path = live.swap_remove(next(live.len()));
+                if next(2) == 0 {
+                    fs::remove_file(root.join(&path)).unwrap();
+                } else {
+                    let name = Path::new(&path).file_name().unwrap().to_str().unwrap();
+                    let conversation = path.split('/').nth(1).unwrap();
+                    let tombstone = format!("entries/{conversation}/deleted/facts/{name}");
+                    fs::create_dir_all(root.join(&tombstone).parent().unwrap()).unwrap();
+                    fs::rename(root.join(&path), root.join(&tombstone)).unwrap();
+                    noted.push(tombstone);
+                }
+                noted.push(path);
+            }
+            _ => continue,
+        }
+        versioning.note_changed(noted.iter().map(|p| root.join(p)));
+        versioning.commit_noted(&format!("step {step}")).unwrap();
+        assert_eq!(
+            git(root, &["status", "--porcelain", "--untracked-files=all"]),
+            "",
+            "step {step}"
+        );
+        let mut committed: Vec<String> = git(root, &["ls-tree", "-r", "--name-only", "HEAD"])
+            .lines()
+            .filter(|p| p.starts_with("entries/"))
+            .map(str::to_owned)
+            .collect();
+        committed.sort();
+        let mut on_disk = files_under(&root.join("entries"));
+        on_disk.iter_mut().for_each(|p| *p = format!("entries/{p}"));
+        assert_eq!(committed, on_disk, "step {step}");
+        for tree in git(root, &["ls-tree", "-r", "-d", "--name-only", "HEAD"]).lines() {
+            assert!(
+                committed.iter().any(|p| p.starts_with(&format!("{tree}/"))),
+                "step {step}: {tree} is an empty folder in the commit"
+            );
+        }
+    }
+
+    // A file where a folder now is: a type change.
+    let path = live.pop().unwrap();
+    fs::remove_file(root.join(&path)).unwrap();
+    write(root, &format!("{path}/inside.md"), "a file in a folder\n");
+    versioning.note_changed([root.join(&path), root.join(format!("{path}/inside.md"))]);
+    versioning.commit_noted("type change").unwrap().unwrap();
+    assert_eq!(
+        git(root, &["status", "--porcelain", "--untracked-files=all"]),
+        ""
+    );
+    assert!(
+        git(root, &["ls-tree", "-r", "--name-only", "HEAD"]).contains(&format!("{path}/inside.md"))
+    );
+}
+
 #[test]
 fn log_filters_by_conversation_folder() {
     let (dir, versioning) = new_store();
