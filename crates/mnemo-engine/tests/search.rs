@@ -360,6 +360,84 @@ async fn document_expansion_puts_the_models_words_nearest_a_memory_in_its_key() 
     assert!(found(client, books).await.contains("novel"));
 }
 
+/// A turn's key is built again whenever a neighbour changes, but its nearest model words
+/// depend on its own text only: the snapshot keeps them, and a rebuilt key takes them from
+/// there, not from the model again. Shown with a word planted in the snapshot by hand: once
+/// a new neighbour rebuilds the turn's key, the key holds it. Words the model does not have,
+/// or more than the scheme takes, are not taken.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_rebuilt_key_takes_its_nearest_words_from_the_snapshot() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = || {
+        let mut config = config_without_reranker(dir.path());
+        config.retrieval.dense = false;
+        config.retrieval.vocabulary_expansion = 0;
+        config.retrieval.document_expansion = 2;
+        // Every turn added below is in the first one's window.
+        config.retrieval.lexical_neighbour_turns = 8;
+        config
+    };
+    let found = |client: &MemoryClient, query: &'static str| {
+        let client = client.clone();
+        async move {
+            let hits = client
+                .search(SearchRequest::new(query, conv("c1")).top_k(1))
+                .await
+                .unwrap();
+            contents(&hits).join(" ")
+        }
+    };
+    let texts = [
+        "The train was late again.",
+        "Sorry to hear that.",
+        "I walked home.",
+    ];
+    let all = turns("c1", &texts);
+    let client = open_with(config()).await;
+    client.add_records(all[..3].to_vec()).await.unwrap();
+    let first = client.list(Some(conv("c1"))).await.unwrap()[0].path.clone();
+    drop(client);
+    let first = first
+        .strip_prefix(dir.path())
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let snapshot_path = dir.path().join("memory_index.json");
+    let plant = |words: &str| {
+        let mut snapshot: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&snapshot_path).unwrap()).unwrap();
+        let entry = &mut snapshot["files"][&first];
+        assert!(entry["nearest_words"].is_string(), "recorded: {entry}");
+        entry["nearest_words"] = words.into();
+        std::fs::write(&snapshot_path, serde_json::to_vec(&snapshot).unwrap()).unwrap();
+    };
+    plant("banana");
+    let client = open_with(config()).await;
+    assert_eq!(found(&client, "banana").await, "", "the key is as it was");
+    let mut next = record("c1", Role::User, "Tomorrow I take the bus.", 0);
+    next.created_at = all[2].created_at + Duration::seconds(1);
+    client.add_records(vec![next]).await.unwrap();
+    assert_eq!(
+        found(&client, "banana").await,
+        texts[0],
+        "rebuilt with the kept words"
+    );
+    drop(client);
+
+    for junk in ["zzqqxv", "banana apple cherry"] {
+        plant(junk);
+        let client = open_with(config()).await;
+        let mut next = record("c1", Role::User, "The bus was on time.", 0);
+        next.created_at = Utc::now().trunc_subsecs(3);
+        client.add_records(vec![next]).await.unwrap();
+        for word in junk.split(' ') {
+            assert_eq!(found(&client, word).await, "", "{junk}");
+        }
+        drop(client);
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn the_vocabularys_vectors_are_kept_between_runs() {
     let dir = tempfile::tempdir().unwrap();

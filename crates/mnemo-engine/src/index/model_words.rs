@@ -185,6 +185,13 @@ impl ModelWords {
         self.words.len()
     }
 
+    /// Whether `word` is one of the words held (they are sorted).
+    pub fn has(&self, word: &str) -> bool {
+        self.words
+            .binary_search_by(|held| held.as_str().cmp(word))
+            .is_ok()
+    }
+
     /// Whether it holds no word.
     pub fn is_empty(&self) -> bool {
         self.words.is_empty()

@@ -43,6 +43,12 @@ pub struct SnapshotEntry {
     /// file alone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key_context: Option<KeyContext>,
+    /// The model's words nearest the memory that its lexical key was last built with
+    /// (document expansion; empty when none were), kept because they depend only on the
+    /// memory's text and the key scheme, while its key is built again whenever a neighbour
+    /// changes. `None` until the key is built with its context.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nearest_words: Option<String>,
 }
 
 /// Hashes of the files a turn's lexical key was built from, besides its own.
@@ -70,6 +76,7 @@ impl SnapshotEntry {
             created_at: record.created_at,
             source_id: record.source_id.filter(|_| record.role == Role::Memory),
             key_context: None,
+            nearest_words: None,
         }
     }
 
@@ -266,11 +273,17 @@ impl Snapshot {
         self.touch(&conversation);
     }
 
-    /// Records what the lexical key of the file at `path` was built from; the turn order
-    /// stays as it was.
-    pub(crate) fn set_key_context(&mut self, path: &str, context: Option<KeyContext>) {
+    /// Records what the lexical key of the file at `path` was built from, and its nearest
+    /// model words; the turn order stays as it was.
+    pub(crate) fn set_key_built(
+        &mut self,
+        path: &str,
+        context: Option<KeyContext>,
+        nearest_words: String,
+    ) {
         if let Some(entry) = self.files.get_mut(path) {
             entry.key_context = context;
+            entry.nearest_words = Some(nearest_words);
             self.dirty = true;
         }
     }

@@ -552,7 +552,12 @@ impl Indexer<'_> {
         for (path, entry) in entries() {
             if !self.key_reads_context(entry.role) {
                 if rebuild_all || entry.key_context.is_some() {
-                    stale.push((path.clone(), None, ContextFiles::default()));
+                    stale.push(StaleKey {
+                        path: path.clone(),
+                        expected: None,
+                        files: ContextFiles::default(),
+                        nearest_words: None,
+                    });
                 }
                 continue;
             }
@@ -596,7 +601,17 @@ impl Indexer<'_> {
                     after: paths(&after),
                     facts: paths(&facts),
                 };
-                stale.push((path.clone(), Some(expected), files));
+                stale.push(StaleKey {
+                    path: path.clone(),
+                    expected: Some(expected),
+                    files,
+                    // A scheme of other words finds other ones; a snapshot edited by hand
+                    // may hold anything.
+                    nearest_words: entry
+                        .nearest_words
+                        .clone()
+                        .filter(|words| !rebuild_all && self.could_be_nearest_words(words)),
+                });
             }
         }
     }
@@ -615,19 +630,13 @@ impl Indexer<'_> {
         for batch in stale.chunks(256) {
             // A file that vanished or broke since the snapshot was written: the next sync
             // deals with it; its key stays as it is.
-            let records: Vec<(&ContextFiles, MemoryRecord)> = batch
+            let records: Vec<(&StaleKey, MemoryRecord)> = batch
                 .iter()
-                .filter_map(|(path, _, files)| Some((files, read(path)?)))
+                .filter_map(|stale| Some((stale, read(&stale.path)?)))
                 .collect();
-            let vectors =
-                self.dense_vectors(&records.iter().map(|(_, r)| r).collect::<Vec<_>>())?;
-            let needing_words: Vec<(&MemoryRecord, Option<&[f32]>)> = records
-                .iter()
-                .map(|(_, r)| (r, vectors.get(&r.id).map(Vec::as_slice)))
-                .collect();
-            let nearest = self.nearest_words(&needing_words);
+            let nearest = self.nearest_words_of(&records)?;
             let mut updates = Vec::with_capacity(batch.len());
-            for ((files, record), nearest) in records.iter().zip(nearest) {
+            for ((stale, record), nearest) in records.iter().zip(&nearest) {
                 let mut contents = |paths: &[String]| -> Vec<String> {
                     paths
                         .iter()
@@ -635,29 +644,76 @@ impl Indexer<'_> {
                         .map(|r| r.content)
                         .collect()
                 };
+                let files = &stale.files;
                 let (before, after) = (contents(&files.before), contents(&files.after));
                 let facts = contents(&files.facts);
                 let context = KeyContextTexts {
                     before: &before,
                     after: &after,
                     facts: &facts,
-                    nearest_words: &nearest,
+                    nearest_words: nearest,
                 };
                 let key = keys::lexical_key(record, context, self.scheme);
                 updates.push((record.id, self.lexical.weighted_document(&key.weighted())));
             }
             self.index.set_lexical(updates)?;
-            for (path, expected, _) in batch {
-                snapshot.set_key_context(path, expected.clone());
+            for ((stale, _), nearest) in records.iter().zip(nearest) {
+                snapshot.set_key_built(&stale.path, stale.expected.clone(), nearest);
             }
         }
         Ok(())
     }
+
+    /// Whether `words`, read from the snapshot, could be a memory's nearest model words
+    /// under this scheme: no more of them than it takes, each a word the model has.
+    fn could_be_nearest_words(&self, words: &str) -> bool {
+        let Some(model_words) = self.model_words else {
+            return words.is_empty();
+        };
+        let words: Vec<&str> = words.split_whitespace().collect();
+        words.len() <= self.scheme.document_words && words.iter().all(|w| model_words.has(w))
+    }
+
+    /// The nearest model words of each stale key's memory: as its snapshot entry recorded
+    /// them, else found from its dense vector. They depend on nothing but the memory's text
+    /// (and the key scheme), while its key is built again whenever a neighbour changes: a
+    /// conversation that evicts its oldest turns rebuilds the keys of the turns after them.
+    fn nearest_words_of(
+        &self,
+        records: &[(&StaleKey, MemoryRecord)],
+    ) -> Result<Vec<String>, EngineError> {
+        let unknown: Vec<&MemoryRecord> = records
+            .iter()
+            .filter(|(stale, _)| stale.nearest_words.is_none())
+            .map(|(_, record)| record)
+            .collect();
+        let vectors = self.dense_vectors(&unknown)?;
+        let needing_words: Vec<(&MemoryRecord, Option<&[f32]>)> = unknown
+            .iter()
+            .map(|r| (*r, vectors.get(&r.id).map(Vec::as_slice)))
+            .collect();
+        let mut found = self.nearest_words(&needing_words).into_iter();
+        Ok(records
+            .iter()
+            .map(|(stale, _)| match &stale.nearest_words {
+                Some(words) => words.clone(),
+                None => found.next().unwrap_or_default(),
+            })
+            .collect())
+    }
 }
 
-/// A turn whose lexical key is to be built again: its path, what the key will have read
-/// (`None`: the file alone), and the files it reads.
-type StaleKey = (String, Option<KeyContext>, ContextFiles);
+/// A memory whose lexical key is to be built again.
+struct StaleKey {
+    /// Its file.
+    path: String,
+    /// What the key will have read (`None`: the file alone).
+    expected: Option<KeyContext>,
+    /// The files it reads.
+    files: ContextFiles,
+    /// Its nearest model words, when its snapshot entry has them for the current scheme.
+    nearest_words: Option<String>,
+}
 
 /// Whether the hashes a key was built from are those of `files` (path, hash), in order.
 fn same_hashes<'a>(recorded: &[String], files: impl Iterator<Item = (&'a str, &'a str)>) -> bool {

@@ -220,6 +220,7 @@ mod tests {
                 + Duration::minutes(minute.into()),
             source_id: None,
             key_context: None,
+            nearest_words: None,
         }
     }
 
