@@ -617,8 +617,8 @@ impl Engine {
         let message = format!("mnemo: {message}");
         let mut attempt = 0;
         loop {
-            match git.commit_noted(&message) {
-                Ok(commit) => return commit.map(|c| c.short_id),
+            match git.commit_noted_short(&message) {
+                Ok(short_id) => return short_id,
                 Err(e) if attempt < COMMIT_RETRIES.len() => {
                     warn!("git commit failed ({e}); trying again");
                     std::thread::sleep(COMMIT_RETRIES[attempt]);

@@ -171,6 +171,38 @@ impl Versioning {
     /// held by another git process, a full disk) stays noted, so the next call commits it
     /// along with its own changes.
     pub fn commit_noted(&self, message: &str) -> Result<Option<CommitInfo>, GitError> {
+        self.commit_noted_then(message, |repo, id| {
+            let commit = repo
+                .find_commit(id)
+                .map_err(self.git_err(format!("cannot read the new commit {id}")))?;
+            let changes = commit_changes(repo, &commit, |_| true)
+                .map_err(self.git_err(format!("cannot diff commit {id}")))?;
+            Ok(commit_info(
+                &commit,
+                changes.into_iter().map(|(c, _)| c).collect(),
+            ))
+        })
+    }
+
+    /// [`commit_noted`](Self::commit_noted), answering only the new commit's short id: the
+    /// files it changed are not listed (a diff of two trees, for a caller that would drop
+    /// it).
+    pub fn commit_noted_short(&self, message: &str) -> Result<Option<String>, GitError> {
+        self.commit_noted_then(message, |repo, id| {
+            let commit = repo
+                .find_commit(id)
+                .map_err(self.git_err(format!("cannot read the new commit {id}")))?;
+            Ok(commit_info(&commit, Vec::new()).short_id)
+        })
+    }
+
+    /// Commits what was noted, then describes the new commit with `describe`, still holding
+    /// the repository.
+    fn commit_noted_then<T>(
+        &self,
+        message: &str,
+        describe: impl FnOnce(&Repository, Oid) -> Result<T, GitError>,
+    ) -> Result<Option<T>, GitError> {
         let repo = self.lock();
         // Taken out under the repository lock, so a commit queued behind this one stages only
         // what this one left. Changes noted while this one stages stay noted for the next:
@@ -181,6 +213,7 @@ impl Versioning {
         if result.as_ref().is_err_and(GitError::is_locked) && self.clear_stale_lock() {
             result = self.stage_and_commit(&repo, &taken, message);
         }
+        let result = result.and_then(|id| id.map(|id| describe(&repo, id)).transpose());
         *self
             .last_error
             .lock()
@@ -274,7 +307,7 @@ impl Versioning {
         repo: &Repository,
         changes: &Pending,
         message: &str,
-    ) -> Result<Option<CommitInfo>, GitError> {
+    ) -> Result<Option<Oid>, GitError> {
         let mut index = repo
             .index()
             .map_err(self.git_err("cannot open the git index"))?;
@@ -331,14 +364,8 @@ impl Versioning {
                 &parents,
             )
             .map_err(self.git_err("cannot commit"))?;
-        let commit = repo
-            .find_commit(id)
-            .map_err(self.git_err(format!("cannot read the new commit {id}")))?;
-        let changes = commit_changes(repo, &commit, |_| true)
-            .map_err(self.git_err(format!("cannot diff commit {id}")))?;
-        let info = commit_info(&commit, changes.into_iter().map(|(c, _)| c).collect());
-        debug!(commit = %info.short_id, files = info.changes.len(), "committed the store");
-        Ok(Some(info))
+        debug!(commit = %id, "committed the store");
+        Ok(Some(id))
     }
 
     /// The tree of everything the index holds (what `git write-tree` writes): its cost is in
