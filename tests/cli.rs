@@ -749,20 +749,24 @@ fn the_reranker_is_fetched_checked_against_pinned_hashes_and_installed_whole() {
 #[test]
 fn status_exits_1_when_the_index_does_not_match_the_files() {
     let store = Store::new();
-    let added = store.ok_json(&["add", "--json", "First fact.", "Second fact."]);
-    let first = added[0]["id"].as_str().unwrap().to_owned();
-    let second = added[1]["id"].as_str().unwrap().to_owned();
-    assert_eq!(store.ok_json(&["status", "--json"])["points"], 2);
+    let added = store.ok_json(&["add", "--json", "First fact.", "Second fact.", "Third."]);
+    let id = |at: usize| added[at]["id"].as_str().unwrap().to_owned();
+    let (first, third) = (id(0), id(2));
+    assert_eq!(store.ok_json(&["status", "--json"])["points"], 3);
 
-    // A snapshot that lies: it says the first file was indexed under the second's id. Its
-    // hash matches and the index holds that id, so start-up trusts it without reading the
-    // file, and the first memory ends up with no point.
+    // A snapshot that lies: it says the first file was indexed under the third's id, and
+    // knows nothing of the third file. The first's hash matches and the index holds that id,
+    // so start-up trusts it without reading the file; the third file, found unindexed,
+    // claims an id the snapshot already gives another file and is skipped; and the first
+    // memory ends up with no point.
     let snapshot_path = store.root.join("memory_index.json");
     let mut snapshot: Value =
         serde_json::from_str(&std::fs::read_to_string(&snapshot_path).unwrap()).unwrap();
-    for entry in snapshot["files"].as_object_mut().unwrap().values_mut() {
+    let files = snapshot["files"].as_object_mut().unwrap();
+    files.retain(|_, entry| entry["id"] != third.as_str());
+    for entry in files.values_mut() {
         if entry["id"] == first.as_str() {
-            entry["id"] = Value::from(second.clone());
+            entry["id"] = Value::from(third.clone());
         }
     }
     // Each run's start-up sync rewrites the snapshot (and may heal part of the lie), so every
