@@ -208,11 +208,19 @@ async fn sigkill_during_session_writes_loses_no_acknowledged_message() {
         .await
         .expect("an answer");
     assert_eq!(answer, "ack after the crash");
+    // The chat itself: the session's summariser, which may run meanwhile, asks without a
+    // response format too.
     let forwarded = llm
         .requests()
         .into_iter()
         .filter_map(|r| r.body)
-        .find(|b| b["messages"].is_array() && b["response_format"].is_null())
+        .find(|b| {
+            b["response_format"].is_null()
+                && b["messages"]
+                    .as_array()
+                    .and_then(|m| m.last())
+                    .is_some_and(|m| m["content"] == "after the crash")
+        })
         .unwrap();
     let sent = forwarded["messages"].as_array().unwrap().len();
     let acked_0 = acked.keys().filter(|(s, _)| *s == 0).count();
