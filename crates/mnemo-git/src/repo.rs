@@ -554,8 +554,9 @@ fn io_err(action: &'static str, path: &Path) -> impl FnOnce(io::Error) -> GitErr
 /// Only the folders on those paths are read and written again, where the index's own
 /// `write_tree` walks every entry of the store and reads every tree of the new commit back
 /// in: with thousands of files and tombstones that was most of a commit's time. Changes the
-/// index holds for other paths (staged by hand) are not committed. An error (a file where
-/// the parent has a folder, say) is for the caller to meet by writing the whole index.
+/// index holds for other paths (staged by hand) are not committed. An error (a noted path
+/// that is a folder in the parent, a file where it has a folder) is for the caller to meet
+/// by writing the whole index.
 fn updated_tree(
     repo: &Repository,
     index: &git2::Index,
@@ -567,6 +568,16 @@ fn updated_tree(
     for path in paths {
         let relative = Path::new(path);
         let committed = baseline.get_path(relative).ok();
+        if committed
+            .as_ref()
+            .is_some_and(|c| c.kind() != Some(git2::ObjectType::Blob))
+        {
+            // A folder noted by its path (removed whole): the index's entries under it are
+            // staged by the whole index, or the commit would drop files the index keeps.
+            return Err(git2::Error::from_str(&format!(
+                "{path} is a folder in the last commit"
+            )));
+        }
         match index.get_path(relative, 0) {
             Some(staged) => {
                 let unchanged = committed
