@@ -5,7 +5,6 @@
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::faults::{self, Seam};
@@ -103,6 +102,14 @@ fn sync_dir(dir: &Path) -> io::Result<()> {
 mod tests {
     use super::*;
 
+    /// The names of the entries of `dir`.
+    fn names_in(dir: &Path) -> Vec<String> {
+        fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect()
+    }
+
     #[test]
     fn replaces_content_and_leaves_no_temp_files() {
         let dir = tempfile::tempdir().unwrap();
@@ -110,11 +117,7 @@ mod tests {
         write_atomic(&target, b"one").unwrap();
         write_atomic(&target, b"two").unwrap();
         assert_eq!(fs::read(&target).unwrap(), b"two");
-        let names: Vec<_> = fs::read_dir(target.parent().unwrap())
-            .unwrap()
-            .map(|e| e.unwrap().file_name())
-            .collect();
-        assert_eq!(names, vec![std::ffi::OsString::from("a.md")]);
+        assert_eq!(names_in(target.parent().unwrap()), ["a.md"]);
     }
 
     /// A disk that fails a write at any of its steps: an error
@@ -133,11 +136,7 @@ mod tests {
             let eio = faults::io_error().raw_os_error();
             assert_eq!(err.raw_os_error(), eio, "{failing:?}: {err}");
             assert_eq!(std::fs::read(&path).unwrap(), b"old", "{failing:?}");
-            let names: Vec<_> = std::fs::read_dir(dir.path())
-                .unwrap()
-                .map(|e| e.unwrap().file_name())
-                .collect();
-            assert_eq!(names, ["state.json"], "{failing:?}");
+            assert_eq!(names_in(dir.path()), ["state.json"], "{failing:?}");
             write_atomic(&path, b"new").unwrap();
             assert_eq!(std::fs::read(&path).unwrap(), b"new", "{failing:?}");
         }

@@ -171,14 +171,11 @@ impl Versioning {
     /// held by another git process, a full disk) stays noted, so the next call commits it
     /// along with its own changes.
     pub fn commit_noted(&self, message: &str) -> Result<Option<CommitInfo>, GitError> {
-        self.commit_noted_then(message, |repo, id| {
-            let commit = repo
-                .find_commit(id)
-                .map_err(self.git_err(format!("cannot read the new commit {id}")))?;
-            let changes = commit_changes(repo, &commit, |_| true)
-                .map_err(self.git_err(format!("cannot diff commit {id}")))?;
+        self.commit_noted_then(message, |repo, commit| {
+            let changes = commit_changes(repo, commit, |_| true)
+                .map_err(self.git_err(format!("cannot diff commit {}", commit.id())))?;
             Ok(commit_info(
-                &commit,
+                commit,
                 changes.into_iter().map(|(c, _)| c).collect(),
             ))
         })
@@ -188,11 +185,8 @@ impl Versioning {
     /// files it changed are not listed (a diff of two trees, for a caller that would drop
     /// it).
     pub fn commit_noted_short(&self, message: &str) -> Result<Option<String>, GitError> {
-        self.commit_noted_then(message, |repo, id| {
-            let commit = repo
-                .find_commit(id)
-                .map_err(self.git_err(format!("cannot read the new commit {id}")))?;
-            Ok(commit_info(&commit, Vec::new()).short_id)
+        self.commit_noted_then(message, |_, commit| {
+            Ok(commit_info(commit, Vec::new()).short_id)
         })
     }
 
@@ -201,7 +195,7 @@ impl Versioning {
     fn commit_noted_then<T>(
         &self,
         message: &str,
-        describe: impl FnOnce(&Repository, Oid) -> Result<T, GitError>,
+        describe: impl FnOnce(&Repository, &Commit) -> Result<T, GitError>,
     ) -> Result<Option<T>, GitError> {
         let repo = self.lock();
         // Taken out under the repository lock, so a commit queued behind this one stages only
@@ -213,7 +207,15 @@ impl Versioning {
         if result.as_ref().is_err_and(GitError::is_locked) && self.clear_stale_lock() {
             result = self.stage_and_commit(&repo, &taken, message);
         }
-        let result = result.and_then(|id| id.map(|id| describe(&repo, id)).transpose());
+        let result = result.and_then(|id| {
+            id.map(|id| {
+                let commit = repo
+                    .find_commit(id)
+                    .map_err(self.git_err(format!("cannot read the new commit {id}")))?;
+                describe(&repo, &commit)
+            })
+            .transpose()
+        });
         *self
             .last_error
             .lock()

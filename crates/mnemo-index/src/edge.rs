@@ -184,9 +184,7 @@ impl EdgeIndex {
         }
         Ok(())
     }
-}
 
-impl EdgeIndex {
     /// Refuses a write the index's disk has no room for (see the module docs): a full
     /// disk is an error, not a process ended by SIGBUS. A disk whose room cannot be read
     /// is let through.

@@ -70,9 +70,9 @@ pub struct ModelWords {
     dimension: usize,
     /// Identifies the vectors: keys built from other vectors are rebuilt.
     fingerprint: String,
-    /// Answers given lately (positions in `words`), by a hash of the question: a turn's
-    /// key is rebuilt each time a neighbour or fact of it changes, and its nearest words do
-    /// not change with them.
+    /// Answers given lately (positions in `words`), by a hash of the question: a new
+    /// memory's words are found before the index's lock is taken, and the key built under it
+    /// asks the same question. (A key rebuilt later takes them from the snapshot entry.)
     recent: Recent<u64, Vec<usize>>,
 }
 
