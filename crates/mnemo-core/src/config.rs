@@ -74,6 +74,10 @@ pub struct Config {
     /// Texts per ONNX Runtime call (or per request to an endpoint) when embedding many at
     /// once.
     pub embed_batch_size: usize,
+    /// An ONNX model reads a text longer than this many tokens in windows of at most this
+    /// many and averages their vectors; unset: the length the model was trained on where
+    /// mnemo knows it (128 for all-MiniLM-L6-v2), else whole ([`Config::embed_window_tokens`]).
+    pub embed_window_tokens: Option<usize>,
     /// Memories a search returns when the request does not say; at most [`MAX_TOP_K`].
     pub default_top_k: usize,
     /// Facts and turns kept per conversation; beyond it the oldest are tombstoned.
@@ -424,6 +428,7 @@ impl Default for Config {
             onnxruntime_library: PathBuf::from("onnxruntime/libonnxruntime.so.1.31.1"),
             embed_threads: 2,
             embed_batch_size: 64,
+            embed_window_tokens: None,
             default_top_k: 5,
             max_entries: 500,
             mmr_lambda: 0.7,
@@ -541,6 +546,9 @@ impl WriteRule {
     }
 }
 
+/// The tokens of a text an embedding model reads; the rest is not embedded.
+pub const MAX_EMBED_TOKENS: usize = 256;
+
 /// The name the local LLM serves its model under.
 pub const LOCAL_LLM_ALIAS: &str = "qwen2.5-coder-1.5b-instruct";
 
@@ -568,6 +576,7 @@ const STRING_KEYS: &[&str] = &[
 /// Optional keys: absent from the defaults, but settable.
 const OPTIONAL_KEYS: &[&str] = &[
     "embedding_base_url",
+    "embed_window_tokens",
     "embedding_api_key",
     "embedding_dimensions",
     "score_threshold",
@@ -594,6 +603,19 @@ pub struct ModelPaths {
 }
 
 impl Config {
+    /// The longest text, in tokens, the ONNX embedding model reads in one window:
+    /// `embed_window_tokens`, or else the length the model was trained on where mnemo knows
+    /// it, or else [`MAX_EMBED_TOKENS`] (whole).
+    pub fn embed_window_tokens(&self) -> usize {
+        self.embed_window_tokens.unwrap_or_else(|| {
+            let folder = Path::new(&self.embedding_model).file_name();
+            match folder.and_then(|f| f.to_str()) {
+                Some("all-MiniLM-L6-v2") => 128,
+                _ => MAX_EMBED_TOKENS,
+            }
+        })
+    }
+
     /// The embeddings endpoint's base URL: `embedding_base_url`, or else `openai_base_url`.
     pub fn embedding_url(&self) -> Option<&str> {
         self.embedding_base_url
@@ -722,6 +744,9 @@ impl Config {
                     "embedding_dimensions and embedding_timeout_secs must be at least 1".into(),
                 );
             }
+        }
+        if self.embed_window_tokens == Some(0) {
+            return Err("embed_window_tokens must be at least 1 (it is a number of tokens)".into());
         }
         if self.index_collection.trim().is_empty() {
             return Err("index_collection must name a collection".into());
@@ -887,6 +912,23 @@ mod tests {
             let err = Config::load(Some(&file), env(&[])).unwrap_err().to_string();
             assert!(err.contains(expected), "{err}");
         }
+    }
+
+    #[test]
+    fn the_embedding_window_is_the_models_own_unless_set() {
+        let load = |vars: &[(&str, &str)]| Config::load(None, env(vars));
+        assert_eq!(load(&[]).unwrap().embed_window_tokens(), 128);
+        let other = load(&[("MNEMO_EMBEDDING_MODEL", "all-mpnet-base-v2")]).unwrap();
+        assert_eq!(other.embed_window_tokens(), MAX_EMBED_TOKENS);
+        let set = load(&[("MNEMO_EMBED_WINDOW_TOKENS", "96")]).unwrap();
+        assert_eq!(set.embed_window_tokens(), 96);
+        let err = load(&[("MNEMO_EMBED_WINDOW_TOKENS", "0")])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("embed_window_tokens must be at least 1"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -16,7 +16,7 @@ mod record;
 pub use config::{
     page_size, ApiKey, Config, ConfigError, EmbeddingProvider, GlobalAccess, ModelPaths,
     RerankerMode, RetrievalConfig, ServerConfig, SessionTitles, TokenConfig, WriteRule,
-    LOCAL_LLM_ALIAS, MAX_PAGE, MAX_QUERY_BYTES, MAX_TOP_K,
+    LOCAL_LLM_ALIAS, MAX_EMBED_TOKENS, MAX_PAGE, MAX_QUERY_BYTES, MAX_TOP_K,
 };
 pub use ids::{ConversationId, IdError, MemoryId};
 pub use record::{

@@ -19,6 +19,7 @@ use crate::error::EmbedError;
 use crate::files::ModelFiles;
 use crate::recent::Recent;
 use crate::runtime;
+use crate::windows::{mean, window_ranges};
 
 /// Where the model lives and how to run it.
 #[derive(Debug, Clone)]
@@ -34,11 +35,15 @@ pub struct EmbedderConfig {
     pub batch_size: usize,
     /// Longer inputs are truncated to this many tokens.
     pub max_length: usize,
+    /// Inputs longer than this many tokens are embedded in windows of at most this many,
+    /// their vector the mean of the windows'.
+    pub window_tokens: usize,
 }
 
 impl EmbedderConfig {
     /// The model in `model_dir`, run by the library at `onnxruntime_library`, with 2 threads,
-    /// batches of 64 and inputs up to 256 tokens.
+    /// batches of 64 and inputs up to 256 tokens, read in windows of 128 (the length
+    /// all-MiniLM-L6-v2 was trained on).
     pub fn new(onnxruntime_library: impl Into<PathBuf>, model_dir: impl Into<PathBuf>) -> Self {
         Self {
             onnxruntime_library: onnxruntime_library.into(),
@@ -46,6 +51,7 @@ impl EmbedderConfig {
             threads: 2,
             batch_size: 64,
             max_length: 256,
+            window_tokens: 128,
         }
     }
 }
@@ -66,7 +72,13 @@ pub struct Embedder {
 /// What computes the vectors. One per process, behind an `Arc`: its size does not matter.
 #[allow(clippy::large_enum_variant)]
 enum Backend {
-    Onnx(Mutex<TextEmbedding>),
+    Onnx {
+        model: Mutex<TextEmbedding>,
+        /// The content tokens the model reads of a text (its limit less the two special
+        /// tokens around them).
+        read_tokens: usize,
+        window_tokens: usize,
+    },
     Api(ApiEmbeddings),
 }
 
@@ -105,7 +117,11 @@ impl Embedder {
         let dimension = probe.first().map(Vec::len).unwrap_or(0);
         debug!(dimension, model = %config.model_dir.display(), "embedding model loaded");
         Ok(Self {
-            backend: Backend::Onnx(Mutex::new(model)),
+            backend: Backend::Onnx {
+                model: Mutex::new(model),
+                read_tokens: config.max_length.saturating_sub(2).max(1),
+                window_tokens: config.window_tokens,
+            },
             dimension,
             batch_size: config.batch_size.max(1),
             queries_waiting: AtomicUsize::new(0),
@@ -206,11 +222,18 @@ impl Embedder {
             return Ok(Vec::new());
         }
         let mut vectors = match &self.backend {
-            Backend::Onnx(model) => model
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner())
-                .embed(texts, Some(self.batch_size))
-                .map_err(|e| EmbedError::Inference(e.to_string()))?,
+            Backend::Onnx {
+                model,
+                read_tokens,
+                window_tokens,
+            } => {
+                let mut model = model.lock().unwrap_or_else(|p| p.into_inner());
+                let windows = Windows::of(&model, texts, *read_tokens, *window_tokens);
+                let vectors = model
+                    .embed(&windows.pieces, Some(self.batch_size))
+                    .map_err(|e| EmbedError::Inference(e.to_string()))?;
+                windows.pool(vectors)?
+            }
             Backend::Api(api) => api.embed(texts)?,
         };
         if vectors.iter().any(|v| v.len() != self.dimension) {
@@ -221,6 +244,65 @@ impl Embedder {
         }
         vectors.iter_mut().for_each(|v| normalise(v));
         Ok(vectors)
+    }
+}
+
+/// The pieces a batch of texts is embedded as, and how many belong to each text.
+struct Windows<'t> {
+    pieces: Vec<&'t str>,
+    per_text: Vec<usize>,
+}
+
+impl<'t> Windows<'t> {
+    /// Each of `texts` whole, or in windows of at most `window_tokens` of the first
+    /// `read_tokens` tokens the model's tokenizer finds in it.
+    fn of(
+        model: &TextEmbedding,
+        texts: &[&'t str],
+        read_tokens: usize,
+        window_tokens: usize,
+    ) -> Self {
+        let mut windows = Self {
+            pieces: Vec::with_capacity(texts.len()),
+            per_text: Vec::with_capacity(texts.len()),
+        };
+        for text in texts {
+            // A text the tokenizer refuses goes to the model whole, which says why.
+            let ranges = match model.tokenizer.encode(*text, false) {
+                Ok(encoding) => {
+                    let offsets = encoding.get_offsets();
+                    window_ranges(
+                        text,
+                        &offsets[..offsets.len().min(read_tokens)],
+                        window_tokens,
+                    )
+                }
+                Err(_) => std::iter::once(0..text.len()).collect(),
+            };
+            windows.per_text.push(ranges.len());
+            windows
+                .pieces
+                .extend(ranges.into_iter().map(|r| text.get(r).unwrap_or(text)));
+        }
+        windows
+    }
+
+    /// One vector per text from the pieces' `vectors`, in order.
+    fn pool(&self, vectors: Vec<Vec<f32>>) -> Result<Vec<Vec<f32>>, EmbedError> {
+        if vectors.len() != self.pieces.len() {
+            return Err(EmbedError::Inference(
+                "the model returned another number of vectors than texts".into(),
+            ));
+        }
+        let mut vectors = vectors.into_iter();
+        Ok(self
+            .per_text
+            .iter()
+            .map(|&count| match count {
+                1 => vectors.next().unwrap_or_default(),
+                _ => mean(&vectors.by_ref().take(count).collect::<Vec<_>>()),
+            })
+            .collect())
     }
 }
 

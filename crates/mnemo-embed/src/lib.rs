@@ -3,7 +3,8 @@
 //! [`runtime`] loads the ONNX Runtime shared library from a configured path, once per process
 //! (mnemo never downloads it at build or run time). [`Embedder`] wraps a sentence-embedding
 //! model in the all-MiniLM-L6-v2 format (ONNX graph plus Hugging Face tokenizer files, mean
-//! pooling, L2-normalised output). [`Reranker`] wraps a cross-encoder in the
+//! pooling, L2-normalised output); a text longer than the model was trained on is read in
+//! windows whose vectors are averaged. [`Reranker`] wraps a cross-encoder in the
 //! ms-marco-MiniLM-L-6-v2 format (a sequence-classification graph that reads a query and a
 //! document as one pair and outputs `logits`). Both run through `fastembed` on the same
 //! runtime. The embedder may instead be an OpenAI-compatible `/v1/embeddings` endpoint
@@ -19,6 +20,7 @@ mod files;
 mod recent;
 mod reranker;
 pub mod runtime;
+mod windows;
 
 pub use api::ApiEmbeddingsConfig;
 pub use embedder::{cosine, Embedder, EmbedderConfig};

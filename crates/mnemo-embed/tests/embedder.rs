@@ -75,3 +75,30 @@ fn a_missing_model_names_the_path_and_the_setup_command() {
     assert!(msg.contains("/nonexistent/model-dir/model.onnx"), "{msg}");
     assert!(msg.contains("scripts/setup"), "{msg}");
 }
+
+#[test]
+fn a_text_longer_than_the_window_is_the_mean_of_its_pieces() {
+    // Twice one passage of about 90 tokens: cut into two even windows, each is the passage.
+    let passage = "We drove from Lisbon to Porto on the second day, stopping in Coimbra for lunch \
+                   at a small place near the old university, and reached the hotel by the river \
+                   just before the rain started; the next morning we took the tram up the hill \
+                   and bought tiles for the kitchen, blue and white ones with birds on them, \
+                   which the shop wrapped in newspaper for the flight home on Sunday evening.";
+    let twice = format!("{passage} {passage}");
+    let windowed = embedder();
+    let whole = Embedder::load(&EmbedderConfig {
+        window_tokens: 256,
+        ..config()
+    })
+    .unwrap();
+    let alone = windowed.embed_one(passage).unwrap();
+    assert_eq!(
+        alone,
+        whole.embed_one(passage).unwrap(),
+        "a short text is read whole"
+    );
+    let in_windows = cosine(&windowed.embed(&[&twice]).unwrap()[0], &alone);
+    let read_whole = cosine(&whole.embed(&[&twice]).unwrap()[0], &alone);
+    assert!(in_windows > 0.9999, "windows {in_windows}");
+    assert!(read_whole < 0.999, "whole {read_whole}");
+}

@@ -425,6 +425,8 @@ pub(crate) fn embedder_config(config: &Config) -> EmbedderConfig {
     EmbedderConfig {
         threads: config.embed_threads,
         batch_size: config.embed_batch_size,
+        max_length: mnemo_core::MAX_EMBED_TOKENS,
+        window_tokens: config.embed_window_tokens(),
         ..EmbedderConfig::new(&paths.onnxruntime_library, &paths.embedding_model_dir)
     }
 }
