@@ -43,21 +43,34 @@ pub fn environment(library: &Path) -> Result<Environment, EmbedError> {
         .canonicalize()
         .unwrap_or_else(|_| library.to_owned());
     let _ = LOADED.set((canonical, env.clone()));
-    give_large_blocks_back();
+    tune_allocator();
     Ok(env)
 }
 
+/// How glibc's allocator serves a long-running server. Process-wide, set once when the
+/// runtime is loaded (every mnemo process that embeds loads it, early).
+///
 /// Large blocks (256 KiB and up) are mapped for each allocation and given back to the
 /// system when freed. A model run allocates tensors of many megabytes and frees them at its
 /// end; glibc raises its mapping threshold past each such block it frees, and then keeps
 /// them in its per-thread heaps: a busy server stayed at 1.2 GiB resident instead of about
-/// 300 MiB (`benches/soak.rs`, the runtime's own arena off as below). Process-wide, set once
-/// when the runtime is loaded.
-fn give_large_blocks_back() {
+/// 300 MiB (`benches/soak.rs`, the runtime's own arena off as below).
+///
+/// And at most one heap per core (two at least): glibc's default is eight per core, and the
+/// many threads that run blocking work (file writes, index updates, git) spread over them,
+/// each heap keeping the pieces freed into it. In a 10-minute soak on 2 cores, anonymous
+/// memory was about 50 MiB lower throughout and grew 3 MiB a minute after the third minute
+/// instead of 5, for the same requests in interleaved runs (docs/limits.md).
+fn tune_allocator() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: mallopt only changes the allocator's tuning; any value is valid to pass.
-    unsafe {
-        libc::mallopt(libc::M_MMAP_THRESHOLD, 256 << 10);
+    {
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+        let heaps = libc::c_int::try_from(cores.max(2)).unwrap_or(libc::c_int::MAX);
+        // SAFETY: mallopt only changes the allocator's tuning; any value is valid to pass.
+        unsafe {
+            libc::mallopt(libc::M_MMAP_THRESHOLD, 256 << 10);
+            libc::mallopt(libc::M_ARENA_MAX, heaps);
+        }
     }
 }
 
@@ -92,7 +105,7 @@ pub(crate) const SPINNING: &str = "session.intra_op.allow_spinning";
 /// lengths, then one short query), so a server embedding steadily grew by tens of MiB a
 /// minute and never gave them back (heaptrack: 358 MB of 623 MB at the peak of a 5-minute
 /// soak); without it, each run's tensors are allocated and freed as the run needs them
-/// (and, being large, given back to the system: [`give_large_blocks_back`]).
+/// (and, being large, given back to the system: [`tune_allocator`]).
 pub(crate) fn cpu_without_arena() -> ort::ep::ExecutionProviderDispatch {
     ort::ep::CPU::default().with_arena_allocator(false).build()
 }
