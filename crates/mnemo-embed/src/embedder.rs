@@ -6,6 +6,7 @@
 //! embedding, so a broken or mismatched model fails at start-up rather than on the first
 //! write.
 
+use std::ops::Range;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -267,24 +268,41 @@ impl<'t> Windows<'t> {
             per_text: Vec::with_capacity(texts.len()),
         };
         for text in texts {
-            // A text the tokenizer refuses goes to the model whole, which says why.
-            let ranges = match model.tokenizer.encode(*text, false) {
-                Ok(encoding) => {
-                    let offsets = encoding.get_offsets();
-                    window_ranges(
-                        text,
-                        &offsets[..offsets.len().min(read_tokens)],
-                        window_tokens,
-                    )
-                }
-                Err(_) => std::iter::once(0..text.len()).collect(),
-            };
+            let ranges = Self::ranges_of(model, text, read_tokens, window_tokens);
             windows.per_text.push(ranges.len());
             windows
                 .pieces
                 .extend(ranges.into_iter().map(|r| text.get(r).unwrap_or(text)));
         }
         windows
+    }
+
+    /// Where `text` is cut. The model's tokenizer runs here only where a cut may be needed
+    /// (it runs again inside the model's call): each token covers at least one byte, so a
+    /// text of no more bytes than the window (most queries and facts) is read whole, as is
+    /// every text when the window is as long as what the model reads.
+    fn ranges_of(
+        model: &TextEmbedding,
+        text: &str,
+        read_tokens: usize,
+        window_tokens: usize,
+    ) -> Vec<Range<usize>> {
+        let whole = 0..text.len();
+        if text.len() <= window_tokens || window_tokens >= read_tokens {
+            return vec![whole];
+        }
+        // A text the tokenizer refuses goes to the model whole, which says why.
+        match model.tokenizer.encode(text, false) {
+            Ok(encoding) => {
+                let offsets = encoding.get_offsets();
+                window_ranges(
+                    text,
+                    &offsets[..offsets.len().min(read_tokens)],
+                    window_tokens,
+                )
+            }
+            Err(_) => vec![whole],
+        }
     }
 
     /// One vector per text from the pieces' `vectors`, in order.
@@ -298,10 +316,7 @@ impl<'t> Windows<'t> {
         Ok(self
             .per_text
             .iter()
-            .map(|&count| match count {
-                1 => vectors.next().unwrap_or_default(),
-                _ => mean(&vectors.by_ref().take(count).collect::<Vec<_>>()),
-            })
+            .map(|&count| mean(&vectors.by_ref().take(count).collect::<Vec<_>>()))
             .collect())
     }
 }

@@ -43,7 +43,8 @@ pub(crate) fn window_ranges(
     }
 }
 
-/// The mean of `vectors` (one text's windows), not yet of unit length.
+/// The mean of `vectors` (one text's windows; one vector is its own mean, exactly), not yet
+/// of unit length.
 pub(crate) fn mean(vectors: &[Vec<f32>]) -> Vec<f32> {
     let mut sum = vec![0.0; vectors.first().map(Vec::len).unwrap_or(0)];
     for vector in vectors {
@@ -75,6 +76,14 @@ mod tests {
         offsets
     }
 
+    /// The pieces of `text` cut for a model that reads `offsets`.
+    fn pieces<'t>(text: &'t str, offsets: &[(usize, usize)], window: usize) -> Vec<&'t str> {
+        window_ranges(text, offsets, window)
+            .into_iter()
+            .map(|r| &text[r])
+            .collect()
+    }
+
     #[test]
     fn a_text_within_the_window_is_read_whole() {
         let text = "one two three";
@@ -85,27 +94,14 @@ mod tests {
     #[test]
     fn a_longer_text_is_cut_into_even_pieces_of_at_most_the_window() {
         let text = "a b c d e f g h i j";
-        let pieces: Vec<&str> = window_ranges(text, &words(text), 4)
-            .into_iter()
-            .map(|r| &text[r])
-            .collect();
-        assert_eq!(pieces, ["a b c", "d e f", "g h i j"]);
-        let pieces: Vec<&str> = window_ranges(text, &words(text), 5)
-            .into_iter()
-            .map(|r| &text[r])
-            .collect();
-        assert_eq!(pieces, ["a b c d e", "f g h i j"]);
+        assert_eq!(pieces(text, &words(text), 4), ["a b c", "d e f", "g h i j"]);
+        assert_eq!(pieces(text, &words(text), 5), ["a b c d e", "f g h i j"]);
     }
 
     #[test]
     fn only_the_tokens_the_model_reads_are_covered() {
         let text = "a b c d e f g h i j";
-        let read = &words(text)[..6];
-        let pieces: Vec<&str> = window_ranges(text, read, 3)
-            .into_iter()
-            .map(|r| &text[r])
-            .collect();
-        assert_eq!(pieces, ["a b c", "d e f"]);
+        assert_eq!(pieces(text, &words(text)[..6], 3), ["a b c", "d e f"]);
     }
 
     #[test]
