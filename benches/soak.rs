@@ -2,9 +2,11 @@
 //! the proxy for ten minutes (every third streamed), each turn's write path running on the
 //! scripted upstream, which answers as a model would (a fact per message, every fact added,
 //! a summary). Reported: requests, errors, latency p50/p99 overall and minute by minute,
-//! the process's resident memory and open files each minute, how many acknowledged user
-//! turns are missing from the store (a turn is on disk before its answer is sent), and the
-//! write-path passes still queued at the end.
+//! the process's resident memory, open files and CPU time each minute, the CPU time a
+//! request cost (the write path's included: on a busy machine, the figure to compare between
+//! builds, far steadier than throughput), how many acknowledged user turns are missing from
+//! the store (a turn is on disk before its answer is sent), and the write-path passes still
+//! queued at the end.
 //!
 //! The scripted upstream answers in microseconds, so chats arrive far faster than with a
 //! real model, and as fast as the write path learns from them (each pass embeds, searches,
@@ -134,6 +136,7 @@ async fn run(duration: Duration, learn: bool, answer_ms: u64) -> (Value, tempfil
             })
         })
         .collect();
+    let cpu_at_start = cpu_seconds();
     let mut samples = vec![sample(0)];
     let mut next = 60;
     while Instant::now() < deadline {
@@ -148,6 +151,7 @@ async fn run(duration: Duration, learn: bool, answer_ms: u64) -> (Value, tempfil
         task.await.unwrap();
     }
     samples.push(sample(started.elapsed().as_secs().div_ceil(60)));
+    let cpu_used = cpu_seconds() - cpu_at_start;
     let queued = client.pending_passes();
     client.stop_background_passes();
 
@@ -185,6 +189,7 @@ async fn run(duration: Duration, learn: bool, answer_ms: u64) -> (Value, tempfil
         "p50_ms": percentile(&mut all, 0.5),
         "p99_ms": percentile(&mut all, 0.99),
         "max_ms": round(all.iter().cloned().fold(0.0, f64::max)),
+        "cpu_ms_per_request": round(cpu_used * 1000.0 / outcomes.len().max(1) as f64),
         "learn": learn,
         "answer_ms": answer_ms,
         "passes_still_queued": queued,
@@ -278,5 +283,23 @@ fn sample(minute: u64) -> Value {
         "rss_anon_mib": mib(kib("RssAnon:")),
         "rss_file_mib": mib(kib("RssFile:")),
         "open_files": fds,
+        "cpu_seconds": round(cpu_seconds()),
     })
+}
+
+/// CPU time this process has used so far, user and system (`/proc/self/stat`).
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // The fields after the command's closing parenthesis; utime and stime are the 12th and
+    // 13th of them, in clock ticks.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map_or(Vec::new(), |(_, rest)| rest.split_whitespace().collect());
+    let ticks: f64 = [11, 12]
+        .iter()
+        .filter_map(|&i| fields.get(i)?.parse::<f64>().ok())
+        .sum();
+    // SAFETY: sysconf reads a constant of the system.
+    let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    ticks / per_second
 }
