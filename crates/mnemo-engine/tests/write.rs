@@ -335,8 +335,6 @@ async fn a_failed_git_commit_loses_nothing_and_the_next_commit_carries_it() {
     let head = git(dir.path(), &["show", "--name-only", "--format=%s", "HEAD"]);
     assert!(head.contains("turns/user"), "the first pass's turn: {head}");
     assert!(head.contains("summaries/summary.md"), "{head}");
-    // Git's index on disk may lag commits a second apart until the client is idle.
-    client.wait_idle().await;
     assert_eq!(
         git(dir.path(), &["status", "--porcelain"]),
         "",

@@ -11,10 +11,9 @@
 //! the files of one memory; [`Versioning::export`] writes out the files of one commit, so a
 //! caller can work on the store as it was (a search as of a revision).
 //!
-//! Modules: `repo` opens the repository and commits ([`Versioning`]), `index_writes` keeps
-//! git's index on disk a little behind the commits (written whole, it costs in proportion to
-//! the store), `history` reads the repository, `export` writes a commit's files out, and
-//! `commits` is what they all know of a commit ([`CommitInfo`]).
+//! Modules: `repo` opens the repository and commits ([`Versioning`]), `history` reads it,
+//! `export` writes a commit's files out, and `commits` is what they all know of a commit
+//! ([`CommitInfo`]).
 //!
 //! Only local repositories: git2 is built without network transports. Every call blocks on
 //! file I/O; see [`Versioning`] for threads.
@@ -23,12 +22,10 @@ mod commits;
 mod error;
 mod export;
 mod history;
-mod index_writes;
 mod repo;
 
 pub use commits::{ChangeStatus, CommitInfo, FileChange};
 pub use error::GitError;
 pub use export::{Export, ExportLimits};
 pub use history::{FileVersion, Shown};
-pub use index_writes::INDEX_WRITE_INTERVAL;
 pub use repo::{GitConfig, Versioning};

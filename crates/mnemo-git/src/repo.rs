@@ -5,7 +5,7 @@ use std::collections::{BTreeSet, HashSet};
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use git2::build::TreeUpdateBuilder;
 use git2::{Commit, FileMode, IndexAddOption, Oid, Repository, Signature, StatusOptions};
@@ -13,7 +13,6 @@ use tracing::{debug, info, warn};
 
 use crate::commits::{commit_changes, commit_info, head_commit, CommitInfo};
 use crate::error::GitError;
-use crate::index_writes::{IndexLag, IndexWriter, Locked};
 
 const IGNORE_HEADER: &str = "# mnemo: rebuildable caches and temporary files";
 const INITIAL_MESSAGE: &str = "mnemo: initial commit";
@@ -43,14 +42,11 @@ impl Default for GitConfig {
 /// The git repository versioning one store. Every call blocks (libgit2 reads and writes
 /// files); async callers run them with `tokio::task::spawn_blocking`. Calls are serialised by
 /// an internal lock, so one `Versioning` can be shared between threads (it is `Send + Sync`).
-/// The git index on disk may lag the commits by up to [`crate::INDEX_WRITE_INTERVAL`] (see
-/// `index_writes`); dropping a `Versioning` writes it.
 pub struct Versioning {
     root: PathBuf,
     config: GitConfig,
-    // `Repository` is `Send` but not `Sync`. Shared with the thread that writes the index.
-    repo: Arc<Mutex<Locked>>,
-    index_writer: Option<IndexWriter>,
+    // `Repository` is `Send` but not `Sync`.
+    repo: Mutex<Repository>,
     /// What the next commit stages.
     pending: Mutex<Pending>,
     /// Why the last commit failed, until one succeeds (for `/health`).
@@ -113,21 +109,11 @@ impl Versioning {
             root: root.clone(),
             source,
         })?;
-        let git_dir = repo.path().to_owned();
-        let repo = Arc::new(Mutex::new(Locked {
-            repo,
-            lag: IndexLag::none(&git_dir),
-        }));
-        let index_writer = IndexWriter::spawn(Arc::downgrade(&repo), {
-            let (root, git_dir) = (root.clone(), git_dir.clone());
-            move |locked| write_lagging_index(locked, &root, &git_dir).map_err(|e| e.to_string())
-        });
         let versioning = Self {
             root,
             config,
-            git_dir,
-            repo,
-            index_writer,
+            git_dir: repo.path().to_owned(),
+            repo: Mutex::new(repo),
             pending: Mutex::default(),
             last_error: Mutex::default(),
         };
@@ -211,15 +197,15 @@ impl Versioning {
         message: &str,
         describe: impl FnOnce(&Repository, &Commit) -> Result<T, GitError>,
     ) -> Result<Option<T>, GitError> {
-        let mut repo = self.lock();
+        let repo = self.lock();
         // Taken out under the repository lock, so a commit queued behind this one stages only
         // what this one left. Changes noted while this one stages stay noted for the next:
         // clearing what was taken after the commit would also clear a note made meanwhile
         // (another thread's new file), and that file would never be committed.
         let taken = std::mem::take(&mut *self.pending());
-        let mut result = self.stage_and_commit(&mut repo, &taken, message);
+        let mut result = self.stage_and_commit(&repo, &taken, message);
         if result.as_ref().is_err_and(GitError::is_locked) && self.clear_stale_lock() {
-            result = self.stage_and_commit(&mut repo, &taken, message);
+            result = self.stage_and_commit(&repo, &taken, message);
         }
         let result = result.and_then(|id| {
             id.map(|id| {
@@ -318,50 +304,19 @@ impl Versioning {
         self.commit_noted(message)
     }
 
-    /// Writes the git index now if it lags behind the commits (see `index_writes`): for a
-    /// caller about to hand the store to people or to other git commands.
-    pub fn write_index(&self) -> Result<(), GitError> {
-        let mut locked = self.lock();
-        if !locked.lag.is_behind() {
-            return Ok(());
-        }
-        write_lagging_index(&mut locked, &self.root, &self.git_dir)
-            .map_err(self.git_err("cannot write the git index"))
-    }
-
     fn stage_and_commit(
         &self,
-        locked: &mut Locked,
+        repo: &Repository,
         changes: &Pending,
         message: &str,
     ) -> Result<Option<Oid>, GitError> {
-        let Locked { repo, lag } = locked;
-        let repo = &*repo;
-        // While another git command holds the index, mnemo does not commit (it might be a
-        // person's `git commit`, whose update of HEAD would then fail).
-        let lock_file = self.git_dir.join("index.lock");
-        if lock_file.exists() {
-            return Err(self.git_err("cannot stage")(git2::Error::new(
-                git2::ErrorCode::Locked,
-                git2::ErrorClass::Index,
-                format!("the git index is locked ({} exists)", lock_file.display()),
-            )));
-        }
         let mut index = repo
             .index()
             .map_err(self.git_err("cannot open the git index"))?;
-        // Someone may have run git in the store since we last looked; what mnemo staged
-        // since its last write of the index is then staged again.
-        let overwritten = lag.overwritten(&self.git_dir);
+        // Someone may have run git in the store since we last looked.
         index
             .read(false)
             .map_err(self.git_err("cannot read the git index"))?;
-        if let Some(paths) = overwritten {
-            for path in &paths {
-                self.stage_path(repo, &mut index, path)?;
-            }
-            lag.read_back(&self.git_dir);
-        }
         let parent = head_commit(repo).map_err(self.git_err("cannot read HEAD"))?;
         let tree_id = if changes.everything {
             index
@@ -387,20 +342,14 @@ impl Versioning {
                 None => self.write_index_tree(&mut index)?,
             }
         };
-        // Before the commit, when due: the index on disk behind the commit makes `git status`
-        // show the commit's changes as undone until it is written (see `index_writes`).
-        // Staging everything is rare and costs a walk of the store: its index is written.
-        let write_now = changes.everything || lag.write_due();
-        lag.staged(&changes.paths);
-        if write_now {
-            index
-                .write()
-                .map_err(self.git_err("cannot write the git index"))?;
-            lag.written(&self.git_dir);
-        }
         if parent.as_ref().is_some_and(|p| p.tree_id() == tree_id) {
             return Ok(None);
         }
+        // Before the commit: committing with a stale index on disk would make `git status`
+        // show the commit's changes as reverted.
+        index
+            .write()
+            .map_err(self.git_err("cannot write the git index"))?;
         let tree = repo
             .find_tree(tree_id)
             .map_err(self.git_err("cannot read the staged tree"))?;
@@ -437,8 +386,19 @@ impl Versioning {
         index: &mut git2::Index,
         path: &str,
     ) -> Result<(), GitError> {
-        stage_file(repo, &self.root, index, path)
-            .map_err(self.git_err(format!("cannot stage {path}")))
+        let relative = Path::new(path);
+        let ignored = repo
+            .is_path_ignored(relative)
+            .map_err(self.git_err(format!("cannot check whether {path} is ignored")))?;
+        if self.root.join(relative).is_file() && !ignored {
+            index
+                .add_path(relative)
+                .map_err(self.git_err(format!("cannot stage {path}")))
+        } else {
+            index
+                .remove_path(relative)
+                .map_err(self.git_err(format!("cannot unstage {path}")))
+        }
     }
 
     /// Whether the store holds changes [`commit_all`](Self::commit_all) would commit
@@ -529,7 +489,7 @@ impl Versioning {
         self.pending.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    pub(crate) fn lock(&self) -> MutexGuard<'_, Locked> {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Repository> {
         // A panic while holding the lock leaves libgit2's state consistent: keep going.
         self.repo.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -556,51 +516,6 @@ impl Versioning {
         let parts = mnemo_fs::store_relative(&self.root, path).ok_or_else(outside)?;
         Ok(parts.join("/"))
     }
-}
-
-impl Drop for Versioning {
-    fn drop(&mut self) {
-        drop(self.index_writer.take());
-        if let Err(e) = self.write_index() {
-            warn!("{e}; `git status` in the store may show the last commits as undone until mnemo's next commit");
-        }
-    }
-}
-
-/// Stages one file (`path`, a git path in the work tree `root`) as it is now: added or
-/// updated when it exists (and is not ignored), removed from the index otherwise.
-fn stage_file(
-    repo: &Repository,
-    root: &Path,
-    index: &mut git2::Index,
-    path: &str,
-) -> Result<(), git2::Error> {
-    let relative = Path::new(path);
-    if root.join(relative).is_file() && !repo.is_path_ignored(relative)? {
-        index.add_path(relative)
-    } else {
-        index.remove_path(relative)
-    }
-}
-
-/// Writes the index of `locked` to disk, first staging again what mnemo staged since its
-/// last write when another git process has written the index meanwhile.
-fn write_lagging_index(
-    locked: &mut Locked,
-    root: &Path,
-    git_dir: &Path,
-) -> Result<(), git2::Error> {
-    let mut index = locked.repo.index()?;
-    if let Some(paths) = locked.lag.overwritten(git_dir) {
-        index.read(false)?;
-        for path in &paths {
-            stage_file(&locked.repo, root, &mut index, path)?;
-        }
-        locked.lag.read_back(git_dir);
-    }
-    index.write()?;
-    locked.lag.written(git_dir);
-    Ok(())
 }
 
 /// How old `.git/index.lock` must be to count as left by a dead process.

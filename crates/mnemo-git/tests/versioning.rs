@@ -270,8 +270,6 @@ fn a_commit_of_noted_files_is_the_store_as_it_is() {
             let head = git(root, &["rev-parse", "--short", "HEAD"]);
             assert_eq!(short.unwrap().unwrap(), head.trim(), "step {step}");
         }
-        // The index on disk may lag a burst of commits (see the tests below).
-        versioning.write_index().unwrap();
         assert_eq!(
             git(root, &["status", "--porcelain", "--untracked-files=all"]),
             "",
@@ -300,7 +298,6 @@ fn a_commit_of_noted_files_is_the_store_as_it_is() {
     write(root, &format!("{path}/inside.md"), "a file in a folder\n");
     versioning.note_changed([root.join(&path), root.join(format!("{path}/inside.md"))]);
     versioning.commit_noted("type change").unwrap().unwrap();
-    versioning.write_index().unwrap();
     assert_eq!(
         git(root, &["status", "--porcelain", "--untracked-files=all"]),
         ""
@@ -647,96 +644,6 @@ fn the_git_command_line_agrees() {
     );
     assert_eq!(versioning.commit_all("nothing").unwrap(), None);
     assert_eq!(versioning.log(None, 1).unwrap()[0].message, "hand edit");
-}
-
-/// Commits `count` new facts of conversation `c` one by one, as fast as they come; returns
-/// how many times the git index file was written meanwhile (its modification time changes).
-fn burst_of_commits(root: &Path, versioning: &Versioning, count: usize) -> usize {
-    let index = root.join(".git/index");
-    let modified = || fs::metadata(&index).unwrap().modified().unwrap();
-    let (mut last, mut writes) = (modified(), 0);
-    for i in 0..count {
-        let id = MemoryId::random();
-        let path = fact_path("c", id);
-        write(root, &path, &fact(id, &format!("fact {i}")));
-        versioning.note_changed([root.join(&path)]);
-        versioning
-            .commit_noted(&format!("fact {i}"))
-            .unwrap()
-            .unwrap();
-        if modified() != last {
-            writes += 1;
-            last = modified();
-        }
-    }
-    writes
-}
-
-#[test]
-fn a_burst_of_commits_writes_the_git_index_behind_them_within_the_interval() {
-    let (dir, versioning) = new_store();
-    let root = dir.path();
-    std::thread::sleep(mnemo_git::INDEX_WRITE_INTERVAL);
-    let started = std::time::Instant::now();
-    let writes = burst_of_commits(root, &versioning, 30);
-    // Written by a commit when due, else by the thread: at most twice an interval.
-    let intervals = started.elapsed().as_secs_f64() / mnemo_git::INDEX_WRITE_INTERVAL.as_secs_f64();
-    assert!(
-        writes <= 2 + 2 * intervals.ceil() as usize,
-        "30 commits in {:?} wrote the index {writes} times",
-        started.elapsed()
-    );
-    assert!(!versioning.has_uncommitted_changes().unwrap(), "in memory");
-    // On disk within two intervals of the last commit, with nobody asking.
-    let deadline = std::time::Instant::now() + 3 * mnemo_git::INDEX_WRITE_INTERVAL;
-    while !git(root, &["status", "--porcelain"]).is_empty() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the index still lags: {}",
-            git(root, &["status", "--porcelain"])
-        );
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    // A lone commit after a quiet interval writes it at once.
-    std::thread::sleep(mnemo_git::INDEX_WRITE_INTERVAL);
-    burst_of_commits(root, &versioning, 1);
-    assert_eq!(git(root, &["status", "--porcelain"]), "");
-}
-
-#[test]
-fn closing_the_repository_writes_a_lagging_git_index() {
-    let (dir, versioning) = new_store();
-    let root = dir.path();
-    burst_of_commits(root, &versioning, 10);
-    drop(versioning);
-    assert_eq!(git(root, &["status", "--porcelain"]), "");
-    assert_eq!(git(root, &["log", "--format=%s"]).lines().count(), 11);
-}
-
-#[test]
-fn a_git_command_writing_the_index_while_it_lags_loses_neither_sides_staging() {
-    let (dir, versioning) = new_store();
-    let root = dir.path();
-    // The first commit writes the index; the next ones, right behind it, leave it to lag.
-    burst_of_commits(root, &versioning, 5);
-    // A person stages a file meanwhile: git writes the index as it was on disk.
-    write(root, "entries/c/facts/by-hand.md", "staged by hand\n");
-    git(root, &["add", "entries/c/facts/by-hand.md"]);
-    versioning.write_index().unwrap();
-    assert_eq!(
-        git(root, &["status", "--porcelain"]),
-        "A  entries/c/facts/by-hand.md\n",
-        "mnemo's commits are not shown undone, the person's file stays staged"
-    );
-    // And a commit of mnemo's made after the person's `git add` keeps it staged too.
-    burst_of_commits(root, &versioning, 3);
-    git(root, &["add", "entries/c/facts/by-hand.md"]);
-    burst_of_commits(root, &versioning, 2);
-    drop(versioning);
-    assert_eq!(
-        git(root, &["status", "--porcelain"]),
-        "A  entries/c/facts/by-hand.md\n"
-    );
 }
 
 #[test]

@@ -331,16 +331,6 @@ impl WriteWing {
         if let Err(e) = blocking(move || snapshot.flush()).await {
             warn!("cannot write the index snapshot: {e}; trying again later");
         }
-        // Idle, the store is as people will see it: git's index too (it lags a busy
-        // server's commits by up to a second).
-        let engine = self.engine.clone();
-        let written = blocking(move || match engine.git() {
-            Some(git) => git.write_index().map_err(EngineError::from),
-            None => Ok(()),
-        });
-        if let Err(e) = written.await {
-            warn!("{e}; trying again within a second");
-        }
         finished
     }
 }
