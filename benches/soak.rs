@@ -3,8 +3,8 @@
 //! scripted upstream, which answers as a model would (a fact per message, every fact added,
 //! a summary). Reported: requests, errors, latency p50/p99 overall and minute by minute,
 //! the process's resident memory, open files and CPU time each minute, the CPU time a
-//! request cost (the write path's included: on a busy machine, the figure to compare between
-//! builds, far steadier than throughput), how many acknowledged user turns are missing from
+//! request cost, overall and minute by minute (the write path's included: on a busy machine,
+//! the figure to compare between builds, far steadier than throughput), how many acknowledged user turns are missing from
 //! the store (a turn is on disk before its answer is sent), and the write-path passes still
 //! queued at the end.
 //!
@@ -112,6 +112,8 @@ async fn run(duration: Duration, learn: bool, answer_ms: u64) -> (Value, tempfil
         .build()
         .unwrap();
 
+    // Minute 0's sample, before any client starts: the CPU time from here on is the run's.
+    let mut samples = vec![sample(0)];
     let started = Instant::now();
     let deadline = started + duration;
     let outcomes = Arc::new(Mutex::new(Vec::<Outcome>::new()));
@@ -136,8 +138,6 @@ async fn run(duration: Duration, learn: bool, answer_ms: u64) -> (Value, tempfil
             })
         })
         .collect();
-    let cpu_at_start = cpu_seconds();
-    let mut samples = vec![sample(0)];
     let mut next = 60;
     while Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(500)).await;
@@ -151,7 +151,6 @@ async fn run(duration: Duration, learn: bool, answer_ms: u64) -> (Value, tempfil
         task.await.unwrap();
     }
     samples.push(sample(started.elapsed().as_secs().div_ceil(60)));
-    let cpu_used = cpu_seconds() - cpu_at_start;
     let queued = client.pending_passes();
     client.stop_background_passes();
 
@@ -163,6 +162,14 @@ async fn run(duration: Duration, learn: bool, answer_ms: u64) -> (Value, tempfil
     };
     let mut all: Vec<f64> = outcomes.iter().map(|o| o.ms).collect();
     let errors = outcomes.iter().filter(|o| o.acknowledged.is_none()).count();
+    // CPU seconds between two samples, per request of the minutes between them.
+    let cpu_between = |from: usize, to: usize| -> Option<f64> {
+        let at = |i: usize| samples.get(i)?["cpu_seconds"].as_f64();
+        Some(at(to)? - at(from)?)
+    };
+    let cpu_ms_per_request = |seconds: Option<f64>, requests: usize| {
+        seconds.map(|s| round(s * 1000.0 / requests.max(1) as f64))
+    };
     let minutes: Vec<Value> = (0..=outcomes.iter().map(|o| o.minute).max().unwrap_or(0))
         .map(|m| {
             let mut ms: Vec<f64> = outcomes
@@ -175,6 +182,7 @@ async fn run(duration: Duration, learn: bool, answer_ms: u64) -> (Value, tempfil
                 "requests": ms.len(),
                 "p50_ms": percentile(&mut ms, 0.5),
                 "p99_ms": percentile(&mut ms, 0.99),
+                "cpu_ms_per_request": cpu_ms_per_request(cpu_between(m, m + 1), ms.len()),
             })
         })
         .collect();
@@ -189,7 +197,7 @@ async fn run(duration: Duration, learn: bool, answer_ms: u64) -> (Value, tempfil
         "p50_ms": percentile(&mut all, 0.5),
         "p99_ms": percentile(&mut all, 0.99),
         "max_ms": round(all.iter().cloned().fold(0.0, f64::max)),
-        "cpu_ms_per_request": round(cpu_used * 1000.0 / outcomes.len().max(1) as f64),
+        "cpu_ms_per_request": cpu_ms_per_request(cpu_between(0, samples.len() - 1), outcomes.len()),
         "learn": learn,
         "answer_ms": answer_ms,
         "passes_still_queued": queued,
