@@ -32,7 +32,9 @@ pub struct EmbedderConfig {
     pub model_dir: PathBuf,
     /// Cores the ONNX session may use.
     pub threads: usize,
-    /// Texts per ONNX Runtime call when embedding many at once.
+    /// Texts per hold of the model when embedding many at once (queries waiting go between
+    /// two); each ONNX Runtime call takes at most this many texts or windows, and fewer
+    /// where they would pad to more than [`TOKENS_PER_RUN`].
     pub batch_size: usize,
     /// Longer inputs are truncated to this many tokens.
     pub max_length: usize,
@@ -101,7 +103,7 @@ impl Embedder {
             UserDefinedEmbeddingModel::new(files.onnx, files.tokenizer).with_pooling(Pooling::Mean);
         let options = InitOptionsUserDefined::new()
             .with_environment(environment)
-            .with_execution_providers(vec![runtime::cpu_without_arena()])
+            .with_execution_providers(vec![runtime::cpu_with_arena()])
             .with_max_length(config.max_length)
             .with_intra_threads(config.threads.max(1))
             .with_session_config(runtime::SPINNING, "0");
@@ -230,9 +232,13 @@ impl Embedder {
             } => {
                 let mut model = model.lock().unwrap_or_else(|p| p.into_inner());
                 let windows = Windows::of(&model, texts, *read_tokens, *window_tokens);
-                let vectors = model
-                    .embed(&windows.pieces, Some(self.batch_size))
-                    .map_err(|e| EmbedError::Inference(e.to_string()))?;
+                let mut vectors = Vec::with_capacity(windows.pieces.len());
+                for run in runs(&windows.pieces, self.batch_size, *read_tokens) {
+                    let embedded = model
+                        .embed(run, Some(run.len()))
+                        .map_err(|e| EmbedError::Inference(e.to_string()))?;
+                    vectors.extend(embedded);
+                }
                 windows.pool(vectors)?
             }
             Backend::Api(api) => api.embed(texts)?,
@@ -321,6 +327,37 @@ impl<'t> Windows<'t> {
     }
 }
 
+/// The most tokens one model run pads its texts to, all together: its count of texts times
+/// the longest's length. A run's memory grows with it, the runtime's arena keeps what the
+/// largest run needed ([`crate::runtime`]), and padding is work done for nothing: over
+/// LoCoMo's 2,760 turns (`mnemo eval locomo`), runs of 64 turns took 40 s to store and 525
+/// MB at the peak, runs of at most 8 turns 27 s and 286 MB (docs/limits.md).
+pub const TOKENS_PER_RUN: usize = 2048;
+
+/// `pieces` cut into consecutive runs of at most `most` pieces that pad to at most
+/// [`TOKENS_PER_RUN`] tokens (at least one piece each). A piece's length is bounded without
+/// the tokenizer: a token covers at least one byte, and the model reads at most
+/// `read_tokens` of them, besides its two special tokens.
+fn runs<'p>(pieces: &'p [&'p str], most: usize, read_tokens: usize) -> Vec<&'p [&'p str]> {
+    let bound = |piece: &str| piece.len().min(read_tokens) + 2;
+    let mut runs = Vec::new();
+    let (mut start, mut longest) = (0, 0);
+    for (at, piece) in pieces.iter().enumerate() {
+        let longer = longest.max(bound(piece));
+        let count = at - start + 1;
+        if count > 1 && (count > most.max(1) || count * longer > TOKENS_PER_RUN) {
+            runs.push(&pieces[start..at]);
+            (start, longest) = (at, bound(piece));
+        } else {
+            longest = longer;
+        }
+    }
+    if start < pieces.len() {
+        runs.push(&pieces[start..]);
+    }
+    runs
+}
+
 /// The text embedded on opening, to learn the dimension.
 const PROBE: &str = "dimension probe";
 
@@ -376,6 +413,31 @@ pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn runs_pad_to_at_most_their_budget_and_keep_every_piece_in_order() {
+        let long = "word ".repeat(400);
+        let short = "a word";
+        let pieces: Vec<&str> = [short; 70]
+            .into_iter()
+            .chain([long.as_str(); 9])
+            .chain([short; 3])
+            .collect();
+        let cut = runs(&pieces, 64, 256);
+        // 64 short ones (8 tokens at most each); the 6 left with a long one (258: 7 x 258 =
+        // 1,806, and an 8th would make 2,064); 7 long ones; the last with the 3 short ones.
+        let sizes: Vec<usize> = cut.iter().map(|r| r.len()).collect();
+        assert_eq!(sizes, [64, 7, 7, 4]);
+        for run in &cut {
+            let longest = run.iter().map(|p| p.len().min(256) + 2).max().unwrap();
+            assert!(run.len() * longest <= TOKENS_PER_RUN, "{}", run.len());
+        }
+        let joined: Vec<&str> = cut.concat();
+        assert_eq!(joined, pieces);
+        // A piece longer than the budget on its own still gets a run.
+        assert_eq!(runs(&[long.as_str()], 64, 4096).len(), 1);
+        assert!(runs(&[], 64, 256).is_empty());
+    }
 
     #[test]
     fn long_texts_are_not_kept() {

@@ -23,7 +23,7 @@ pub mod runtime;
 mod windows;
 
 pub use api::ApiEmbeddingsConfig;
-pub use embedder::{cosine, Embedder, EmbedderConfig};
+pub use embedder::{cosine, Embedder, EmbedderConfig, TOKENS_PER_RUN};
 pub use error::{EmbedError, SETUP_COMMAND};
 pub use recent::Recent;
 pub use reranker::{Reranker, RerankerConfig};

@@ -438,7 +438,6 @@ impl Engine {
             index: index.as_ref(),
             scheme: key_scheme.scheme,
             scheme_description: key_scheme.description.clone(),
-            batch_size: config.embed_batch_size,
             vocabulary: None,
             model_words: key_scheme.model_words.as_deref(),
             ahead: None,

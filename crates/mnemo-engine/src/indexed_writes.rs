@@ -8,16 +8,17 @@
 //! path ([`crate::write`]) and the chat turns ([`crate::chat`]) write through here; hand edits
 //! come in through [`Engine::apply_file_changes`], which the watcher calls.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use mnemo_core::{MemoryId, MemoryRecord};
-use mnemo_store::StoredMemory;
+use mnemo_store::{sha256_hex, StoredMemory};
 use tracing::{info, warn};
 
 use crate::engine::Engine;
 use crate::error::EngineError;
+use crate::index::keys::dense_key;
 use crate::index::snapshot::Snapshot;
 use crate::index::sync::{read_file, EmbeddedAhead, FileRead, Indexer, PathChange, SyncReport};
 use crate::index::timeline::Timeline;
@@ -29,7 +30,7 @@ impl Engine {
         &self,
         records: Vec<MemoryRecord>,
     ) -> Result<Vec<StoredMemory>, EngineError> {
-        let ahead = self.indexer().embed_ahead(&records)?;
+        let ahead = self.indexer().embed_ahead(&records, HashMap::new())?;
         let mut snapshot = self.snapshot().lock();
         let mut written = Vec::with_capacity(records.len());
         for record in records {
@@ -69,7 +70,10 @@ impl Engine {
         if edits.is_empty() {
             return Ok(Vec::new());
         }
-        let ahead = self.indexer().embed_ahead(edits.iter().map(|(_, r)| r))?;
+        let kept = self.kept_nearest_words(&edits);
+        let ahead = self
+            .indexer()
+            .embed_ahead(edits.iter().map(|(_, r)| r), kept)?;
         let mut snapshot = self.snapshot().lock();
         let mut written = Vec::with_capacity(edits.len());
         let result = (|| {
@@ -87,6 +91,40 @@ impl Engine {
         // What was rewritten before a failure is on disk, so it is indexed all the same.
         self.index_written(&mut snapshot, &written, &ahead)?;
         result.map(|()| written.into_iter().map(|(m, _)| m).collect())
+    }
+
+    /// The model's words nearest each edit's text that the snapshot holds already, by dense
+    /// key: those of a file rewritten with the text it had (a conflict marked, a person's
+    /// decision recorded), as indexed (its bytes hash to what the snapshot recorded: a hand
+    /// edit not indexed yet is not taken for it). Finding them again is a pass over every
+    /// word vector the model has, for each file.
+    fn kept_nearest_words(&self, edits: &[(PathBuf, MemoryRecord)]) -> HashMap<String, String> {
+        let indexer = self.indexer();
+        let kept: Vec<Option<(String, String)>> = {
+            let snapshot = self.snapshot().lock();
+            edits
+                .iter()
+                .map(|(path, _)| {
+                    let relative = self.store().relative(path);
+                    let (sha256, words) = indexer.kept_nearest_words(&snapshot, &relative)?;
+                    Some((sha256.to_owned(), words.to_owned()))
+                })
+                .collect()
+        };
+        edits
+            .iter()
+            .zip(kept)
+            .filter_map(|((path, record), kept)| {
+                let (sha256, words) = kept?;
+                let bytes = self.store().read_bytes(path).ok()?;
+                if sha256_hex(&bytes) != sha256 {
+                    return None;
+                }
+                let before = self.store().parse(path, &bytes).ok()?.record;
+                let key = dense_key(record);
+                (dense_key(&before) == key).then_some((key, words))
+            })
+            .collect()
     }
 
     /// Indexes files just written (with their hashes), under the snapshot lock their
@@ -211,7 +249,10 @@ impl Engine {
             })
             .map(|memory| memory.record)
             .collect();
-        let ahead = self.indexer().embed_ahead(&records).unwrap_or_default();
+        let ahead = self
+            .indexer()
+            .embed_ahead(&records, HashMap::new())
+            .unwrap_or_default();
         let mut snapshot = self.snapshot().lock();
         let result = self.sync_paths(&mut snapshot, reads, changes.rescan, &ahead);
         self.refresh_timeline(&snapshot);
@@ -276,7 +317,6 @@ impl Engine {
             index: self.index().as_ref(),
             scheme: self.key_scheme().scheme,
             scheme_description: self.key_scheme().description.clone(),
-            batch_size: self.config().embed_batch_size,
             vocabulary: self.vocabulary().as_deref(),
             model_words: self.key_scheme().model_words.as_deref(),
             ahead: None,

@@ -313,3 +313,70 @@ async fn with_marking_off_nothing_is_marked() {
     let facts = client.list(Some(conversation.clone())).await.unwrap();
     assert!(facts.iter().all(|m| m.record.conflicts_with.is_none()));
 }
+
+/// A fact's nearest model words depend on its text alone, so marking it (its file rewritten
+/// with the text it had) takes them from the snapshot instead of scoring every word of the
+/// model again; a hand edit made since it was indexed is not taken for the indexed file.
+/// Shown with a word planted in the snapshot by hand, which only the kept words can put in
+/// the fact's key.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_marked_fact_keeps_the_nearest_words_its_snapshot_entry_holds() {
+    let llm = ScriptedLlm::with_handler(adding_model).await;
+    for hand_edited in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let open = || {
+            let mut config = config(dir.path(), &llm);
+            config.retrieval.dense = false;
+            config.retrieval.vocabulary_expansion = 0;
+            config.retrieval.document_expansion = 2;
+            MemoryClient::open(config, OpenOptions::default())
+        };
+        let conversation = conv("home");
+        let client = open().await.unwrap();
+        say(&client, &conversation, "I live in Leuven.").await;
+        let memories = client.list(Some(conversation.clone())).await.unwrap();
+        let leuven = memories
+            .iter()
+            .find(|m| m.record.role == Role::Memory)
+            .expect("the fact")
+            .path
+            .clone();
+        drop(client);
+
+        let snapshot_path = dir.path().join("memory_index.json");
+        let mut snapshot: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&snapshot_path).unwrap()).unwrap();
+        let relative = leuven.strip_prefix(dir.path()).unwrap().to_str().unwrap();
+        let entry = &mut snapshot["files"][relative];
+        assert!(entry["nearest_words"].is_string(), "recorded: {entry}");
+        entry["nearest_words"] = "banana".into();
+        std::fs::write(&snapshot_path, serde_json::to_vec(&snapshot).unwrap()).unwrap();
+
+        let client = open().await.unwrap();
+        let banana = || {
+            let request = mnemo_engine::SearchRequest::new("banana", conversation.clone());
+            client.search(request.top_k(1))
+        };
+        assert!(banana().await.unwrap().is_empty(), "the key is as it was");
+        if hand_edited {
+            // Bytes changed, text not: no watcher indexes it before the mark.
+            let text = std::fs::read_to_string(&leuven).unwrap();
+            std::fs::write(&leuven, format!("{text}\n")).unwrap();
+        }
+        say(&client, &conversation, "I live in Ghent.").await;
+        let marked = std::fs::read_to_string(&leuven).unwrap();
+        assert!(marked.contains("conflicts_with"), "marked: {marked}");
+        let found: Vec<String> = banana()
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|hit| hit.content)
+            .collect();
+        let expected: &[&str] = if hand_edited {
+            &[]
+        } else {
+            &["The user live in Leuven."]
+        };
+        assert_eq!(found, expected, "hand edited: {hand_edited}");
+    }
+}

@@ -45,8 +45,9 @@ pub struct SnapshotEntry {
     pub key_context: Option<KeyContext>,
     /// The model's words nearest the memory that its lexical key was last built with
     /// (document expansion; empty when none were), kept because they depend only on the
-    /// memory's text and the key scheme, while its key is built again whenever a neighbour
-    /// changes. `None` until the key is built with its context.
+    /// memory's text and the key scheme, while a turn's key is built again whenever a
+    /// neighbour changes and a fact's file is rewritten when a conflict is marked. A turn's
+    /// are `None` until its key is built with its context.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nearest_words: Option<String>,
 }

@@ -48,6 +48,11 @@ pub struct SyncReport {
     pub skipped: Vec<String>,
 }
 
+/// Memories embedded, upserted and recorded per step of [`Indexer::index_memories`] (the
+/// embedder cuts each step into its own batches): a sync stopped midway keeps what its
+/// finished steps recorded.
+const MEMORIES_PER_STEP: usize = 64;
+
 /// What it takes to turn memory files into index points.
 pub struct Indexer<'a> {
     /// The files.
@@ -62,8 +67,6 @@ pub struct Indexer<'a> {
     pub scheme: KeyScheme,
     /// [`KeyScheme::describe`] plus the BM25 parameters: what the snapshot records.
     pub scheme_description: String,
-    /// Memories embedded, upserted and recorded per step.
-    pub batch_size: usize,
     /// The store's vocabulary, which grows with what is indexed (when vocabulary expansion
     /// is on).
     pub vocabulary: Option<&'a RwLock<Vocabulary>>,
@@ -84,6 +87,8 @@ pub struct EmbeddedAhead {
     dense: HashMap<String, Vec<f32>>,
     /// Words the vocabulary lacked, with their vectors.
     words: Vec<(String, Vec<f32>)>,
+    /// The model's words nearest each dense key, where the snapshot knew them already.
+    nearest: HashMap<String, String>,
 }
 
 impl<'a> Indexer<'a> {
@@ -97,9 +102,12 @@ impl<'a> Indexer<'a> {
 
     /// Embeds what indexing `records` needs (their dense keys, the words the vocabulary
     /// lacks), without touching the snapshot, so the caller can do it before locking it.
+    /// `nearest` holds the model's words nearest some dense keys, known already (a file
+    /// rewritten with the same text): they are not looked for again.
     pub fn embed_ahead<'r>(
         &self,
         records: impl IntoIterator<Item = &'r MemoryRecord>,
+        nearest: HashMap<String, String>,
     ) -> Result<EmbeddedAhead, EngineError> {
         let records: Vec<&MemoryRecord> = records.into_iter().collect();
         let texts: Vec<String> = records.iter().map(|r| keys::dense_key(r)).collect();
@@ -109,15 +117,34 @@ impl<'a> Indexer<'a> {
         // the embedder's recent ones too.
         let with_vectors: Vec<(&MemoryRecord, Option<&[f32]>)> = records
             .iter()
-            .zip(&vectors)
-            .map(|(r, v)| (*r, Some(v.as_slice())))
+            .zip(texts.iter().zip(&vectors))
+            .filter(|(_, (text, _))| !nearest.contains_key(*text))
+            .map(|(r, (_, v))| (*r, Some(v.as_slice())))
             .collect();
         self.nearest_words(&with_vectors);
         let contents: Vec<&str> = records.iter().map(|r| r.content.as_str()).collect();
         Ok(EmbeddedAhead {
             dense: texts.into_iter().zip(vectors).collect(),
             words: self.embed_unknown_words(&contents).unwrap_or_default(),
+            nearest,
         })
+    }
+
+    /// The model's words nearest a memory's dense key that the snapshot holds for the file
+    /// at `path` (store-relative), if they were found under this key scheme, with the hash
+    /// of the file they were found for.
+    pub(crate) fn kept_nearest_words<'s>(
+        &self,
+        snapshot: &'s Snapshot,
+        path: &str,
+    ) -> Option<(&'s str, &'s str)> {
+        if snapshot.key_scheme != self.scheme_description {
+            return None;
+        }
+        let entry = snapshot.files().get(path)?;
+        let words = entry.nearest_words.as_deref()?;
+        self.could_be_nearest_words(words)
+            .then_some((entry.sha256.as_str(), words))
     }
 }
 
@@ -147,7 +174,7 @@ impl Indexer<'_> {
     ) -> Result<(), EngineError> {
         let store = self.store;
         let mut done = 0;
-        for batch in memories.chunks(self.batch_size.max(1)) {
+        for batch in memories.chunks(MEMORIES_PER_STEP) {
             let texts: Vec<String> = batch
                 .iter()
                 .map(|(m, _)| keys::dense_key(&m.record))
@@ -167,14 +194,15 @@ impl Indexer<'_> {
                 })
                 .collect();
             let nearest = self.nearest_words(&needing_words);
+            let words_found: Vec<bool> = needing_words.iter().map(|(_, v)| v.is_some()).collect();
             let points = batch
                 .iter()
                 .zip(vectors)
-                .zip(nearest)
+                .zip(&nearest)
                 .map(|(((memory, _), vector), nearest)| {
                     let record = &memory.record;
                     let context = KeyContextTexts {
-                        nearest_words: &nearest,
+                        nearest_words: nearest,
                         ..KeyContextTexts::default()
                     };
                     let key = keys::lexical_key(record, context, self.scheme);
@@ -188,11 +216,14 @@ impl Indexer<'_> {
                 .collect();
             self.index.upsert(points)?;
             self.grow_vocabulary(batch.iter().map(|(m, _)| m.record.content.as_str()));
-            for (memory, sha256) in batch {
-                snapshot.insert(
-                    store.relative(&memory.path).into_owned(),
-                    SnapshotEntry::of(&memory.record, sha256.clone()),
-                );
+            let found = words_found.into_iter().zip(nearest);
+            for ((memory, sha256), (found, nearest)) in batch.iter().zip(found) {
+                let mut entry = SnapshotEntry::of(&memory.record, sha256.clone());
+                // Kept for a rewrite of the same text; a turn's are kept with its key.
+                if found {
+                    entry.nearest_words = Some(nearest);
+                }
+                snapshot.insert(store.relative(&memory.path).into_owned(), entry);
             }
             done += batch.len();
             progress(SyncProgress {
@@ -264,11 +295,18 @@ impl Indexer<'_> {
         let Some(words) = self.model_words else {
             return nearest;
         };
+        let kept = self.ahead.map(|a| &a.nearest);
         let owns: Vec<(usize, &[f32], SparseVector)> = memories
             .iter()
             .enumerate()
             .filter_map(|(at, (record, vector))| {
-                Some((at, (*vector)?, self.lexical.query(&keys::dense_key(record))))
+                let vector = (*vector)?;
+                let key = keys::dense_key(record);
+                if let Some(words) = kept.and_then(|k| k.get(&key)) {
+                    nearest[at].clone_from(words);
+                    return None;
+                }
+                Some((at, vector, self.lexical.query(&key)))
             })
             .collect();
         let queries: Vec<(&[f32], &SparseVector)> =
