@@ -329,9 +329,9 @@ impl<'t> Windows<'t> {
 
 /// The most tokens one model run pads its texts to, all together: its count of texts times
 /// the longest's length. A run's memory grows with it, the runtime's arena keeps what the
-/// largest run needed ([`crate::runtime`]), and padding is work done for nothing: over
-/// LoCoMo's 2,760 turns (`mnemo eval locomo`), runs of 64 turns took 40 s to store and 525
-/// MB at the peak, runs of at most 8 turns 27 s and 286 MB (docs/limits.md).
+/// largest run needed ([`crate::runtime`]), and padding is work done for nothing: storing
+/// LoCoMo's 2,760 turns (`mnemo eval locomo`) took 40 s and 525 MB at the peak in runs of
+/// 64 turns without the arena, 19 s and 304 MB within this budget with it (docs/limits.md).
 pub const TOKENS_PER_RUN: usize = 2048;
 
 /// `pieces` cut into consecutive runs of at most `most` pieces that pad to at most
