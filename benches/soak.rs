@@ -3,10 +3,10 @@
 //! scripted upstream, which answers as a model would (a fact per message, every fact added,
 //! a summary). Reported: requests, errors, latency p50/p99 overall and minute by minute,
 //! the process's resident memory, open files and CPU time each minute, the CPU time a
-//! request cost, overall and minute by minute (the write path's included: on a busy machine,
-//! the figure to compare between builds, far steadier than throughput), how many acknowledged user turns are missing from
-//! the store (a turn is on disk before its answer is sent), and the write-path passes still
-//! queued at the end.
+//! request cost, overall and minute by minute (the write path's included: on a busy
+//! machine, the figure to compare between builds, far steadier than throughput), how many
+//! acknowledged user turns are missing from the store (a turn is on disk before its answer
+//! is sent), and the write-path passes still queued at the end.
 //!
 //! The scripted upstream answers in microseconds, so chats arrive far faster than with a
 //! real model, and as fast as the write path learns from them (each pass embeds, searches,
@@ -295,19 +295,14 @@ fn sample(minute: u64) -> Value {
     })
 }
 
-/// CPU time this process has used so far, user and system (`/proc/self/stat`).
+/// CPU time this process has used so far, user and system, over all its threads.
 fn cpu_seconds() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    // The fields after the command's closing parenthesis; utime and stime are the 12th and
-    // 13th of them, in clock ticks.
-    let fields: Vec<&str> = stat
-        .rsplit_once(')')
-        .map_or(Vec::new(), |(_, rest)| rest.split_whitespace().collect());
-    let ticks: f64 = [11, 12]
-        .iter()
-        .filter_map(|&i| fields.get(i)?.parse::<f64>().ok())
-        .sum();
-    // SAFETY: sysconf reads a constant of the system.
-    let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
-    ticks / per_second
+    // SAFETY: getrusage fills the zeroed struct it is given and reads nothing else.
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut usage);
+        usage
+    };
+    let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    seconds(usage.ru_utime) + seconds(usage.ru_stime)
 }

@@ -138,13 +138,18 @@ impl<'a> Indexer<'a> {
         snapshot: &'s Snapshot,
         path: &str,
     ) -> Option<(&'s str, &'s str)> {
-        if snapshot.key_scheme != self.scheme_description {
-            return None;
-        }
         let entry = snapshot.files().get(path)?;
+        let other_scheme = snapshot.key_scheme != self.scheme_description;
+        let words = self.kept_words(entry, other_scheme)?;
+        Some((entry.sha256.as_str(), words))
+    }
+
+    /// The nearest model words `entry` holds, unless the snapshot was keyed under another
+    /// scheme (`other_scheme`: its words would find other ones) or they are not words this
+    /// scheme could have found (a snapshot edited by hand may hold anything).
+    fn kept_words<'e>(&self, entry: &'e SnapshotEntry, other_scheme: bool) -> Option<&'e str> {
         let words = entry.nearest_words.as_deref()?;
-        self.could_be_nearest_words(words)
-            .then_some((entry.sha256.as_str(), words))
+        (!other_scheme && self.could_be_nearest_words(words)).then_some(words)
     }
 }
 
@@ -194,7 +199,6 @@ impl Indexer<'_> {
                 })
                 .collect();
             let nearest = self.nearest_words(&needing_words);
-            let words_found: Vec<bool> = needing_words.iter().map(|(_, v)| v.is_some()).collect();
             let points = batch
                 .iter()
                 .zip(vectors)
@@ -216,11 +220,10 @@ impl Indexer<'_> {
                 .collect();
             self.index.upsert(points)?;
             self.grow_vocabulary(batch.iter().map(|(m, _)| m.record.content.as_str()));
-            let found = words_found.into_iter().zip(nearest);
-            for ((memory, sha256), (found, nearest)) in batch.iter().zip(found) {
+            for ((memory, sha256), nearest) in batch.iter().zip(nearest) {
                 let mut entry = SnapshotEntry::of(&memory.record, sha256.clone());
                 // Kept for a rewrite of the same text; a turn's are kept with its key.
-                if found {
+                if !self.key_reads_context(memory.record.role) {
                     entry.nearest_words = Some(nearest);
                 }
                 snapshot.insert(store.relative(&memory.path).into_owned(), entry);
@@ -643,12 +646,7 @@ impl Indexer<'_> {
                     path: path.clone(),
                     expected: Some(expected),
                     files,
-                    // A scheme of other words finds other ones; a snapshot edited by hand
-                    // may hold anything.
-                    nearest_words: entry
-                        .nearest_words
-                        .clone()
-                        .filter(|words| !rebuild_all && self.could_be_nearest_words(words)),
+                    nearest_words: self.kept_words(entry, rebuild_all).map(str::to_owned),
                 });
             }
         }
