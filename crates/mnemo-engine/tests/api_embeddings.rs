@@ -8,7 +8,7 @@ use mnemo_core::{Config, EmbeddingProvider, MemoryRecord, Role};
 use mnemo_engine::{MemoryClient, OpenOptions, SearchRequest};
 use mnemo_scripted_llm::ScriptedLlm;
 
-mod support;
+use crate::support;
 use support::{config_without_reranker, conv, open_rebuilt};
 
 /// Embeddings from `llm`'s endpoint, found through `openai_base_url`: the LLM's endpoint

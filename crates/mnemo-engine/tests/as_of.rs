@@ -7,7 +7,7 @@ use chrono::{Duration, SubsecRound, Utc};
 use mnemo_core::{MemoryId, MemoryRecord, Role};
 use mnemo_engine::{Access, MemoryClient, OpenOptions, SearchHit, SearchRequest};
 
-mod support;
+use crate::support;
 use support::{config_without_reranker, conv};
 
 fn record(conversation: &str, content: &str) -> MemoryRecord {

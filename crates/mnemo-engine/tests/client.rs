@@ -4,7 +4,7 @@ use std::path::Path;
 
 use mnemo_engine::{EngineError, MemoryClient, OpenOptions, SearchRequest};
 
-mod support;
+use crate::support;
 use support::{conv, store_config, CountingIndex};
 
 async fn open(memory_path: &Path) -> MemoryClient {

@@ -13,7 +13,7 @@ use mnemo_engine::{
 use mnemo_scripted_llm::{add_every_fact, ChatRequest, Reply, ScriptedLlm};
 use serde_json::json;
 
-mod support;
+use crate::support;
 use support::{config_without_reranker, conv};
 
 /// Extracts the user's message as it is (a first-person sentence becomes "The user ..."),

@@ -11,7 +11,7 @@ use mnemo_fs::faults::{self, Seam};
 use mnemo_scripted_llm::{add_every_fact, ChatRequest, Reply, ScriptedLlm};
 use serde_json::json;
 
-mod support;
+use crate::support;
 use support::{config_without_reranker, conv};
 
 async fn open(config: Config) -> MemoryClient {

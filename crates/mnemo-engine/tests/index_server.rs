@@ -14,7 +14,7 @@ use mnemo_scripted_llm::{add_every_fact, ChatRequest, Reply, ScriptedLlm};
 use mnemo_test_support::qdrant::{self, LocalQdrant};
 use serde_json::json;
 
-mod support;
+use crate::support;
 use support::{config_without_reranker, conv};
 
 /// The server for one test, or `None` when there is no binary (said on stderr; a failure

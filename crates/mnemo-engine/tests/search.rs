@@ -7,7 +7,7 @@ use mnemo_core::{Config, MemoryRecord, Role};
 use mnemo_engine::{MemoryClient, OpenOptions, SearchHit, SearchRequest};
 use serde_json::json;
 
-mod support;
+use crate::support;
 use support::{config_without_reranker, conv, models, open_rebuilt};
 
 async fn open_with(config: Config) -> MemoryClient {

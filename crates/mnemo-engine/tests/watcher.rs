@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use mnemo_core::ConversationId;
 use mnemo_engine::{MemoryClient, OpenOptions, SearchRequest, WatcherHandle};
 
-mod support;
+use crate::support;
 use support::{conv, store_config, CountingIndex};
 
 async fn contents(client: &MemoryClient, query: &str) -> Vec<String> {

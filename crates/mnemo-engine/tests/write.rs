@@ -11,7 +11,7 @@ use mnemo_engine::{ChatReply, EngineError, MemoryClient, OpenOptions, SearchRequ
 use mnemo_scripted_llm::{add_every_fact, ChatRequest, Reply, ScriptedLlm};
 use serde_json::{json, Value};
 
-mod support;
+use crate::support;
 use support::{config_without_reranker, conv};
 
 fn config(memory_path: &Path, llm: &ScriptedLlm) -> Config {

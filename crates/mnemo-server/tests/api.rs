@@ -1,7 +1,7 @@
 //! The HTTP API over real sockets: mnemo's server in front of a scripted upstream, a real
 //! store, model, index and git.
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::time::Duration;

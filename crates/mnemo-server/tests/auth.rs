@@ -5,7 +5,7 @@
 //! `team-*`, `global` read-only, agent `coder`) and `CAROL` (conversation `carol`, no
 //! `global` at all).
 
-mod support;
+use crate::support;
 
 use mnemo_core::{ApiKey, GlobalAccess, ServerConfig, TokenConfig};
 use mnemo_scripted_llm::ScriptedLlm;

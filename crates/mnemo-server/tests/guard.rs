@@ -2,7 +2,7 @@
 //! rebinding, and paths that try to leave the upstream's API with mnemo's key. Real sockets;
 //! raw HTTP where a client library would have cleaned the request up.
 
-mod support;
+use crate::support;
 
 use std::io::{Read, Write};
 

@@ -2,7 +2,7 @@
 //! store's conversation and session trees, request numbers that would overflow, work bounded
 //! before retrieval, and the smaller points (skipped lines, session settings, failed forks).
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::path::Path;

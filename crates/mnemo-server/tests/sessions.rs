@@ -1,7 +1,7 @@
 //! Chat sessions and agent notes over real HTTP: a scripted upstream, a real store, model,
 //! index and git.
 
-mod support;
+use crate::support;
 
 use mnemo_scripted_llm::{ChatRequest, Reply, ScriptedLlm};
 use serde_json::{json, Value};

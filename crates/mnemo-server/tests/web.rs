@@ -2,9 +2,8 @@
 //! tokens, and a person's walk through it in headless Chromium (skipped, saying why, where
 //! Chromium is not installed).
 
-#[path = "support/browser.rs"]
-mod browser;
-mod support;
+use crate::browser;
+use crate::support;
 
 use std::io::{Read, Write};
 use std::path::Path;
