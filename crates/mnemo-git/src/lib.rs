@@ -24,7 +24,7 @@ mod export;
 mod history;
 mod repo;
 
-pub use commits::{ChangeStatus, CommitInfo, FileChange};
+pub use commits::{ChangeStatus, CommitInfo, FileChange, SHORT_ID_DIGITS};
 pub use error::GitError;
 pub use export::{Export, ExportLimits};
 pub use history::{FileVersion, Shown};

@@ -11,7 +11,7 @@ use git2::build::TreeUpdateBuilder;
 use git2::{Commit, FileMode, IndexAddOption, Oid, Repository, Signature, StatusOptions};
 use tracing::{debug, info, warn};
 
-use crate::commits::{commit_changes, commit_info, head_commit, CommitInfo};
+use crate::commits::{commit_changes, commit_info, head_commit, short_id, CommitInfo};
 use crate::error::GitError;
 
 const IGNORE_HEADER: &str = "# mnemo: rebuildable caches and temporary files";
@@ -185,9 +185,7 @@ impl Versioning {
     /// files it changed are not listed (a diff of two trees, for a caller that would drop
     /// it).
     pub fn commit_noted_short(&self, message: &str) -> Result<Option<String>, GitError> {
-        self.commit_noted_then(message, |_, commit| {
-            Ok(commit_info(commit, Vec::new()).short_id)
-        })
+        self.commit_noted_then(message, |_, commit| Ok(short_id(commit.id())))
     }
 
     /// Commits what was noted, then describes the new commit with `describe`, still holding

@@ -267,7 +267,7 @@ fn a_commit_of_noted_files_is_the_store_as_it_is() {
             versioning.commit_noted(&format!("step {step}")).unwrap();
         } else {
             let short = versioning.commit_noted_short(&format!("step {step}"));
-            let head = git(root, &["rev-parse", "--short", "HEAD"]);
+            let head = git(root, &["rev-parse", "--short=12", "HEAD"]);
             assert_eq!(short.unwrap().unwrap(), head.trim(), "step {step}");
         }
         assert_eq!(
