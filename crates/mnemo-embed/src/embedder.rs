@@ -232,13 +232,12 @@ impl Embedder {
             } => {
                 let mut model = model.lock().unwrap_or_else(|p| p.into_inner());
                 let windows = Windows::of(&model, texts, *read_tokens, *window_tokens);
-                let mut vectors = Vec::with_capacity(windows.pieces.len());
-                for run in runs(&windows.pieces, self.batch_size, *read_tokens) {
-                    let embedded = model
-                        .embed(run, Some(run.len()))
-                        .map_err(|e| EmbedError::Inference(e.to_string()))?;
-                    vectors.extend(embedded);
-                }
+                let vectors =
+                    shortest_first(&windows.pieces, self.batch_size, *read_tokens, |run| {
+                        model
+                            .embed(run, Some(run.len()))
+                            .map_err(|e| EmbedError::Inference(e.to_string()))
+                    })?;
                 windows.pool(vectors)?
             }
             Backend::Api(api) => api.embed(texts)?,
@@ -335,27 +334,60 @@ impl<'t> Windows<'t> {
 pub const TOKENS_PER_RUN: usize = 2048;
 
 /// `pieces` cut into consecutive runs of at most `most` pieces that pad to at most
-/// [`TOKENS_PER_RUN`] tokens (at least one piece each). A piece's length is bounded without
-/// the tokenizer: a token covers at least one byte, and the model reads at most
-/// `read_tokens` of them, besides its two special tokens.
+/// [`TOKENS_PER_RUN`] tokens, and whose longest is at most twice their shortest (at least
+/// one piece each). A piece's length is bounded without the tokenizer: a token covers at
+/// least one byte, and the model reads at most `read_tokens` of them, besides its two special
+/// tokens. Every piece of a run is padded to its longest, so a short query beside a window of
+/// a long turn costs as much as the window; a run more costs about as much as a short text.
 fn runs<'p>(pieces: &'p [&'p str], most: usize, read_tokens: usize) -> Vec<&'p [&'p str]> {
     let bound = |piece: &str| piece.len().min(read_tokens) + 2;
     let mut runs = Vec::new();
-    let (mut start, mut longest) = (0, 0);
+    let (mut start, mut longest, mut shortest) = (0, 0, usize::MAX);
     for (at, piece) in pieces.iter().enumerate() {
-        let longer = longest.max(bound(piece));
+        let length = bound(piece);
+        let (longer, shorter) = (longest.max(length), shortest.min(length));
         let count = at - start + 1;
-        if count > 1 && (count > most.max(1) || count * longer > TOKENS_PER_RUN) {
+        if count > 1
+            && (count > most.max(1) || count * longer > TOKENS_PER_RUN || longer > 2 * shorter)
+        {
             runs.push(&pieces[start..at]);
-            (start, longest) = (at, bound(piece));
+            (start, longest, shortest) = (at, length, length);
         } else {
-            longest = longer;
+            (longest, shortest) = (longer, shorter);
         }
     }
     if start < pieces.len() {
         runs.push(&pieces[start..]);
     }
     runs
+}
+
+/// The vectors of `pieces`, in their order, from `embed` called on runs ([`runs`]) of the
+/// pieces sorted by length: a run pads every piece to its longest, and a batch mixes short
+/// facts and queries with the windows of long turns.
+fn shortest_first(
+    pieces: &[&str],
+    most: usize,
+    read_tokens: usize,
+    mut embed: impl FnMut(&[&str]) -> Result<Vec<Vec<f32>>, EmbedError>,
+) -> Result<Vec<Vec<f32>>, EmbedError> {
+    let mut order: Vec<usize> = (0..pieces.len()).collect();
+    order.sort_by_key(|&at| pieces[at].len());
+    let sorted: Vec<&str> = order.iter().map(|&at| pieces[at]).collect();
+    let mut vectors = vec![Vec::new(); pieces.len()];
+    let mut places = order.iter();
+    for run in runs(&sorted, most, read_tokens) {
+        let embedded = embed(run)?;
+        if embedded.len() != run.len() {
+            return Err(EmbedError::Inference(
+                "the model returned another number of vectors than texts".into(),
+            ));
+        }
+        for (vector, &at) in embedded.into_iter().zip(places.by_ref()) {
+            vectors[at] = vector;
+        }
+    }
+    Ok(vectors)
 }
 
 /// The text embedded on opening, to learn the dimension.
@@ -417,26 +449,44 @@ mod tests {
     #[test]
     fn runs_pad_to_at_most_their_budget_and_keep_every_piece_in_order() {
         let long = "word ".repeat(400);
-        let short = "a word";
+        let (short, middling) = ("a word", "a longer sentence");
         let pieces: Vec<&str> = [short; 70]
             .into_iter()
+            .chain([middling; 2])
             .chain([long.as_str(); 9])
-            .chain([short; 3])
             .collect();
         let cut = runs(&pieces, 64, 256);
-        // 64 short ones (8 tokens at most each); the 6 left with a long one (258: 7 x 258 =
-        // 1,806, and an 8th would make 2,064); 7 long ones; the last with the 3 short ones.
+        // 64 short ones (8 tokens at most each); the other 6, as the middling ones (19) would
+        // pad them to more than twice their length; the middling ones; 7 long ones (258: 7 x
+        // 258 = 1,806, and an 8th would make 2,064); the last 2.
         let sizes: Vec<usize> = cut.iter().map(|r| r.len()).collect();
-        assert_eq!(sizes, [64, 7, 7, 4]);
+        assert_eq!(sizes, [64, 6, 2, 7, 2]);
         for run in &cut {
-            let longest = run.iter().map(|p| p.len().min(256) + 2).max().unwrap();
+            let lengths: Vec<usize> = run.iter().map(|p| p.len().min(256) + 2).collect();
+            let longest = *lengths.iter().max().unwrap();
             assert!(run.len() * longest <= TOKENS_PER_RUN, "{}", run.len());
+            assert!(longest <= 2 * lengths.iter().min().unwrap());
         }
         let joined: Vec<&str> = cut.concat();
         assert_eq!(joined, pieces);
         // A piece longer than the budget on its own still gets a run.
         assert_eq!(runs(&[long.as_str()], 64, 4096).len(), 1);
         assert!(runs(&[], 64, 256).is_empty());
+    }
+
+    #[test]
+    fn pieces_are_embedded_shortest_first_and_answered_in_their_order() {
+        let pieces = ["a longer piece", "a", "mid piece", "ab"];
+        let mut runs_seen = Vec::new();
+        let vectors = shortest_first(&pieces, 2, 256, |run| {
+            runs_seen.push(run.iter().map(|p| p.to_string()).collect::<Vec<_>>());
+            Ok(run.iter().map(|p| vec![p.len() as f32]).collect())
+        })
+        .unwrap();
+        assert_eq!(runs_seen, [vec!["a", "ab"], vec!["mid piece", "a longer piece"]]);
+        assert_eq!(vectors, [vec![14.0], vec![1.0], vec![9.0], vec![2.0]]);
+        let short = shortest_first(&pieces, 2, 256, |run| Ok(vec![vec![0.0]; run.len() - 1]));
+        assert!(short.is_err());
     }
 
     #[test]
