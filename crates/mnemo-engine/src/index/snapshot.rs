@@ -370,7 +370,8 @@ impl Snapshot {
 /// Writing `memory_index.json` costs time in proportion to the store (4 MB at 10k files),
 /// and so does making the index durable (a flush syncs every segment file), so changes only
 /// mark the snapshot dirty and [`SnapshotCell::flush`] does both: a background thread every
-/// [`FLUSH_INTERVAL`], [`crate::MemoryClient::wait_idle`], and closing the client. The index
+/// [`FLUSH_INTERVAL`] (longer in a large store, [`FLUSH_SPACING`]),
+/// [`crate::MemoryClient::wait_idle`], and closing the client. The index
 /// is flushed first, so the file never claims more than the index durably holds. A crash
 /// loses at most the index writes of the last interval, never a memory file: the next
 /// start-up sync ([`Indexer::sync`](crate::index::sync::Indexer::sync), which checks the index's own
@@ -385,8 +386,16 @@ pub struct SnapshotCell {
     writer: std::sync::Mutex<()>,
 }
 
-/// How long a change may wait before the snapshot is written.
+/// How long a change may wait before the snapshot is written, in a store small enough to
+/// write in [`FLUSH_INTERVAL`] / [`FLUSH_SPACING`].
 pub const FLUSH_INTERVAL: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// After a flush, the flusher waits this many times as long as the flush took, when that is
+/// longer than [`FLUSH_INTERVAL`]: a flush's cost grows with the store (about 35 ms with 8k
+/// memories indexed, in the soak bench), and so at most about 1/25 of a core goes to
+/// flushing, however large the store. A crash still loses no file, only the index writes of
+/// a longer last interval.
+pub const FLUSH_SPACING: u32 = 25;
 
 impl SnapshotCell {
     /// The live snapshot `snapshot` of `index`, to be written to `path`.
@@ -438,7 +447,8 @@ impl SnapshotCell {
         }
     }
 
-    /// Starts the thread that flushes every [`FLUSH_INTERVAL`]; it stops when the handle
+    /// Starts the thread that flushes every [`FLUSH_INTERVAL`], or less often in a large
+    /// store ([`FLUSH_SPACING`]); it stops when the handle
     /// is dropped. `None` (and a warning) when no thread can be started: the snapshot is
     /// then written on `wait_idle` and on close only.
     pub fn spawn_flusher(cell: &std::sync::Arc<SnapshotCell>) -> Option<Flusher> {
@@ -450,10 +460,14 @@ impl SnapshotCell {
             .spawn(move || {
                 // A lasting failure (a full disk) is logged once, not twice a second.
                 let mut failing = false;
-                while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(FLUSH_INTERVAL) {
+                let mut wait = FLUSH_INTERVAL;
+                while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(wait) {
                     let Some(cell) = cell.upgrade() else { return };
+                    let started = std::time::Instant::now();
                     cell.compact();
-                    match cell.flush() {
+                    let flushed = cell.flush();
+                    wait = FLUSH_INTERVAL.max(started.elapsed() * FLUSH_SPACING);
+                    match flushed {
                         Err(e) if !failing => {
                             warn!("cannot flush the index and its snapshot: {e}; trying again every {FLUSH_INTERVAL:?}");
                             failing = true;
