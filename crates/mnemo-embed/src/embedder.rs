@@ -483,7 +483,10 @@ mod tests {
             Ok(run.iter().map(|p| vec![p.len() as f32]).collect())
         })
         .unwrap();
-        assert_eq!(runs_seen, [vec!["a", "ab"], vec!["mid piece", "a longer piece"]]);
+        assert_eq!(
+            runs_seen,
+            [vec!["a", "ab"], vec!["mid piece", "a longer piece"]]
+        );
         assert_eq!(vectors, [vec![14.0], vec![1.0], vec![9.0], vec![2.0]]);
         let short = shortest_first(&pieces, 2, 256, |run| Ok(vec![vec![0.0]; run.len() - 1]));
         assert!(short.is_err());

@@ -386,12 +386,12 @@ pub struct SnapshotCell {
     writer: std::sync::Mutex<()>,
 }
 
-/// How long a change may wait before the snapshot is written, in a store small enough to
-/// write in [`FLUSH_INTERVAL`] / [`FLUSH_SPACING`].
+/// How long a change may wait before the snapshot is written, in a store whose flush takes
+/// less than this over [`FLUSH_SPACING`] (20 ms); longer in a larger one.
 pub const FLUSH_INTERVAL: std::time::Duration = std::time::Duration::from_millis(500);
 
-/// After a flush, the flusher waits this many times as long as the flush took, when that is
-/// longer than [`FLUSH_INTERVAL`]: a flush's cost grows with the store (about 35 ms with 8k
+/// After a flush, the flusher waits this many times as long as the flush (and the
+/// compaction before it) took, when that is longer than [`FLUSH_INTERVAL`]: a flush's cost grows with the store (about 35 ms with 8k
 /// memories indexed, in the soak bench), and so at most about 1/25 of a core goes to
 /// flushing, however large the store. A crash still loses no file, only the index writes of
 /// a longer last interval.
