@@ -391,10 +391,11 @@ pub struct SnapshotCell {
 pub const FLUSH_INTERVAL: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// After a flush, the flusher waits this many times as long as the flush (and the
-/// compaction before it) took, when that is longer than [`FLUSH_INTERVAL`]: a flush's cost grows with the store (about 35 ms with 8k
-/// memories indexed, in the soak bench), and so at most about 1/25 of a core goes to
-/// flushing, however large the store. A crash still loses no file, only the index writes of
-/// a longer last interval.
+/// compaction before it) took, when that is longer than [`FLUSH_INTERVAL`]. A flush's cost
+/// grows with the store: the flushing thread took 11.2 s of CPU in a 200-second soak with a
+/// flush every 500 ms, 3.8 s spaced. Flushing now takes at most about
+/// 1/25 of the time, waits for the disk included, however large the store. A crash still
+/// loses no file, only the index writes of a longer last interval.
 pub const FLUSH_SPACING: u32 = 25;
 
 impl SnapshotCell {
