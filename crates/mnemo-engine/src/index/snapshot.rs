@@ -470,7 +470,7 @@ impl SnapshotCell {
                     wait = FLUSH_INTERVAL.max(started.elapsed() * FLUSH_SPACING);
                     match flushed {
                         Err(e) if !failing => {
-                            warn!("cannot flush the index and its snapshot: {e}; trying again every {FLUSH_INTERVAL:?}");
+                            warn!("cannot flush the index and its snapshot: {e}; trying again in {wait:?}, and so on until it succeeds");
                             failing = true;
                         }
                         Ok(()) if failing => {
