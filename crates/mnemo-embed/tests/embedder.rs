@@ -102,3 +102,49 @@ fn a_text_longer_than_the_window_is_the_mean_of_its_pieces() {
     assert!(in_windows > 0.9999, "windows {in_windows}");
     assert!(read_whole < 0.999, "whole {read_whole}");
 }
+
+/// Set-up rewrites the published graph (`source.onnx`) with ONNX Runtime's fused operators
+/// (`scripts/minilm_fused.py`); the rewrite must compute the same vectors, padding and windows
+/// included.
+#[test]
+fn the_fused_graph_gives_the_published_graphs_vectors() {
+    let installed = models_dir().join("all-MiniLM-L6-v2");
+    let published = tempfile::tempdir().unwrap();
+    for file in [
+        "tokenizer.json",
+        "config.json",
+        "special_tokens_map.json",
+        "tokenizer_config.json",
+    ] {
+        std::fs::copy(installed.join(file), published.path().join(file)).unwrap();
+    }
+    std::fs::copy(
+        installed.join("source.onnx"),
+        published.path().join("model.onnx"),
+    )
+    .unwrap_or_else(|e| panic!("{e}: source.onnx (installed by scripts/setup core)"));
+    let source = Embedder::load(&EmbedderConfig {
+        model_dir: published.path().to_owned(),
+        ..config()
+    })
+    .unwrap();
+    let fused = embedder();
+    let long = "We drove up the coast on Saturday, stopped twice for coffee, and reached the \
+                lighthouse just before the storm came in from the west. "
+        .repeat(12);
+    let texts = [
+        "Anne is my wife.",
+        "A longer sentence in the same batch, so that the shorter ones are padded to it.",
+        long.as_str(),
+    ];
+    let expected = source.embed(&texts).unwrap();
+    let got = fused.embed(&texts).unwrap();
+    for ((e, g), text) in expected.iter().zip(&got).zip(texts) {
+        let largest = e
+            .iter()
+            .zip(g)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0f32, f32::max);
+        assert!(largest < 1e-5, "{largest} apart for {text:.40}");
+    }
+}
