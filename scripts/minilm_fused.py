@@ -33,13 +33,14 @@ the manifest pins.
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
+
+from onnx_file import write_checked
 
 PREFIX = "inner."
 # The modules whose products each layer has, and the bias that names each in the source.
@@ -51,6 +52,8 @@ MODULES = {
     "intermediate": "intermediate.dense",
     "down": "output.dense",
 }
+# The two LayerNorms of each layer, after attention and after the feed-forward products.
+NORMS = {"attention": "attention.output.LayerNorm", "output": "output.LayerNorm"}
 
 
 class Source:
@@ -110,7 +113,7 @@ class Source:
         return self.tensor(f"{PREFIX}encoder.layer.{layer}.{MODULES[module]}.bias")
 
     def norm(self, layer: int, which: str) -> tuple[np.ndarray, np.ndarray]:
-        name = f"{PREFIX}encoder.layer.{layer}.{which}.LayerNorm"
+        name = f"{PREFIX}encoder.layer.{layer}.{which}"
         return self.tensor(f"{name}.weight"), self.tensor(f"{name}.bias")
 
 
@@ -137,9 +140,23 @@ class Graph:
         return self.node("Mul", [as_float, s], name)
 
 
+def residual_norm(g: Graph, source: Source, layer: int, product: str, residual: str,
+                  name: str, module: str, output: str) -> str:
+    """LayerNorm(`product` + `module`'s bias + `residual`), as one SkipLayerNormalization, with
+    the LayerNorm of the layer's `name` part (`attention` or `output`)."""
+    weight, bias = source.norm(layer, NORMS[name])
+    return g.node("SkipLayerNormalization",
+                  [product, residual, g.constant(f"{name}_norm_weight_{layer}", weight),
+                   g.constant(f"{name}_norm_bias_{layer}", bias),
+                   g.constant(f"{module}_bias_{layer}", source.bias(layer, module))],
+                  output, domain="com.microsoft", epsilon=source.epsilon)
+
+
 def build(source: Source, heads: int, layers: int) -> onnx.ModelProto:
+    if len(source.products) != 6 * layers:
+        raise SystemExit(f"the source has {len(source.products)} int8 products, "
+                         f"expected {6 * layers} for {layers} layers")
     g = Graph()
-    eps = source.epsilon
     embeddings = PREFIX + "embeddings."
     word = g.dequantised("word_embeddings", source.tensor(embeddings + "word_embeddings.weight_q"),
                          source.tensor(embeddings + "word_embeddings.weight_scale"))
@@ -168,7 +185,7 @@ def build(source: Source, heads: int, layers: int) -> onnx.ModelProto:
                [summed, g.constant("embeddings_norm_weight",
                                    source.tensor(embeddings + "LayerNorm.weight")),
                 g.constant("embeddings_norm_bias", source.tensor(embeddings + "LayerNorm.bias"))],
-               "layer_input_0", axis=-1, epsilon=eps)
+               "layer_input_0", axis=-1, epsilon=source.epsilon)
     mask = g.node("Cast", ["attention_mask"], "mask_int32", to=TensorProto.INT32)
 
     for i in range(layers):
@@ -182,12 +199,8 @@ def build(source: Source, heads: int, layers: int) -> onnx.ModelProto:
         projected = g.node("MatMul", [attended, g.dequantised(f"output_weight_{i}",
                                                               *source.product(i, "output"))],
                            f"projected_{i}")
-        weight, bias = source.norm(i, "attention.output")
-        x = g.node("SkipLayerNormalization",
-                   [projected, x, g.constant(f"attention_norm_weight_{i}", weight),
-                    g.constant(f"attention_norm_bias_{i}", bias),
-                    g.constant(f"output_bias_{i}", source.bias(i, "output"))],
-                   f"attention_out_{i}", domain="com.microsoft", epsilon=eps)
+        x = residual_norm(g, source, i, projected, x, "attention", "output",
+                          f"attention_out_{i}")
         up = g.node("MatMul", [x, g.dequantised(f"intermediate_weight_{i}",
                                                 *source.product(i, "intermediate"))], f"up_{i}")
         activated = g.node("BiasGelu", [up, g.constant(f"intermediate_bias_{i}",
@@ -196,17 +209,9 @@ def build(source: Source, heads: int, layers: int) -> onnx.ModelProto:
         down = g.node("MatMul", [activated, g.dequantised(f"down_weight_{i}",
                                                           *source.product(i, "down"))],
                       f"down_{i}")
-        weight, bias = source.norm(i, "output")
-        x = g.node("SkipLayerNormalization",
-                   [down, x, g.constant(f"output_norm_weight_{i}", weight),
-                    g.constant(f"output_norm_bias_{i}", bias),
-                    g.constant(f"down_bias_{i}", source.bias(i, "down"))],
-                   "last_hidden_state" if i == layers - 1 else f"layer_input_{i + 1}",
-                   domain="com.microsoft", epsilon=eps)
+        x = residual_norm(g, source, i, down, x, "output", "down",
+                          "last_hidden_state" if i == layers - 1 else f"layer_input_{i + 1}")
 
-    if len(source.products) != 6 * layers:
-        raise SystemExit(f"the source has {len(source.products)} int8 products, "
-                         f"expected {6 * layers} for {layers} layers")
     inputs = [helper.make_tensor_value_info(name, TensorProto.INT64, ["batch", "sequence"])
               for name in ("input_ids", "attention_mask", "token_type_ids")]
     outputs = [helper.make_tensor_value_info("last_hidden_state", TensorProto.FLOAT,
@@ -230,14 +235,7 @@ def main() -> int:
     config = json.loads(args.config.read_text())
     source = Source(onnx.load(args.source))
     model = build(source, config["num_attention_heads"], config["num_hidden_layers"])
-    onnx.checker.check_model(model)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = args.out.with_name(f".{args.out.name}.tmp")
-    with open(tmp, "wb") as f:
-        f.write(model.SerializeToString(deterministic=True))
-    os.replace(tmp, args.out)
-    print(f"wrote {args.out} ({args.out.stat().st_size / 2**20:.0f} MiB, "
-          f"{len(model.graph.node)} nodes)")
+    write_checked(model, args.out)
     return 0
 
 

@@ -31,7 +31,6 @@ models/manifest.toml.
 import argparse
 import json
 import math
-import os
 import struct
 import sys
 from pathlib import Path
@@ -39,6 +38,8 @@ from pathlib import Path
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
+
+from onnx_file import write_checked
 
 SAFETENSORS_DTYPES = {"F32": np.float32, "F16": np.float16, "I64": np.int64}
 MAX_DISTANCE = 128  # MPNet's relative_position_bucket default
@@ -263,14 +264,7 @@ def main() -> int:
 
     config = json.loads(args.config.read_text())
     model = build(config, SafeTensors(args.weights))
-    onnx.checker.check_model(model)  # in memory: the model is under protobuf's 2 GB limit
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = args.out.with_name(f".{args.out.name}.tmp")
-    with open(tmp, "wb") as f:
-        f.write(model.SerializeToString(deterministic=True))
-    os.replace(tmp, args.out)
-    print(f"wrote {args.out} ({args.out.stat().st_size / 2**20:.0f} MiB, "
-          f"{len(model.graph.node)} nodes)")
+    write_checked(model, args.out)
     return 0
 
 
