@@ -6,7 +6,11 @@
 //! request cost, overall and minute by minute (the write path's included: on a busy
 //! machine, the figure to compare between builds, far steadier than throughput), how many
 //! acknowledged user turns are missing from the store (a turn is on disk before its answer
-//! is sent), and the write-path passes still queued at the end.
+//! is sent), the write-path passes still queued at the end, and the embedding model's time
+//! a request with the floors it and the CPU time set on this machine's latency: the model
+//! runs one call at a time, so 16 clients each waiting for their turn cannot be answered
+//! faster, on average, than 16 times a request's time on it, nor than 16 times a request's
+//! CPU time over the cores.
 //!
 //! The scripted upstream answers in microseconds, so chats arrive far faster than with a
 //! real model, and as fast as the write path learns from them (each pass embeds, searches,
@@ -113,7 +117,7 @@ async fn run(duration: Duration, learn: bool, answer_ms: u64) -> (Value, tempfil
         .unwrap();
 
     // Minute 0's sample, before any client starts: the CPU time from here on is the run's.
-    let mut samples = vec![sample(0)];
+    let mut samples = vec![sample(0, &client)];
     let started = Instant::now();
     let deadline = started + duration;
     let outcomes = Arc::new(Mutex::new(Vec::<Outcome>::new()));
@@ -143,14 +147,14 @@ async fn run(duration: Duration, learn: bool, answer_ms: u64) -> (Value, tempfil
         tokio::time::sleep(Duration::from_millis(500)).await;
         upstream.clear_requests();
         if started.elapsed().as_secs() >= next {
-            samples.push(sample(next / 60));
+            samples.push(sample(next / 60, &client));
             next += 60;
         }
     }
     for task in tasks {
         task.await.unwrap();
     }
-    samples.push(sample(started.elapsed().as_secs().div_ceil(60)));
+    samples.push(sample(started.elapsed().as_secs().div_ceil(60), &client));
     let queued = client.pending_passes();
     client.stop_background_passes();
 
@@ -162,14 +166,19 @@ async fn run(duration: Duration, learn: bool, answer_ms: u64) -> (Value, tempfil
     };
     let mut all: Vec<f64> = outcomes.iter().map(|o| o.ms).collect();
     let errors = outcomes.iter().filter(|o| o.acknowledged.is_none()).count();
-    // CPU seconds between two samples, per request of the minutes between them.
-    let cpu_between = |from: usize, to: usize| -> Option<f64> {
-        let at = |i: usize| samples.get(i)?["cpu_seconds"].as_f64();
+    // Seconds of `field` (CPU, the embedding model's) between two samples.
+    let between = |field: &str, from: usize, to: usize| -> Option<f64> {
+        let at = |i: usize| samples.get(i)?[field].as_f64();
         Some(at(to)? - at(from)?)
     };
-    let cpu_ms_per_request = |seconds: Option<f64>, requests: usize| {
+    let cpu_between = |from: usize, to: usize| between("cpu_seconds", from, to);
+    let ms_per_request = |seconds: Option<f64>, requests: usize| {
         seconds.map(|s| round(s * 1000.0 / requests.max(1) as f64))
     };
+    let last = samples.len() - 1;
+    let embedding_ms = ms_per_request(between("embedding_seconds", 0, last), outcomes.len());
+    let cpu_ms = ms_per_request(cpu_between(0, last), outcomes.len());
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
     let minutes: Vec<Value> = (0..=outcomes.iter().map(|o| o.minute).max().unwrap_or(0))
         .map(|m| {
             let mut ms: Vec<f64> = outcomes
@@ -182,7 +191,8 @@ async fn run(duration: Duration, learn: bool, answer_ms: u64) -> (Value, tempfil
                 "requests": ms.len(),
                 "p50_ms": percentile(&mut ms, 0.5),
                 "p99_ms": percentile(&mut ms, 0.99),
-                "cpu_ms_per_request": cpu_ms_per_request(cpu_between(m, m + 1), ms.len()),
+                "cpu_ms_per_request": ms_per_request(cpu_between(m, m + 1), ms.len()),
+                "embedding_ms_per_request": ms_per_request(between("embedding_seconds", m, m + 1), ms.len()),
             })
         })
         .collect();
@@ -197,7 +207,17 @@ async fn run(duration: Duration, learn: bool, answer_ms: u64) -> (Value, tempfil
         "p50_ms": percentile(&mut all, 0.5),
         "p99_ms": percentile(&mut all, 0.99),
         "max_ms": round(all.iter().cloned().fold(0.0, f64::max)),
-        "cpu_ms_per_request": cpu_ms_per_request(cpu_between(0, samples.len() - 1), outcomes.len()),
+        "cpu_ms_per_request": cpu_ms,
+        "embedding_ms_per_request": embedding_ms,
+        "cores": cores,
+        // Bounds on the mean latency: with every client waiting for its answer in turn, a
+        // request cannot take less, on average, than the clients times its time on what
+        // serves one at a time (the embedding model, its runs slowed by whatever shares its
+        // cores meanwhile), nor than the clients times its CPU time over the cores.
+        "latency_floor_ms": {
+            "embedding_model": embedding_ms.map(|ms| round(ms * CLIENTS as f64)),
+            "cpu": cpu_ms.map(|ms| round(ms * CLIENTS as f64 / cores as f64)),
+        },
         "learn": learn,
         "answer_ms": answer_ms,
         "passes_still_queued": queued,
@@ -274,7 +294,7 @@ fn missing_turns(store: &Path, outcomes: &[Outcome]) -> usize {
 /// The process's resident memory (in all, and the part of it that is not mapped files: the
 /// index maps its files, and their pages count as resident while the kernel keeps them) and
 /// open files now.
-fn sample(minute: u64) -> Value {
+fn sample(minute: u64, client: &MemoryClient) -> Value {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     let kib = |field: &str| -> u64 {
         status
@@ -292,6 +312,7 @@ fn sample(minute: u64) -> Value {
         "rss_file_mib": mib(kib("RssFile:")),
         "open_files": fds,
         "cpu_seconds": round(cpu_seconds()),
+        "embedding_seconds": round(client.embedding_busy().as_secs_f64()),
     })
 }
 

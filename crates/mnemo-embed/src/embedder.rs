@@ -8,9 +8,9 @@
 
 use std::ops::Range;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use fastembed::{InitOptionsUserDefined, Pooling, TextEmbedding, UserDefinedEmbeddingModel};
 use tracing::debug;
@@ -70,6 +70,8 @@ pub struct Embedder {
     /// Texts embedded lately (of at most [`MAX_RECENT_TEXT_BYTES`]), answered without the
     /// model.
     recent: Recent<String, Vec<f32>>,
+    /// Nanoseconds the backend has spent computing vectors (see [`Embedder::busy`]).
+    busy_nanos: AtomicU64,
 }
 
 /// What computes the vectors. One per process, behind an `Arc`: its size does not matter.
@@ -129,6 +131,7 @@ impl Embedder {
             batch_size: config.batch_size.max(1),
             queries_waiting: AtomicUsize::new(0),
             recent: Recent::new(RECENT_TEXTS),
+            busy_nanos: AtomicU64::new(0),
         })
     }
 
@@ -145,6 +148,7 @@ impl Embedder {
             dimension,
             queries_waiting: AtomicUsize::new(0),
             recent: Recent::new(RECENT_TEXTS),
+            busy_nanos: AtomicU64::new(0),
         })
     }
 
@@ -185,6 +189,14 @@ impl Embedder {
         self.run(&[text])?
             .pop()
             .ok_or_else(|| EmbedError::Inference("the model returned no vector".into()))
+    }
+
+    /// How long the model has run (or the endpoint been waited for) since loading, the probe
+    /// left out. With ONNX, runs take turns on one session: this over a stretch of wall time
+    /// is the share of it the model was busy, and a server whose every request needs `m` of
+    /// it answers at most one request every `m`, however many cores it has.
+    pub fn busy(&self) -> Duration {
+        Duration::from_nanos(self.busy_nanos.load(Ordering::Relaxed))
     }
 
     /// The vector of `text` if it was embedded lately, without running the model.
@@ -231,6 +243,7 @@ impl Embedder {
                 window_tokens,
             } => {
                 let mut model = model.lock().unwrap_or_else(|p| p.into_inner());
+                let _busy = Busy::new(&self.busy_nanos);
                 let windows = Windows::of(&model, texts, *read_tokens, *window_tokens);
                 let vectors =
                     shortest_first(&windows.pieces, self.batch_size, *read_tokens, |run| {
@@ -240,7 +253,10 @@ impl Embedder {
                     })?;
                 windows.pool(vectors)?
             }
-            Backend::Api(api) => api.embed(texts)?,
+            Backend::Api(api) => {
+                let _busy = Busy::new(&self.busy_nanos);
+                api.embed(texts)?
+            }
         };
         if vectors.iter().any(|v| v.len() != self.dimension) {
             return Err(EmbedError::Inference(format!(
@@ -405,6 +421,28 @@ fn worth_keeping(text: &str) -> bool {
 
 /// The longest a batch of bulk embedding gives way to queries, in milliseconds.
 const MAX_YIELD_MS: u32 = 200;
+
+/// Adds the time it lives to a counter of nanoseconds, even if the model panics.
+struct Busy<'a> {
+    nanos: &'a AtomicU64,
+    since: Instant,
+}
+
+impl<'a> Busy<'a> {
+    fn new(nanos: &'a AtomicU64) -> Self {
+        Self {
+            nanos,
+            since: Instant::now(),
+        }
+    }
+}
+
+impl Drop for Busy<'_> {
+    fn drop(&mut self) {
+        let spent = u64::try_from(self.since.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.nanos.fetch_add(spent, Ordering::Relaxed);
+    }
+}
 
 /// Counts a query waiting for the model while it lives, even if the model panics.
 struct QueryWaiting<'a>(&'a AtomicUsize);

@@ -48,6 +48,21 @@ fn embedding_is_deterministic_and_independent_of_the_batch() {
 }
 
 #[test]
+fn busy_time_counts_model_runs_and_not_texts_embedded_lately() {
+    let e = embedder();
+    let loaded = e.busy();
+    e.embed_one("The kettle whistles at dawn.").unwrap();
+    let ran = e.busy();
+    assert!(ran > loaded, "a run adds its time: {loaded:?} -> {ran:?}");
+    e.embed(&["The kettle whistles at dawn."]).unwrap();
+    assert_eq!(
+        e.busy(),
+        ran,
+        "a text embedded lately does not run the model"
+    );
+}
+
+#[test]
 fn related_text_is_closer_than_unrelated_text() {
     let e = embedder();
     let v = e

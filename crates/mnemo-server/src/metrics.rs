@@ -10,7 +10,10 @@
 //! - `mnemo_upstream_answers_total`, `mnemo_upstream_tokens_total{kind}` (`prompt` |
 //!   `completion`) and `mnemo_upstream_cost_usd_total`: what chat answers took and cost
 //!   upstream since the server started (the engine's totals, `crate::usage` there; answers
-//!   whose model has no price add no cost).
+//!   whose model has no price add no cost);
+//! - `mnemo_embedding_seconds_total`: how long the embedding model has run (or its endpoint
+//!   been waited for). The local model runs one call at a time, so its rate is the share of
+//!   the time it was busy: near 1, requests queue for it whatever else the machine has free.
 
 use axum::extract::{MatchedPath, Request, State};
 use axum::http::header;
@@ -43,6 +46,7 @@ pub(crate) struct Metrics {
     answers: IntCounter,
     upstream_tokens: IntCounterVec,
     cost: Counter,
+    embedding: Counter,
 }
 
 impl Metrics {
@@ -100,6 +104,11 @@ impl Metrics {
             "US dollars chat answers cost upstream, where genai-prices knows the model",
         )
         .expect("valid metric");
+        let embedding = Counter::new(
+            "mnemo_embedding_seconds_total",
+            "Seconds the embedding model has run (or its endpoint been waited for)",
+        )
+        .expect("valid metric");
         let registry = Registry::new();
         for metric in [
             Box::new(compaction_items.clone()) as Box<dyn prometheus::core::Collector>,
@@ -110,6 +119,7 @@ impl Metrics {
             Box::new(answers.clone()),
             Box::new(upstream_tokens.clone()),
             Box::new(cost.clone()),
+            Box::new(embedding.clone()),
         ] {
             registry.register(metric).expect("metric names are unique");
         }
@@ -123,6 +133,7 @@ impl Metrics {
             answers,
             upstream_tokens,
             cost,
+            embedding,
         }
     }
 
@@ -140,10 +151,7 @@ impl Metrics {
             &self.upstream_tokens.with_label_values(&["completion"]),
             totals.completion_tokens,
         );
-        let more = totals.cost_usd - self.cost.get();
-        if more > 0.0 {
-            self.cost.inc_by(more);
-        }
+        catch_up(&self.cost, totals.cost_usd);
     }
 
     /// Records what governance did to one chat request.
@@ -172,6 +180,14 @@ impl Metrics {
     /// Counts a failed upstream call.
     pub(crate) fn upstream_error(&self, kind: &str) {
         self.upstream_errors.with_label_values(&[kind]).inc();
+    }
+}
+
+/// Brings `counter` up to `total` (a total that only grows).
+fn catch_up(counter: &Counter, total: f64) {
+    let more = total - counter.get();
+    if more > 0.0 {
+        counter.inc_by(more);
     }
 }
 
@@ -209,6 +225,10 @@ pub(crate) async fn metrics(State(state): State<MetricsState>) -> Response {
         .queue_depth
         .set(i64::try_from(state.client.background_tasks()).unwrap_or(i64::MAX));
     metrics.catch_up_usage(&state.client.usage_since_start());
+    catch_up(
+        &metrics.embedding,
+        state.client.embedding_busy().as_secs_f64(),
+    );
     let encoder = TextEncoder::new();
     let mut text = Vec::new();
     if let Err(e) = encoder.encode(&metrics.registry.gather(), &mut text) {

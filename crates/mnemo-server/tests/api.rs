@@ -319,6 +319,49 @@ async fn the_memory_api_adds_searches_lists_gets_deletes_and_shows_history() {
     assert!(root.join("entries/c1/deleted/facts").is_dir());
 }
 
+/// `mnemo_embedding_seconds_total` as `/metrics` reports it now.
+async fn embedding_seconds(server: &Server) -> f64 {
+    let metrics = http()
+        .get(format!("{}/metrics", server.url))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("mnemo_embedding_seconds_total "))
+        .unwrap_or_else(|| panic!("no embedding time in:\n{metrics}"))
+        .parse()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn metrics_count_the_time_the_embedding_model_runs() {
+    let llm = ScriptedLlm::with_handler(model).await;
+    let server = Server::start(Some(llm.base_url())).await;
+    let base = format!("{}/v1/memories", server.url);
+    let (status, _) = post(
+        &base,
+        json!({"texts": ["I keep bees."], "conversation_id": "c1"}),
+    )
+    .await;
+    assert_eq!(status, 201);
+    let before = embedding_seconds(&server).await;
+    assert!(before > 0.0, "the added memory was embedded");
+    let search = json!({"query": "which insects do I keep", "conversation_id": "c1"});
+    assert_eq!(post(&format!("{base}/search"), search.clone()).await.0, 200);
+    let after = embedding_seconds(&server).await;
+    assert!(
+        after > before,
+        "a new query runs the model: {before} -> {after}"
+    );
+    // The same query again is answered from the vectors embedded lately.
+    assert_eq!(post(&format!("{base}/search"), search).await.0, 200);
+    assert_eq!(embedding_seconds(&server).await, after);
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_search_as_of_a_revision_answers_from_that_commits_memories() {
     let llm = ScriptedLlm::with_handler(model).await;

@@ -71,6 +71,13 @@ impl MemoryClient {
         self.engine.write().background_tasks()
     }
 
+    /// How long the embedding model has run since it was loaded (see
+    /// [`mnemo_embed::Embedder::busy`]): the share of wall time it takes tells when the model
+    /// is what a busy server waits for.
+    pub fn embedding_busy(&self) -> Duration {
+        self.engine.embedder().busy()
+    }
+
     /// Waits until every write the client has queued in the background is done.
     pub async fn wait_idle(&self) {
         self.engine.write().wait_idle().await
