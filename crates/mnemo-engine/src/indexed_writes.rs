@@ -20,7 +20,9 @@ use crate::engine::Engine;
 use crate::error::EngineError;
 use crate::index::keys::dense_key;
 use crate::index::snapshot::Snapshot;
-use crate::index::sync::{read_file, EmbeddedAhead, FileRead, Indexer, PathChange, SyncReport};
+use crate::index::sync::{
+    read_file, EmbeddedAhead, FileRead, Indexer, KeptKeys, PathChange, SyncReport,
+};
 use crate::index::timeline::Timeline;
 use crate::index::watcher::FileChanges;
 
@@ -30,7 +32,7 @@ impl Engine {
         &self,
         records: Vec<MemoryRecord>,
     ) -> Result<Vec<StoredMemory>, EngineError> {
-        let ahead = self.indexer().embed_ahead(&records, HashMap::new())?;
+        let ahead = self.indexer().embed_ahead(&records, KeptKeys::default())?;
         let mut snapshot = self.snapshot().lock();
         let mut written = Vec::with_capacity(records.len());
         for record in records {
@@ -70,7 +72,7 @@ impl Engine {
         if edits.is_empty() {
             return Ok(Vec::new());
         }
-        let kept = self.kept_nearest_words(&edits);
+        let kept = self.kept_keys(&edits);
         let ahead = self
             .indexer()
             .embed_ahead(edits.iter().map(|(_, r)| r), kept)?;
@@ -93,38 +95,65 @@ impl Engine {
         result.map(|()| written.into_iter().map(|(m, _)| m).collect())
     }
 
-    /// The model's words nearest each edit's text that the snapshot holds already, by dense
-    /// key: those of a file rewritten with the text it had (a conflict marked, a person's
-    /// decision recorded), as indexed (its bytes hash to what the snapshot recorded: a hand
-    /// edit not indexed yet is not taken for it). Finding them again is a pass over every
-    /// word vector the model has, for each file.
-    fn kept_nearest_words(&self, edits: &[(PathBuf, MemoryRecord)]) -> HashMap<String, String> {
+    /// What each edit keeps of its file's dense key (see [`KeptKeys`]): for a file rewritten
+    /// with the text it had (a conflict marked, a person's decision recorded), as indexed (its
+    /// bytes hash to what the snapshot recorded: a hand edit not indexed yet is not taken for
+    /// it), the model's words nearest its key that the snapshot holds and its vector in the
+    /// index. Finding the words again is a pass over every word vector the model has, and
+    /// the vector a run of the model, for each file.
+    fn kept_keys(&self, edits: &[(PathBuf, MemoryRecord)]) -> KeptKeys {
         let indexer = self.indexer();
-        let kept: Vec<Option<(String, String)>> = {
+        // Each file's hash as indexed, and the words nearest its key where they were kept.
+        let indexed_as: Vec<Option<(String, Option<String>)>> = {
             let snapshot = self.snapshot().lock();
             edits
                 .iter()
                 .map(|(path, _)| {
                     let relative = self.store().relative(path);
-                    let (sha256, words) = indexer.kept_nearest_words(&snapshot, &relative)?;
-                    Some((sha256.to_owned(), words.to_owned()))
+                    let entry = snapshot.files().get(relative.as_ref())?;
+                    let words = indexer
+                        .kept_nearest_words(&snapshot, &relative)
+                        .map(|(_, words)| words.to_owned());
+                    Some((entry.sha256.clone(), words))
                 })
                 .collect()
         };
-        edits
+        let unchanged: Vec<(MemoryId, String, Option<String>)> = edits
             .iter()
-            .zip(kept)
-            .filter_map(|((path, record), kept)| {
-                let (sha256, words) = kept?;
+            .zip(indexed_as)
+            .filter_map(|((path, record), indexed_as)| {
+                let (sha256, words) = indexed_as?;
                 let bytes = self.store().read_bytes(path).ok()?;
                 if sha256_hex(&bytes) != sha256 {
                     return None;
                 }
                 let before = self.store().parse(path, &bytes).ok()?.record;
                 let key = dense_key(record);
-                (dense_key(&before) == key).then_some((key, words))
+                (dense_key(&before) == key).then_some((before.id, key, words))
             })
-            .collect()
+            .collect();
+        if unchanged.is_empty() {
+            return KeptKeys::default();
+        }
+        let ids: Vec<MemoryId> = unchanged.iter().map(|(id, _, _)| *id).collect();
+        // Not found (a point lost meanwhile, an index server away): embedded again.
+        let mut indexed: HashMap<MemoryId, Vec<f32>> = match self.index().retrieve(&ids, true) {
+            Ok(hits) => hits
+                .into_iter()
+                .filter_map(|hit| Some((hit.id, hit.vector?)))
+                .collect(),
+            Err(_) => HashMap::new(),
+        };
+        let mut kept = KeptKeys::default();
+        for (id, key, words) in unchanged {
+            if let Some(vector) = indexed.remove(&id) {
+                kept.vectors.insert(key.clone(), vector);
+            }
+            if let Some(words) = words {
+                kept.nearest.insert(key, words);
+            }
+        }
+        kept
     }
 
     /// Indexes files just written (with their hashes), under the snapshot lock their
@@ -251,7 +280,7 @@ impl Engine {
             .collect();
         let ahead = self
             .indexer()
-            .embed_ahead(&records, HashMap::new())
+            .embed_ahead(&records, KeptKeys::default())
             .unwrap_or_default();
         let mut snapshot = self.snapshot().lock();
         let result = self.sync_paths(&mut snapshot, reads, changes.rescan, &ahead);

@@ -254,6 +254,60 @@ async fn keeping_the_earlier_or_both_leaves_the_right_facts_live() {
         .is_empty());
 }
 
+/// Recording a person's decision rewrites both facts' files with the text they had: their
+/// vectors are taken from the index, not computed again (shown on a store opened afresh, so
+/// the embedder has no recent vectors to answer from); a fact whose text changed by hand
+/// meanwhile is embedded again.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_rewrite_with_the_text_it_had_does_not_run_the_model() {
+    let llm = ScriptedLlm::with_handler(adding_model).await;
+    let dir = tempfile::tempdir().unwrap();
+    let (client, conversation) = moved(dir.path(), &llm).await;
+    let pair = first_conflict(&client, &conversation).await;
+    drop(client);
+
+    let client = MemoryClient::open(config(dir.path(), &llm), OpenOptions::default())
+        .await
+        .unwrap();
+    // The vocabulary is built again in the background, embedding the store's words.
+    client.vocabulary_built().await;
+    let before = client.embedding_busy();
+    resolve(&client, &conversation, &pair, Resolution::BothHold)
+        .await
+        .unwrap();
+    assert_eq!(client.embedding_busy(), before, "nothing embedded");
+    let found = client
+        .search(
+            mnemo_engine::SearchRequest::new("Where does the user live?", conversation.clone())
+                .top_k(2),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        found.len(),
+        2,
+        "both facts found by their vectors: {found:?}"
+    );
+    drop(client);
+
+    // A fact edited by hand and not indexed yet (no watcher runs here): its new text is
+    // embedded.
+    let dir = tempfile::tempdir().unwrap();
+    let (client, conversation) = moved(dir.path(), &llm).await;
+    let pair = first_conflict(&client, &conversation).await;
+    let earlier = client.get(pair.earlier.id).await.unwrap().unwrap();
+    let text = std::fs::read_to_string(&earlier.path).unwrap();
+    std::fs::write(&earlier.path, text.replace("Leuven", "Bruges")).unwrap();
+    let before = client.embedding_busy();
+    resolve(&client, &conversation, &pair, Resolution::BothHold)
+        .await
+        .unwrap();
+    assert!(
+        client.embedding_busy() > before,
+        "the edited text was embedded"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_pair_of_another_conversation_or_of_strangers_is_no_conflict() {
     let llm = ScriptedLlm::with_handler(adding_model).await;

@@ -77,6 +77,17 @@ pub struct Indexer<'a> {
     pub ahead: Option<&'a EmbeddedAhead>,
 }
 
+/// What a file rewritten with the dense key it was indexed under (a conflict marked, a
+/// person's decision recorded) keeps, by that key: its vector, as the index holds it, and the
+/// model's words nearest it, as the snapshot does. Neither is worked out again.
+#[derive(Debug, Default)]
+pub struct KeptKeys {
+    /// Dense vectors by key.
+    pub vectors: HashMap<String, Vec<f32>>,
+    /// The model's words nearest each key, separated by spaces.
+    pub nearest: HashMap<String, String>,
+}
+
 /// Vectors of memories about to be indexed, and of their words the vocabulary lacks,
 /// computed before the snapshot lock is taken: the embedder serves searches first, so a
 /// writer that embedded under that lock would hold every other writer (the write path, the
@@ -102,23 +113,23 @@ impl<'a> Indexer<'a> {
 
     /// Embeds what indexing `records` needs (their dense keys, the words the vocabulary
     /// lacks), without touching the snapshot, so the caller can do it before locking it.
-    /// `nearest` holds the model's words nearest some dense keys, known already (a file
-    /// rewritten with the same text): they are not looked for again.
+    /// `kept` holds what is known already of some dense keys (a file rewritten with the same
+    /// text): their vectors are not embedded again, nor their nearest words looked for.
     pub fn embed_ahead<'r>(
         &self,
         records: impl IntoIterator<Item = &'r MemoryRecord>,
-        nearest: HashMap<String, String>,
+        kept: KeptKeys,
     ) -> Result<EmbeddedAhead, EngineError> {
         let records: Vec<&MemoryRecord> = records.into_iter().collect();
         let texts: Vec<String> = records.iter().map(|r| keys::dense_key(r)).collect();
-        let vectors = self.embedder.embed(&texts)?;
+        let vectors = self.vectors_of_keys(&texts, |text| kept.vectors.get(text))?;
         // The model's words nearest each: the answers are kept (`ModelWords`), and the key
         // upkeep under the lock finds them there, since it takes a new memory's vector from
         // the embedder's recent ones too.
         let with_vectors: Vec<(&MemoryRecord, Option<&[f32]>)> = records
             .iter()
             .zip(texts.iter().zip(&vectors))
-            .filter(|(_, (text, _))| !nearest.contains_key(*text))
+            .filter(|(_, (text, _))| !kept.nearest.contains_key(*text))
             .map(|(r, (_, v))| (*r, Some(v.as_slice())))
             .collect();
         self.nearest_words(&with_vectors);
@@ -126,8 +137,28 @@ impl<'a> Indexer<'a> {
         Ok(EmbeddedAhead {
             dense: texts.into_iter().zip(vectors).collect(),
             words: self.embed_unknown_words(&contents).unwrap_or_default(),
-            nearest,
+            nearest: kept.nearest,
         })
+    }
+
+    /// The vectors of the dense keys `texts`: those `known` has as they are, the others
+    /// embedded now.
+    fn vectors_of_keys<'k>(
+        &self,
+        texts: &[String],
+        known: impl Fn(&String) -> Option<&'k Vec<f32>>,
+    ) -> Result<Vec<Vec<f32>>, EngineError> {
+        let missing: Vec<&String> = texts.iter().filter(|t| known(t).is_none()).collect();
+        let mut embedded = self.embedder.embed(&missing)?.into_iter();
+        texts
+            .iter()
+            .map(|text| match known(text) {
+                Some(vector) => Ok(vector.clone()),
+                None => embedded.next().ok_or_else(|| {
+                    EngineError::Task("the embedder returned fewer vectors than texts".into())
+                }),
+            })
+            .collect()
     }
 
     /// The model's words nearest a memory's dense key that the snapshot holds for the file
@@ -156,18 +187,8 @@ impl<'a> Indexer<'a> {
 impl Indexer<'_> {
     /// The dense vectors of `texts`: those embedded ahead, the others embedded now.
     fn dense_vectors_of(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EngineError> {
-        let ahead = |text: &String| self.ahead.and_then(|a| a.dense.get(text));
-        let missing: Vec<&String> = texts.iter().filter(|t| ahead(t).is_none()).collect();
-        let mut embedded = self.embedder.embed(&missing)?.into_iter();
-        texts
-            .iter()
-            .map(|text| match ahead(text) {
-                Some(vector) => Ok(vector.clone()),
-                None => embedded.next().ok_or_else(|| {
-                    EngineError::Task("the embedder returned fewer vectors than texts".into())
-                }),
-            })
-            .collect()
+        let ahead = self.ahead;
+        self.vectors_of_keys(texts, |text| ahead.and_then(|a| a.dense.get(text)))
     }
 
     /// Embeds `memories` and upserts them, in batches, recording each flushed batch.
