@@ -321,14 +321,7 @@ async fn the_memory_api_adds_searches_lists_gets_deletes_and_shows_history() {
 
 /// `mnemo_embedding_seconds_total` as `/metrics` reports it now.
 async fn embedding_seconds(server: &Server) -> f64 {
-    let metrics = http()
-        .get(format!("{}/metrics", server.url))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = server.metrics().await;
     metrics
         .lines()
         .find_map(|l| l.strip_prefix("mnemo_embedding_seconds_total "))
@@ -1087,14 +1080,7 @@ async fn strategies_merge_request_over_conversation_over_agent_field_by_field() 
     assert_eq!(body["memory_context"]["mode"], "compact", "{body}");
 
     // Governance counted in /metrics.
-    let metrics = http()
-        .get(format!("{}/metrics", server.url))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = server.metrics().await;
     for line in [
         "memory_compaction_items_total{stage=\"compact\"} 6",
         "memory_compaction_items_total{stage=\"trim\"} 6",

@@ -29,10 +29,9 @@ async fn field_once(url: &str, name: &str, done: impl Fn(&Value) -> bool) -> Val
 /// titled, usage recorded, write passes), as `/metrics` reports it; panics after 30 s. What
 /// a request set off in the background has then all been done, or tried.
 async fn background_done(server: &Server) {
-    let url = format!("{}/metrics", server.url);
     let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
     loop {
-        let metrics = http().get(&url).send().await.unwrap().text().await.unwrap();
+        let metrics = server.metrics().await;
         if metrics
             .lines()
             .any(|l| l == "mnemo_background_queue_depth 0")
@@ -449,14 +448,7 @@ async fn answers_add_up_to_tokens_and_cost_per_session_and_conversation() {
     let (_, other) = get(&format!("{}/v1/conversations/quiet/usage", server.url)).await;
     assert_eq!(other["usage"]["requests"], 0);
 
-    let metrics = http()
-        .get(format!("{}/metrics", server.url))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = server.metrics().await;
     assert!(
         metrics.contains("mnemo_upstream_answers_total 4"),
         "{metrics}"

@@ -61,6 +61,12 @@ impl Server {
         }
     }
 
+    /// `/metrics` as it reads now.
+    pub async fn metrics(&self) -> String {
+        let url = format!("{}/metrics", self.url);
+        http().get(url).send().await.unwrap().text().await.unwrap()
+    }
+
     /// Stops the server; the store stays until the returned folder is dropped.
     pub async fn shutdown(mut self) -> (tempfile::TempDir, PathBuf) {
         self.stop.take().unwrap().send(()).unwrap();
